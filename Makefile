@@ -1,0 +1,42 @@
+# The two commands the README gives: `make demo` and `make test`.
+# Each creates .venv on first use and installs everything from this file and pyproject.toml.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch first: pinning 2.13.0 keeps pip on the CPU build instead of the CUDA one.
+TORCH := torch==2.13.0
+
+.PHONY: demo test lint bench clean install
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e ".[local]"
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-local
+	$(BIN)/pip install --quiet -e ".[local,test]"
+	touch $@
+
+install: $(VENV)/.installed-local
+
+demo: $(VENV)/.installed-local
+	HF_HUB_OFFLINE=1 $(BIN)/python examples/demo.py
+
+test: $(VENV)/.installed-test
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+	$(BIN)/ruff check langmem_layer graphs checkpointers examples tests benchmarks
+	$(BIN)/mypy
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check langmem_layer graphs checkpointers examples tests benchmarks
+	$(BIN)/mypy
+
+bench: $(VENV)/.installed-test
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/store_bench.py
+
+clean:
+	rm -rf $(VENV) .langmem .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,99 @@
+"""The scripted demo `make demo` runs: two threads of one user, then a second user.
+
+Runs offline on the embedded PostgreSQL in `.langmem/` with the local embedding model
+and the rule-based extractor. With OPENAI_API_KEY (or OPENAI_BASE_URL) set it uses a
+real chat model for the agent and for extraction, and OpenAI embeddings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.postgres import PostgresSaver
+
+from graphs.agent import build_agent_graph
+from langmem_layer import MemoryLayer, PostgresMemoryStore
+from langmem_layer.embeddings import openai_configured
+from langmem_layer.ops import ExportOp
+from langmem_layer.store.embedded import embedded_uri
+
+SCRIPT: list[tuple[str, str, list[str]]] = [
+    ("alice", "thread-1", [
+        "Hi! My name is Alice. I work at Acme Robotics and I live in Lisbon.",
+        "I prefer morning meetings, and I'm allergic to peanuts.",
+        "Please never mention my divorce.",
+        "Remind me to call the dentist tomorrow.",
+    ]),
+    ("alice", "thread-2", [
+        "What's my name, and where do I work?",
+        "I am ordering snacks for the team. Am I allergic to anything?",
+        "Actually, I work at Globex now, not Acme Robotics.",
+        "Where do I work these days?",
+    ]),
+    ("bob", "thread-3", [
+        "What's my name, and where do I work?",
+    ]),
+]
+
+
+def show(title: str, body: str) -> None:
+    print(f"  {title}:")
+    print(textwrap.indent(body.strip() or "(empty)", "    "))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data-dir", default=os.environ.get("LANGMEM_DATA_DIR", ".langmem"))
+    parser.add_argument("--keep", action="store_true", help="keep memories of earlier runs")
+    args = parser.parse_args()
+    mode = "OpenAI" if openai_configured() else "offline (local MiniLM + rule extractor)"
+    print(f"langmem_layer demo — {mode}; database: embedded PostgreSQL in {args.data_dir}/")
+    uri = embedded_uri(args.data_dir)
+    with PostgresMemoryStore.from_conn_string(uri) as store, \
+            PostgresSaver.from_conn_string(uri) as checkpointer:
+        store.setup()
+        checkpointer.setup()
+        if not args.keep:  # start from an empty memory, so every run shows the same story
+            for user in ("alice", "bob"):
+                for item in store.batch([ExportOp(user)])[0].items:
+                    store.delete(item.namespace, item.key)
+        run_id = time.strftime("%Y%m%d%H%M%S")
+        layer = MemoryLayer(store)
+        graph = build_agent_graph(layer).compile(store=store, checkpointer=checkpointer)
+        for user, thread, turns in SCRIPT:
+            print(f"\n=== user={user} thread={thread} " + "=" * 40)
+            for text in turns:
+                config = {"configurable": {"user_id": user, "thread_id": f"{thread}-{run_id}"}}
+                t0 = time.perf_counter()
+                out = graph.invoke({"messages": [HumanMessage(text)]}, config)
+                reply_ms = (time.perf_counter() - t0) * 1000
+                layer.drain()  # extraction ran after the reply; wait only to print it
+                print(f"\n> {user}: {text}")
+                recalled = out.get("recalled") or []
+                show("recalled", "\n".join(
+                    f"[{r['section'] or 'not placed'}] {r['value']['content']} "
+                    f"(via {', '.join(sorted(r['sources'])) or '-'}; score {r['score']:.2f})"
+                    for r in recalled))
+                show("memory block the agent received", out.get("memory_context") or "")
+                show(f"agent reply ({reply_ms:.0f} ms, extraction not included)",
+                     out["messages"][-1].text)
+                result = layer.ingest_log[-1] if layer.ingest_log else None
+                if result is not None and result.user_id == user:
+                    show("extracted after the turn", "\n".join(
+                        f"{'+' if d.accepted else '-'} {d.operation.op.value:<10} "
+                        f"{d.operation.content or d.operation.target_hint or ''} — {d.reason}"
+                        for d in result.decisions) or "(nothing worth keeping)")
+        layer.close()
+        print("\nCheck: thread-2 recalled thread-1's facts; bob recalled none of alice's.")
+
+
+if __name__ == "__main__":
+    main()

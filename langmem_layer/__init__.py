@@ -1,0 +1,66 @@
+"""langmem_layer: durable, typed long-term memory for LangGraph agents.
+
+Add three nodes to a graph (``load_memory``, ``assemble_context``,
+``extract_after_turn``), compile it with a :class:`PostgresMemoryStore`, and the agent
+remembers each user across threads, agents and months.
+"""
+
+from langmem_layer.context import ContextBlock
+from langmem_layer.errors import (
+    DatabaseUnavailableError,
+    InvalidContentError,
+    InvalidMemoryError,
+    InvalidNamespaceError,
+    LangmemError,
+    MemoryNotFoundError,
+    MissingUserError,
+)
+from langmem_layer.extraction.base import Extractor, MemoryOperation, OpType
+from langmem_layer.extraction.llm import LLMExtractor
+from langmem_layer.extraction.rules import RuleExtractor
+from langmem_layer.flows import IngestResult
+from langmem_layer.gate import GateDecision, WriteGate
+from langmem_layer.layer import MemoryLayer
+from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
+from langmem_layer.settings import GateSettings, MemorySettings, RankingWeights
+from langmem_layer.store.aio import AsyncPostgresMemoryStore
+from langmem_layer.store.sync import PostgresMemoryStore
+from langmem_layer.types import Kind, Layer, LinkType, MemoryRecord, Policy, Recalled, Status
+
+__all__ = [
+    "AsyncPostgresMemoryStore",
+    "ContextBlock",
+    "DatabaseUnavailableError",
+    "Extractor",
+    "GateDecision",
+    "GateSettings",
+    "IngestResult",
+    "InvalidContentError",
+    "InvalidMemoryError",
+    "InvalidNamespaceError",
+    "Kind",
+    "LLMExtractor",
+    "LangmemError",
+    "Layer",
+    "LinkType",
+    "MemoryLayer",
+    "MemoryNotFoundError",
+    "MemoryOperation",
+    "MemoryRecord",
+    "MemorySettings",
+    "MemoryState",
+    "MissingUserError",
+    "OpType",
+    "Policy",
+    "PostgresMemoryStore",
+    "RankingWeights",
+    "Recalled",
+    "RuleExtractor",
+    "Status",
+    "WriteGate",
+    "memory_prompt",
+    "memory_system_message",
+    "wire",
+]
+
+__version__ = "0.1.0"

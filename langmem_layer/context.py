@@ -1,0 +1,271 @@
+"""The memory block placed in the agent's prompt (R6.1-R6.3).
+
+Pure functions, no I/O. :func:`build_context_block` takes recalled memories ranked
+best-first and renders the ones that fit a token budget into sections that tell the
+model how each memory may surface.
+
+Format (stable; tests pin it)::
+
+    ## What you remember about this user
+
+    ### ALWAYS-KNOWN
+    - <content>
+
+    ### RELEVANT FOR THIS TURN
+    - <content>
+    - <content> [due 2025-03-01] [overdue]
+
+    ### USE SILENTLY
+    - <content>
+
+* The first line is the header ``## What you remember about this user``.
+* Each non-empty section follows in :data:`SECTIONS` order as a ``### <SECTION NAME>``
+  line and one ``- <content>`` line per memory, in input (rank) order.
+* The header and the sections are separated by one blank line; no line has trailing
+  whitespace and the text does not end with a newline.
+* Content whitespace (including newlines) is collapsed to single spaces, so a memory
+  is always exactly one line and can never forge a heading.
+* An open loop (``kind=open_loop``) with a due date gets `` [due YYYY-MM-DD]`` (UTC
+  date); `` [overdue]`` follows when ``now`` is given, ``due_at < now`` and the loop is
+  not closed.
+* When nothing is placed the text is ``""``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from langmem_layer.tokens import TokenCounter
+from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Policy, Recalled, to_utc
+
+__all__ = [
+    "ALWAYS_KNOWN",
+    "AVOID",
+    "FACTCHECK",
+    "HEADER",
+    "OPEN_THREADS",
+    "RELEVANT",
+    "SECTIONS",
+    "SILENT",
+    "SPEAKABLE_SECTIONS",
+    "ContextBlock",
+    "build_context_block",
+    "section_for",
+]
+
+HEADER = "## What you remember about this user"
+
+ALWAYS_KNOWN = "ALWAYS-KNOWN"
+RELEVANT = "RELEVANT FOR THIS TURN"
+SILENT = "USE SILENTLY"
+AVOID = "DO NOT SURFACE UNLESS THE USER DOES"
+OPEN_THREADS = "OPEN THREADS (pick up)"
+FACTCHECK = "DO NOT CONTRADICT"
+
+#: Sections in output order.
+SECTIONS: tuple[str, ...] = (ALWAYS_KNOWN, RELEVANT, OPEN_THREADS, FACTCHECK, SILENT, AVOID)
+#: Sections whose memories the agent may mention unprompted.
+SPEAKABLE_SECTIONS = frozenset({ALWAYS_KNOWN, RELEVANT, OPEN_THREADS})
+
+_POLICY_SECTION = {
+    Policy.SPEAK: RELEVANT,
+    Policy.ADAPT: SILENT,
+    Policy.AVOID: AVOID,
+    Policy.CONTINUE: OPEN_THREADS,
+    Policy.FACTCHECK: FACTCHECK,
+}
+_SEMANTIC_LAYERS = frozenset({Layer.SEMANTIC, Layer.IDENTITY})
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class ContextBlock:
+    """The rendered memory block and what went into it.
+
+    Attributes:
+        text: The block to put in the prompt; ``""`` when nothing is placed.
+        placements: Memory key -> section name, for every placed memory.
+        tokens: Tokens of ``text`` per the counter; never more than ``budget``.
+        budget: The token budget the block was built for.
+        dropped: Keys (input order) that did not fit the budget.
+        demoted: Placed keys demoted from speak to ``USE SILENTLY`` (R6.3).
+    """
+
+    text: str
+    placements: dict[str, str]
+    tokens: int
+    budget: int
+    dropped: tuple[str, ...]
+    demoted: tuple[str, ...]
+
+
+def section_for(record: MemoryRecord, *, demote_speak: bool = False) -> str:
+    """The section a memory belongs in, from its surface policy and pinned flag (R6.2).
+
+    ``avoid`` wins over ``pinned``: an avoid memory is never put in a speakable section.
+    Otherwise pinned memories are ``ALWAYS-KNOWN``.
+
+    Args:
+        record: The memory.
+        demote_speak: Place a non-pinned ``speak`` memory in ``USE SILENTLY`` instead,
+            because it was surfaced recently (R6.3).
+
+    Returns:
+        One of :data:`SECTIONS`.
+    """
+    if record.policy == Policy.AVOID:
+        return AVOID
+    if record.pinned:
+        return ALWAYS_KNOWN
+    if record.policy == Policy.SPEAK and demote_speak:
+        return SILENT
+    return _POLICY_SECTION[record.policy]
+
+
+def build_context_block(
+    recalled: Sequence[Recalled],
+    *,
+    budget_tokens: int,
+    counter: TokenCounter,
+    semantic_share: float = 0.6,
+    recently_spoken: Collection[str] = (),
+    now: datetime | None = None,
+) -> ContextBlock:
+    """Render the memories that fit ``budget_tokens`` into the sectioned block (R6.1).
+
+    Memories are placed in priority groups, each keeping the input (rank) order:
+
+    1. pinned memories and procedural-layer memories, against the whole budget;
+    2. semantic- and identity-layer memories, which may use at most ``semantic_share``
+       of the budget left after group 1;
+    3. episodic-layer memories, with whatever remains (including what group 2 left).
+
+    A memory that does not fit is dropped and later, smaller ones may still fit. Fit is
+    judged on the token count of the whole rendered text (header, headings and lines),
+    so ``tokens <= budget_tokens`` always holds. A repeated key is placed only once.
+
+    Args:
+        recalled: Recalled memories, best first.
+        budget_tokens: Maximum tokens of the rendered block.
+        counter: Counts tokens of the rendered text.
+        semantic_share: Cap of group 2, as a share of the budget left after group 1.
+        recently_spoken: Keys surfaced as ``speak`` in the last two turns; such speak
+            memories are demoted to ``USE SILENTLY`` (R6.3).
+        now: Current time, to flag overdue open loops; ``None`` never flags.
+
+    Returns:
+        The rendered :class:`ContextBlock`.
+
+    Raises:
+        ValueError: If ``budget_tokens`` is negative or ``semantic_share`` is outside
+            ``[0, 1]``.
+    """
+    if budget_tokens < 0:
+        raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
+    if not 0.0 <= semantic_share <= 1.0:
+        raise ValueError(f"semantic_share must be within [0, 1], got {semantic_share}")
+    now_utc = None if now is None else to_utc(now)
+    spoken = frozenset(recently_spoken)
+
+    items: list[_Item] = []
+    seen: set[str] = set()
+    for rank, memory in enumerate(recalled):
+        if memory.key in seen:
+            continue
+        seen.add(memory.key)
+        record = memory.record
+        demote = record.policy == Policy.SPEAK and not record.pinned and memory.key in spoken
+        items.append(
+            _Item(
+                rank=rank,
+                key=memory.key,
+                section=section_for(record, demote_speak=demote),
+                line=_render_line(record, now_utc),
+                group=_priority_group(record),
+                demoted=demote,
+            )
+        )
+
+    placed: list[_Item] = []
+    dropped: set[str] = set()
+    used = 0
+
+    def place(group: int, cap: int) -> None:
+        nonlocal used
+        for item in items:
+            if item.group != group:
+                continue
+            if cap <= 0:
+                dropped.add(item.key)
+                continue
+            # Re-count the whole text: BPE counts are not additive across line and
+            # section boundaries, and the invariant tokens <= budget must be exact.
+            # Quadratic, but ~0.1 s for 200 memories filling 12k tokens.
+            tokens = counter.count(_render([*placed, item]))
+            if tokens <= cap:
+                placed.append(item)
+                used = tokens
+            else:
+                dropped.add(item.key)
+
+    place(1, budget_tokens)
+    # Group 2's cap is measured on the whole text, so it includes what group 1 used.
+    place(2, used + int(semantic_share * (budget_tokens - used)))
+    place(3, budget_tokens)
+
+    text = _render(placed)
+    placed_in_order = sorted(placed, key=lambda item: item.rank)
+    return ContextBlock(
+        text=text,
+        placements={item.key: item.section for item in placed_in_order},
+        tokens=counter.count(text),
+        budget=budget_tokens,
+        dropped=tuple(item.key for item in items if item.key in dropped),
+        demoted=tuple(item.key for item in placed_in_order if item.demoted),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    rank: int
+    key: str
+    section: str
+    line: str
+    group: int
+    demoted: bool
+
+
+def _priority_group(record: MemoryRecord) -> int:
+    if record.pinned or record.layer == Layer.PROCEDURAL:
+        return 1
+    if record.layer in _SEMANTIC_LAYERS:
+        return 2
+    return 3
+
+
+def _render_line(record: MemoryRecord, now: datetime | None) -> str:
+    line = "- " + _WHITESPACE.sub(" ", record.content).strip()
+    if record.kind == Kind.OPEN_LOOP and record.due_at is not None:
+        due = to_utc(record.due_at)
+        line += f" [due {due:%Y-%m-%d}]"
+        if now is not None and due < now and record.loop_status != LoopStatus.CLOSED:
+            line += " [overdue]"
+    return line
+
+
+def _render(items: Sequence[_Item]) -> str:
+    if not items:
+        return ""
+    by_section: dict[str, list[_Item]] = {}
+    for item in items:
+        by_section.setdefault(item.section, []).append(item)
+    blocks = [HEADER]
+    for section in SECTIONS:
+        members = by_section.get(section)
+        if members:
+            lines = [item.line for item in sorted(members, key=lambda item: item.rank)]
+            blocks.append("\n".join([f"### {section}", *lines]))
+    return "\n\n".join(blocks)

@@ -1,0 +1,352 @@
+"""`MemoryLayer`: the façade a LangGraph user holds — three nodes and a direct API.
+
+Every method exists in sync and async form (``recall`` / ``arecall``). Both run the
+same flow from :mod:`langmem_layer.flows`; they differ only in how they execute its
+store and extractor requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langgraph.graph import StateGraph
+from langgraph.store.base import BaseStore
+
+from langmem_layer import flows
+from langmem_layer.context import ContextBlock
+from langmem_layer.extraction.base import Extractor
+from langmem_layer.extraction.rules import RuleExtractor
+from langmem_layer.flows import Env, ExtractCall, Flow, IngestResult, StoreCall
+from langmem_layer.gate import WriteGate
+from langmem_layer.settings import MemorySettings
+from langmem_layer.tokens import get_token_counter
+from langmem_layer.types import Kind, Layer, Policy, Recalled
+
+__all__ = ["MemoryLayer"]
+
+logger = logging.getLogger("langmem_layer")
+
+
+def _default_extractor(chat_model: BaseChatModel | None) -> Extractor:
+    from langmem_layer.embeddings import openai_configured
+
+    if chat_model is None and openai_configured():
+        import os
+
+        from langchain_openai import ChatOpenAI
+
+        chat_model = ChatOpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+    if chat_model is not None:
+        from langmem_layer.extraction.llm import LLMExtractor
+
+        return LLMExtractor(chat_model)
+    return RuleExtractor()
+
+
+class MemoryLayer:
+    """Long-term memory for a LangGraph agent.
+
+    Args:
+        store: A :class:`~langmem_layer.PostgresMemoryStore` (or its async twin; any
+            store that executes the ops of :mod:`langmem_layer.ops`).
+        settings: Thresholds, weights and budgets; defaults follow the specification.
+        embeddings: Unused when the store already embeds (it does); kept for symmetry
+            with LangMem so a caller may pass the model explicitly.
+        extractor: Proposes memory operations. Default: an LLM extractor on
+            ``chat_model`` (or OpenAI when ``OPENAI_API_KEY`` is set), else the rules.
+        chat_model: Chat model for the default LLM extractor.
+        extraction: ``"background"`` (default) extracts after the turn without blocking
+            it; ``"inline"`` extracts inside ``extract_after_turn``.
+        clock: Returns "now" for nodes (methods also take ``now=``).
+        trust: Per-agent trust in [0, 1] used in ranking.
+
+    The three nodes are attributes usable in ``StateGraph.add_node`` for sync and async
+    graphs: ``load_memory``, ``assemble_context`` and ``extract_after_turn``.
+    """
+
+    def __init__(
+        self,
+        store: BaseStore,
+        *,
+        settings: MemorySettings | None = None,
+        embeddings: Any = None,
+        extractor: Extractor | None = None,
+        chat_model: BaseChatModel | None = None,
+        extraction: Literal["background", "inline"] = "background",
+        clock: Callable[[], datetime] | None = None,
+        trust: Mapping[str, float] | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings or MemorySettings()
+        self.embeddings = embeddings
+        self.extractor = extractor or _default_extractor(chat_model)
+        self.extraction = extraction
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.env = Env(
+            settings=self.settings,
+            gate=WriteGate(self.settings.gate),
+            counter=get_token_counter(self.settings.encoding),
+            trust=dict(trust or {}),
+        )
+        #: The most recent ingest results (newest last), for inspection and the demo.
+        self.ingest_log: deque[IngestResult] = deque(maxlen=100)
+        #: Turns whose background extraction failed: (user_id, messages, error).
+        self.failed: deque[tuple[str, list[BaseMessage], str]] = deque(maxlen=1000)
+        self._pool: ThreadPoolExecutor | None = None
+        self._futures: list[Future[Any]] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._lock = threading.Lock()
+        from langmem_layer.nodes import build_nodes
+
+        self.load_memory, self.assemble_context, self.extract_after_turn = build_nodes(self)
+
+    # -- executing flows ---------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The layer's current time."""
+        return self._clock()
+
+    def run(self, flow: Flow) -> Any:
+        """Execute a flow synchronously."""
+        reply: Any = None
+        while True:
+            try:
+                request = flow.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(request, StoreCall):
+                reply = self.store.batch(request.ops)
+            else:
+                reply = self._extract(request)
+
+    async def arun(self, flow: Flow) -> Any:
+        """Execute a flow on the event loop."""
+        reply: Any = None
+        while True:
+            try:
+                request = flow.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(request, StoreCall):
+                reply = await self.store.abatch(request.ops)
+            else:
+                reply = await self.extractor.aextract(
+                    request.messages, existing=request.existing, now=request.now
+                )
+
+    def _extract(self, request: ExtractCall) -> Any:
+        return self.extractor.extract(request.messages, existing=request.existing,
+                                      now=request.now)
+
+    # -- direct API --------------------------------------------------------------------
+
+    def remember(self, user_id: str, content: str, *, profile: str | None = None,
+                 kind: Kind = Kind.PROFILE_FACT, layer: Layer | None = None,
+                 policy: Policy = Policy.SPEAK, pinned: bool = False, confidence: float = 0.8,
+                 salience: float = 0.5, refs: Sequence[str] = (), due_at: datetime | None = None,
+                 now: datetime | None = None) -> Recalled:
+        """Write one memory directly, bypassing extraction and the gate.
+
+        Identity-layer memories are stored global to the user; others in ``profile``.
+        """
+        return self.run(flows.remember(
+            self.env, user_id, content, profile=profile, now=now or self.now(), kind=kind,
+            layer=layer, policy=policy, pinned=pinned, confidence=confidence,
+            salience=salience, refs=refs, due_at=due_at))
+
+    async def aremember(self, user_id: str, content: str, *, profile: str | None = None,
+                        kind: Kind = Kind.PROFILE_FACT, layer: Layer | None = None,
+                        policy: Policy = Policy.SPEAK, pinned: bool = False,
+                        confidence: float = 0.8, salience: float = 0.5,
+                        refs: Sequence[str] = (), due_at: datetime | None = None,
+                        now: datetime | None = None) -> Recalled:
+        """Async twin of :meth:`remember`."""
+        return await self.arun(flows.remember(
+            self.env, user_id, content, profile=profile, now=now or self.now(), kind=kind,
+            layer=layer, policy=policy, pinned=pinned, confidence=confidence,
+            salience=salience, refs=refs, due_at=due_at))
+
+    def recall(self, user_id: str, query: str | None, *, profile: str | None = None,
+               limit: int | None = None, refs: Sequence[str] = (),
+               now: datetime | None = None) -> list[Recalled]:
+        """Retrieve the user's most relevant active memories (pinned first)."""
+        return self.run(flows.recall(
+            self.env, user_id, query, profile=profile, limit=limit or self.settings.recall_limit,
+            now=now or self.now(), refs=refs))
+
+    async def arecall(self, user_id: str, query: str | None, *, profile: str | None = None,
+                      limit: int | None = None, refs: Sequence[str] = (),
+                      now: datetime | None = None) -> list[Recalled]:
+        """Async twin of :meth:`recall`."""
+        return await self.arun(flows.recall(
+            self.env, user_id, query, profile=profile, limit=limit or self.settings.recall_limit,
+            now=now or self.now(), refs=refs))
+
+    def ingest(self, user_id: str, messages: Sequence[BaseMessage], *,
+               profile: str | None = None, thread_id: str | None = None,
+               agent_id: str | None = None, now: datetime | None = None) -> IngestResult:
+        """Extract, gate and apply memories from ``messages`` now; returns the decisions."""
+        result = self.run(flows.ingest(
+            self.env, user_id, messages, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now()))
+        self.ingest_log.append(result)
+        return result  # type: ignore[no-any-return]
+
+    async def aingest(self, user_id: str, messages: Sequence[BaseMessage], *,
+                      profile: str | None = None, thread_id: str | None = None,
+                      agent_id: str | None = None, now: datetime | None = None) -> IngestResult:
+        """Async twin of :meth:`ingest`."""
+        result = await self.arun(flows.ingest(
+            self.env, user_id, messages, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now()))
+        self.ingest_log.append(result)
+        return result  # type: ignore[no-any-return]
+
+    def context_block(self, user_id: str, query: str | None, *, profile: str | None = None,
+                      recently_spoken: Sequence[str] = (),
+                      now: datetime | None = None) -> ContextBlock:
+        """Recall for ``query`` and render the memory block the agent would receive."""
+        now = now or self.now()
+        recalled = self.recall(user_id, query, profile=profile, now=now)
+        return flows.context_block(self.env, recalled, recently_spoken=recently_spoken, now=now)
+
+    async def acontext_block(self, user_id: str, query: str | None, *,
+                             profile: str | None = None, recently_spoken: Sequence[str] = (),
+                             now: datetime | None = None) -> ContextBlock:
+        """Async twin of :meth:`context_block`."""
+        now = now or self.now()
+        recalled = await self.arecall(user_id, query, profile=profile, now=now)
+        return flows.context_block(self.env, recalled, recently_spoken=recently_spoken, now=now)
+
+    def get(self, user_id: str, memory_id: str) -> Recalled:
+        """One memory by id (any status). Raises MemoryNotFoundError."""
+        return self.run(flows.get(user_id, memory_id))  # type: ignore[no-any-return]
+
+    async def aget(self, user_id: str, memory_id: str) -> Recalled:
+        """Async twin of :meth:`get`."""
+        return await self.arun(flows.get(user_id, memory_id))  # type: ignore[no-any-return]
+
+    def list(self, user_id: str, *, profile: str | None = None,
+             statuses: Sequence[str] | None = ("active",), limit: int = 100) -> builtins.list[Recalled]:
+        """The user's memories in ``profile`` and identity, newest first."""
+        return self.run(flows.list_memories(  # type: ignore[no-any-return]
+            self.env, user_id, profile=profile, statuses=statuses, limit=limit))
+
+    async def alist(self, user_id: str, *, profile: str | None = None,
+                    statuses: Sequence[str] | None = ("active",),
+                    limit: int = 100) -> builtins.list[Recalled]:
+        """Async twin of :meth:`list`."""
+        return await self.arun(flows.list_memories(  # type: ignore[no-any-return]
+            self.env, user_id, profile=profile, statuses=statuses, limit=limit))
+
+    def correct(self, user_id: str, memory_id: str, content: str, *,
+                now: datetime | None = None) -> Recalled:
+        """Replace a memory's content; it is re-embedded in the same transaction."""
+        return self.run(flows.correct(  # type: ignore[no-any-return]
+            self.env, user_id, memory_id, content, now=now or self.now()))
+
+    async def acorrect(self, user_id: str, memory_id: str, content: str, *,
+                       now: datetime | None = None) -> Recalled:
+        """Async twin of :meth:`correct`."""
+        return await self.arun(flows.correct(  # type: ignore[no-any-return]
+            self.env, user_id, memory_id, content, now=now or self.now()))
+
+    def forget(self, user_id: str, memory_id: str, *, hard: bool = False,
+               now: datetime | None = None) -> bool:
+        """Archive a memory; with ``hard=True`` delete it with its vectors and links."""
+        return self.run(flows.forget(  # type: ignore[no-any-return]
+            user_id, memory_id, hard=hard, now=now or self.now()))
+
+    async def aforget(self, user_id: str, memory_id: str, *, hard: bool = False,
+                      now: datetime | None = None) -> bool:
+        """Async twin of :meth:`forget`."""
+        return await self.arun(flows.forget(  # type: ignore[no-any-return]
+            user_id, memory_id, hard=hard, now=now or self.now()))
+
+    def export(self, user_id: str) -> dict[str, Any]:
+        """Everything stored for the user, as JSON-ready data that :meth:`import_` accepts."""
+        return self.run(flows.export(user_id))  # type: ignore[no-any-return]
+
+    async def aexport(self, user_id: str) -> dict[str, Any]:
+        """Async twin of :meth:`export`."""
+        return await self.arun(flows.export(user_id))  # type: ignore[no-any-return]
+
+    def import_(self, user_id: str, data: Mapping[str, Any]) -> int:
+        """Load an export (re-embedding it); returns how many items were written."""
+        return self.run(flows.import_(user_id, data))  # type: ignore[no-any-return]
+
+    async def aimport_(self, user_id: str, data: Mapping[str, Any]) -> int:
+        """Async twin of :meth:`import_`."""
+        return await self.arun(flows.import_(user_id, data))  # type: ignore[no-any-return]
+
+    def wire(self, builder: StateGraph, agent: str = "agent") -> StateGraph:
+        """Put the three nodes around ``agent`` (see :func:`langmem_layer.nodes.wire`)."""
+        from langmem_layer.nodes import wire
+
+        return wire(self, builder, agent)
+
+    # -- background extraction ----------------------------------------------------------
+
+    def submit(self, user_id: str, messages: Sequence[BaseMessage], **kwargs: Any) -> None:
+        """Extract ``messages`` in a background thread; failures are logged and kept."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="langmem-extract")
+            self._futures.append(self._pool.submit(self._safe_ingest, user_id, messages, kwargs))
+
+    def _safe_ingest(self, user_id: str, messages: Sequence[BaseMessage],
+                     kwargs: dict[str, Any]) -> None:
+        try:
+            self.ingest(user_id, messages, **kwargs)
+        except Exception as e:
+            logger.exception("Background extraction failed for user %s", user_id)
+            self.failed.append((user_id, list(messages), f"{type(e).__name__}: {e}"))
+
+    async def asubmit(self, user_id: str, messages: Sequence[BaseMessage],
+                      **kwargs: Any) -> None:
+        """Extract ``messages`` in a background task on the running loop."""
+        async def job() -> None:
+            try:
+                await self.aingest(user_id, messages, **kwargs)
+            except Exception as e:
+                logger.exception("Background extraction failed for user %s", user_id)
+                self.failed.append((user_id, list(messages), f"{type(e).__name__}: {e}"))
+
+        task = asyncio.get_running_loop().create_task(job())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Block until every extraction submitted so far has finished."""
+        with self._lock:
+            futures, self._futures = self._futures, []
+        for f in futures:
+            f.result(timeout=timeout)
+
+    async def adrain(self, timeout: float | None = None) -> None:
+        """Await every background extraction (tasks and threads) submitted so far."""
+        if self._tasks:
+            await asyncio.wait_for(asyncio.gather(*list(self._tasks)), timeout)
+        await asyncio.to_thread(self.drain, timeout)
+
+    async def aclose(self) -> None:
+        """Finish background work (tasks and threads); call before closing the store."""
+        await self.adrain()
+        await asyncio.to_thread(self.close)
+
+    def close(self) -> None:
+        """Finish background work and stop the worker thread."""
+        self.drain()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

@@ -1,0 +1,245 @@
+"""The three graph nodes, the state they need, and `wire` to put them around an agent.
+
+Nodes are thin adapters: they read the run's identity from
+``config["configurable"]`` and call the layer's flows. Each node is a
+``RunnableLambda`` with a sync and an async body, so it works in ``invoke`` and
+``ainvoke`` graphs alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from langmem_layer import flows
+from langmem_layer.context import RELEVANT
+from langmem_layer.errors import ConfigurationError
+from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
+
+if TYPE_CHECKING:
+    from langmem_layer.layer import MemoryLayer
+
+__all__ = [
+    "MemoryState",
+    "build_nodes",
+    "memory_prompt",
+    "memory_system_message",
+    "run_identity",
+    "wire",
+]
+
+LOAD, ASSEMBLE, EXTRACT = "load_memory", "assemble_context", "extract_after_turn"
+
+
+class MemoryState(TypedDict, total=False):
+    """Graph state with the fields the memory nodes read and write.
+
+    Attributes:
+        messages: The conversation (LangGraph's ``add_messages`` reducer).
+        memory_context: The memory block for this turn (see :mod:`langmem_layer.context`).
+        recalled: What ``load_memory`` retrieved, then where ``assemble_context`` placed it.
+        memory_spoken: Keys placed in "RELEVANT FOR THIS TURN" in each of the last turns.
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    memory_context: str
+    recalled: list[dict[str, Any]]
+    memory_spoken: list[list[str]]
+
+
+def run_identity(config: RunnableConfig | None) -> MemoryConfig:
+    """The run's user, profile, agent and thread from ``config["configurable"]``."""
+    conf = (config or {}).get("configurable") or {}
+    user_id = flows.require_user(conf.get("user_id"))
+    identity: MemoryConfig = {"user_id": user_id}
+    for field in ("profile", "agent_id", "thread_id"):
+        if conf.get(field):
+            identity[field] = str(conf[field])  # type: ignore[literal-required]
+    return identity
+
+
+def _last_human(messages: Sequence[BaseMessage]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return i
+    return None
+
+
+def _query(state: MemoryState) -> str | None:
+    messages = state.get("messages") or []
+    i = _last_human(messages)
+    return messages[i].text if i is not None else None
+
+
+def _dump(recalled: Sequence[Recalled], placements: dict[str, str] | None = None
+          ) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": r.key,
+            "namespace": list(r.namespace),
+            "value": r.record.to_value(),
+            "score": r.score,
+            "similarity": r.similarity,
+            "sources": dict(r.sources),
+            "section": (placements or {}).get(r.key),
+        }
+        for r in recalled
+    ]
+
+
+def _load(state: list[dict[str, Any]]) -> list[Recalled]:
+    return [
+        Recalled(d["key"], tuple(d["namespace"]), MemoryRecord.model_validate(d["value"]),
+                 d.get("score", 0.0), d.get("similarity"), dict(d.get("sources") or {}))
+        for d in state
+    ]
+
+
+def _recently_spoken(state: MemoryState) -> set[str]:
+    # Spoken in each of the last two turns: the third time it goes silent (R6.3).
+    history = state.get("memory_spoken") or []
+    if len(history) < 2:
+        return set()
+    return set(history[-1]) & set(history[-2])
+
+
+def build_nodes(layer: MemoryLayer) -> tuple[RunnableLambda, RunnableLambda, RunnableLambda]:
+    """Create the three nodes bound to ``layer``."""
+
+    def load_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        who = run_identity(config)
+        recalled = layer.recall(who["user_id"], _query(state), profile=who.get("profile"))
+        return {"recalled": _dump(recalled)}
+
+    async def aload_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        who = run_identity(config)
+        recalled = await layer.arecall(who["user_id"], _query(state),
+                                       profile=who.get("profile"))
+        return {"recalled": _dump(recalled)}
+
+    def assemble_context(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        run_identity(config)
+        recalled = _load(state.get("recalled") or [])
+        block = flows.context_block(layer.env, recalled,
+                                    recently_spoken=sorted(_recently_spoken(state)),
+                                    now=layer.now())
+        spoken = [k for k, section in block.placements.items() if section == RELEVANT]
+        history = [*(state.get("memory_spoken") or []), spoken][-2:]
+        return {
+            "memory_context": block.text,
+            "recalled": _dump(recalled, block.placements),
+            "memory_spoken": history,
+        }
+
+    async def aassemble_context(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        # Pure computation; the async body only exists so async graphs never block.
+        return assemble_context(state, config)
+
+    def _turn(state: MemoryState) -> list[BaseMessage]:
+        messages = state.get("messages") or []
+        i = _last_human(messages)
+        return list(messages[i:]) if i is not None else []
+
+    def extract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        who, turn = run_identity(config), _turn(state)
+        if turn:
+            submit = layer.ingest if layer.extraction == "inline" else layer.submit
+            submit(who["user_id"], turn, profile=who.get("profile"),
+                   thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
+                   now=layer.now())
+        return {}
+
+    async def aextract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        who, turn = run_identity(config), _turn(state)
+        if turn:
+            submit = layer.aingest if layer.extraction == "inline" else layer.asubmit
+            await submit(who["user_id"], turn, profile=who.get("profile"),
+                         thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
+                         now=layer.now())
+        return {}
+
+    return (
+        RunnableLambda(load_memory, afunc=aload_memory, name=LOAD),
+        RunnableLambda(assemble_context, afunc=aassemble_context, name=ASSEMBLE),
+        RunnableLambda(extract_after_turn, afunc=aextract_after_turn, name=EXTRACT),
+    )
+
+
+def memory_system_message(state: MemoryState, base: str = "") -> SystemMessage:
+    """A system message carrying the memory block (after ``base`` instructions)."""
+    block = state.get("memory_context") or ""
+    text = "\n\n".join(part for part in (base.strip(), block) if part)
+    return SystemMessage(text or "You are a helpful assistant.")
+
+
+def memory_prompt(base: str = "") -> Any:
+    """A ``prompt`` callable for ``create_react_agent``-style agents.
+
+    Example:
+        >>> agent = create_react_agent(model, tools, prompt=memory_prompt("Be brief."),
+        ...                            state_schema=MyState)
+    """
+
+    def prompt(state: MemoryState) -> list[BaseMessage]:
+        return [memory_system_message(state, base), *(state.get("messages") or [])]
+
+    return prompt
+
+
+def wire(layer: MemoryLayer, builder: StateGraph, agent: str = "agent") -> StateGraph:
+    """Put the memory nodes around an existing agent node of ``builder``.
+
+    START → load_memory → assemble_context → agent → extract_after_turn → END. The
+    agent's own edges (tools, loops) are kept; only its entry from START and its exits
+    to END are re-routed.
+    """
+    if agent not in builder.nodes:
+        raise ConfigurationError(
+            f"wire(): no node named {agent!r}; add your agent node first "
+            f"(nodes: {sorted(builder.nodes)})."
+        )
+    missing = {"memory_context", "recalled", "memory_spoken"} - set(builder.channels)
+    if missing:
+        raise ConfigurationError(
+            f"wire(): the graph state lacks {sorted(missing)}; use langmem_layer.MemoryState "
+            "or a TypedDict that extends it as the StateGraph schema."
+        )
+    builder.add_node(LOAD, layer.load_memory)
+    builder.add_node(ASSEMBLE, layer.assemble_context)
+    builder.add_node(EXTRACT, layer.extract_after_turn)
+    starts = {end for start, end in builder.edges if start == START}
+    builder.edges = {(s, e) for s, e in builder.edges if s != START}
+    builder.add_edge(START, LOAD)
+    builder.add_edge(LOAD, ASSEMBLE)
+    for target in starts or {agent}:
+        builder.add_edge(ASSEMBLE, target)
+    finishers = {s for s, e in builder.edges if e == END}
+    builder.edges = {(s, e) for s, e in builder.edges if e != END}
+    for source in finishers:
+        builder.add_edge(source, EXTRACT)
+    if not finishers and agent not in builder.branches:
+        builder.add_edge(agent, EXTRACT)
+    for branches in builder.branches.values():
+        for name, spec in list(branches.items()):
+            branches[name] = _reroute_end(spec)
+    builder.add_edge(EXTRACT, END)
+    return builder
+
+
+def _reroute_end(spec: Any) -> Any:
+    """Send a conditional edge's END to extract_after_turn instead."""
+    if spec.ends is not None:
+        ends = {k: (EXTRACT if v == END else v) for k, v in spec.ends.items()}
+        return spec._replace(ends=ends)
+
+    def redirect(result: Any) -> Any:
+        if isinstance(result, list):
+            return [redirect(r) for r in result]
+        return EXTRACT if result == END else result
+
+    return spec._replace(path=spec.path | RunnableLambda(redirect))

@@ -1,0 +1,261 @@
+"""SQL for the generic BaseStore operations: get, put, delete, search, list namespaces.
+
+Every builder returns ``(sql, params)`` and does no I/O. Every statement binds the
+tenant (``user_id``) in its WHERE clause, except :func:`list_prefixes` without a
+tenant, which reads only namespace names (never values) for namespace browsing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "Sql",
+    "delete_embeddings",
+    "delete_items",
+    "expired_users",
+    "get_items",
+    "insert_embeddings",
+    "list_prefixes",
+    "prefix_condition",
+    "refresh_ttl",
+    "search_items",
+    "sweep_expired",
+    "upsert_items",
+]
+
+Sql = tuple[str, list[Any]]
+
+_LIVE = "(i.expires_at IS NULL OR i.expires_at > %s)"
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def prefix_condition(prefix: str, *, column: str = "i.prefix") -> Sql:
+    """Match a namespace and everything below it (``prefix`` is the dotted text form)."""
+    if not prefix:
+        return "TRUE", []
+    return f"({column} = %s OR {column} LIKE %s)", [prefix, _escape_like(prefix) + ".%"]
+
+
+def get_items(user_id: str, prefix: str, keys: Sequence[str], now: datetime) -> Sql:
+    """Fetch live items of one namespace by key."""
+    return (
+        f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at
+        FROM langmem_items i
+        WHERE i.user_id = %s AND i.prefix = %s AND i.key = ANY(%s::text[]) AND {_LIVE}""",
+        [user_id, prefix, list(keys), now],
+    )
+
+
+def refresh_ttl(user_id: str, pairs: Sequence[tuple[str, str]], now: datetime) -> Sql:
+    """Restart the TTL clock of items (``pairs`` of prefix, key) that have a TTL."""
+    prefixes = [p for p, _ in pairs]
+    keys = [k for _, k in pairs]
+    return (
+        f"""UPDATE langmem_items i
+        SET expires_at = %s + make_interval(secs => i.ttl_minutes * 60)
+        FROM unnest(%s::text[], %s::text[]) AS t(prefix, key)
+        WHERE i.user_id = %s AND i.prefix = t.prefix AND i.key = t.key
+          AND i.ttl_minutes IS NOT NULL AND {_LIVE}""",
+        [now, prefixes, keys, user_id, now],
+    )
+
+
+def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
+    """Insert or replace items in one statement.
+
+    Each row has user_id, prefix, key, value (a JSON string), is_memory, search_text,
+    ttl_minutes, and optionally created_at / updated_at (an import keeps the originals;
+    otherwise both are ``now``). Rows must be unique by (user_id, prefix, key).
+    """
+    cols: dict[str, list[Any]] = {
+        c: [r[c] for r in rows]
+        for c in ("user_id", "prefix", "key", "value", "is_memory", "search_text", "ttl_minutes")
+    }
+    created = [r.get("created_at") or now for r in rows]
+    updated = [r.get("updated_at") or now for r in rows]
+    return (
+        """INSERT INTO langmem_items AS i
+            (user_id, prefix, key, value, is_memory, search_text,
+             created_at, updated_at, expires_at, ttl_minutes)
+        SELECT t.user_id, t.prefix, t.key, t.value::jsonb, t.is_memory, t.search_text,
+               t.created_at, t.updated_at,
+               %s + make_interval(secs => t.ttl_minutes * 60), t.ttl_minutes
+        FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bool[], %s::text[],
+                    %s::float8[], %s::timestamptz[], %s::timestamptz[])
+             AS t(user_id, prefix, key, value, is_memory, search_text, ttl_minutes,
+                  created_at, updated_at)
+        ON CONFLICT (user_id, prefix, key) DO UPDATE SET
+            value = EXCLUDED.value,
+            is_memory = EXCLUDED.is_memory,
+            search_text = EXCLUDED.search_text,
+            updated_at = EXCLUDED.updated_at,
+            expires_at = EXCLUDED.expires_at,
+            ttl_minutes = EXCLUDED.ttl_minutes
+        WHERE i.user_id = EXCLUDED.user_id""",
+        [
+            now,
+            cols["user_id"],
+            cols["prefix"],
+            cols["key"],
+            cols["value"],
+            cols["is_memory"],
+            cols["search_text"],
+            cols["ttl_minutes"],
+            created,
+            updated,
+        ],
+    )
+
+
+def delete_items(user_id: str, prefix: str, keys: Sequence[str]) -> Sql:
+    """Delete items of one namespace; their embeddings go by cascade."""
+    return (
+        "DELETE FROM langmem_items WHERE user_id = %s AND prefix = %s AND key = ANY(%s::text[])",
+        [user_id, prefix, list(keys)],
+    )
+
+
+def delete_embeddings(triples: Sequence[tuple[str, str, str]], model_id: str) -> Sql:
+    """Drop one model's vectors of re-written items, so no stale vector survives an update."""
+    return (
+        """DELETE FROM langmem_embeddings e
+        USING unnest(%s::text[], %s::text[], %s::text[]) AS t(user_id, prefix, key)
+        WHERE e.user_id = t.user_id AND e.prefix = t.prefix AND e.key = t.key
+          AND e.model_id = %s""",
+        [[u for u, _, _ in triples], [p for _, p, _ in triples], [k for _, _, k in triples],
+         model_id],
+    )
+
+
+def insert_embeddings(
+    rows: Sequence[tuple[str, str, str, str, list[float]]],
+    *,
+    model_id: str,
+    dims: int,
+    now: datetime,
+) -> Sql:
+    """Insert vectors given as (user_id, prefix, key, field, vector) rows."""
+    return (
+        """INSERT INTO langmem_embeddings
+            (user_id, prefix, key, model_id, field, dims, embedding, created_at)
+        SELECT t.user_id, t.prefix, t.key, %s, t.field, %s, t.vec::vector, %s
+        FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+             AS t(user_id, prefix, key, field, vec)
+        ON CONFLICT (user_id, prefix, key, model_id, field)
+        DO UPDATE SET embedding = EXCLUDED.embedding, dims = EXCLUDED.dims,
+                      created_at = EXCLUDED.created_at""",
+        [
+            model_id,
+            dims,
+            now,
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+            [r[3] for r in rows],
+            [vector_literal(r[4]) for r in rows],
+        ],
+    )
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form. Text keeps the driver free of per-connection type setup."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def search_items(
+    user_id: str,
+    prefix: str,
+    *,
+    filter_sql: Sql,
+    limit: int,
+    offset: int,
+    now: datetime,
+    query_vector: Sequence[float] | None = None,
+    model_id: str | None = None,
+) -> Sql:
+    """Filter items under a namespace prefix; with a query vector, rank by cosine.
+
+    The vector branch is an exact scan over this tenant's vectors, so a search inside
+    one user's namespace always returns ``limit`` results when that many match
+    (an approximate index filtered after the scan does not).
+    """
+    ns_sql, ns_params = prefix_condition(prefix)
+    f_sql, f_params = filter_sql
+    if query_vector is None:
+        return (
+            f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, NULL::float8 AS score
+            FROM langmem_items i
+            WHERE i.user_id = %s AND {ns_sql} AND {_LIVE} AND {f_sql}
+            ORDER BY i.updated_at DESC, i.prefix, i.key
+            LIMIT %s OFFSET %s""",
+            [user_id, *ns_params, now, *f_params, limit, offset],
+        )
+    e_ns_sql, e_ns_params = prefix_condition(prefix, column="e.prefix")
+    return (
+        f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, s.score
+        FROM (
+            SELECT e.prefix, e.key, max(1 - (e.embedding <=> %s::vector)) AS score
+            FROM langmem_embeddings e
+            WHERE e.user_id = %s AND e.model_id = %s AND {e_ns_sql}
+            GROUP BY e.prefix, e.key
+        ) s
+        JOIN langmem_items i ON i.user_id = %s AND i.prefix = s.prefix AND i.key = s.key
+        WHERE {_LIVE} AND {f_sql}
+        ORDER BY s.score DESC, i.prefix, i.key
+        LIMIT %s OFFSET %s""",
+        [
+            vector_literal(query_vector),
+            user_id,
+            model_id,
+            *e_ns_params,
+            user_id,
+            now,
+            *f_params,
+            limit,
+            offset,
+        ],
+    )
+
+
+def list_prefixes(user_id: str | None, literal_prefix: str, now: datetime) -> Sql:
+    """Distinct live namespaces, optionally within one tenant and under a literal prefix.
+
+    Wildcards, suffixes and depth are applied by the caller on the (small) result.
+    """
+    clauses = ["(i.expires_at IS NULL OR i.expires_at > %s)"]
+    params: list[Any] = [now]
+    if user_id is not None:
+        clauses.append("i.user_id = %s")
+        params.append(user_id)
+    if literal_prefix:
+        ns_sql, ns_params = prefix_condition(literal_prefix)
+        clauses.append(ns_sql)
+        params.extend(ns_params)
+    return (
+        f"SELECT DISTINCT i.prefix FROM langmem_items i WHERE {' AND '.join(clauses)}",
+        params,
+    )
+
+
+def expired_users(now: datetime) -> Sql:
+    """Tenants that hold expired items. Reads user ids only; the sweep then runs per user."""
+    return (
+        "SELECT DISTINCT user_id FROM langmem_items "
+        "WHERE expires_at IS NOT NULL AND expires_at <= %s",
+        [now],
+    )
+
+
+def sweep_expired(user_id: str, now: datetime) -> Sql:
+    """Delete one tenant's expired items (TTL sweep). Embeddings go by cascade."""
+    return (
+        "DELETE FROM langmem_items "
+        "WHERE user_id = %s AND expires_at IS NOT NULL AND expires_at <= %s RETURNING key",
+        [user_id, now],
+    )

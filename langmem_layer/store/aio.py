@@ -1,0 +1,156 @@
+"""`AsyncPostgresMemoryStore`: the asyncio store. It executes plans; the logic is in core."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from langgraph.store.base import BaseStore, Op, Result
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from langmem_layer.errors import DatabaseUnavailableError
+from langmem_layer.ops import SweepExpiredOp
+from langmem_layer.store.core import Plan, StoreCore
+from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.sync import IndexArg, chunked, resolve_index
+
+__all__ = ["AsyncPostgresMemoryStore"]
+
+
+class AsyncPostgresMemoryStore(StoreCore, BaseStore):
+    """The asyncio twin of :class:`~langmem_layer.PostgresMemoryStore`.
+
+    Args:
+        conn: A psycopg ``AsyncConnection`` (autocommit) or an ``AsyncConnectionPool``.
+        index: Embedding configuration, ``"default"``, or ``None``.
+        ttl: LangGraph ``TTLConfig``.
+        tenant_roots: First namespace labels whose second label is the user id.
+        clock: Returns "now" (tests move time with it).
+        embedding_batch_size: Texts per embedding call.
+    """
+
+    def __init__(
+        self,
+        conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool,
+        *,
+        index: IndexArg = "default",
+        ttl: dict[str, Any] | None = None,
+        tenant_roots: Iterable[str] = ("memories",),
+        clock: Callable[[], datetime] | None = None,
+        embedding_batch_size: int = 100,
+    ) -> None:
+        super().__init__(
+            index=resolve_index(index), ttl=ttl, tenant_roots=tenant_roots, clock=clock
+        )
+        self.conn = conn
+        self.embedding_batch_size = embedding_batch_size
+        self._lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls, conn_string: str, *, pool_size: int | None = None, **kwargs: Any
+    ) -> AsyncIterator[AsyncPostgresMemoryStore]:
+        """Open a store on ``conn_string``; closes the connection (or pool) on exit."""
+        try:
+            if pool_size:
+                async with AsyncConnectionPool(
+                    conn_string, min_size=1, max_size=pool_size,
+                    kwargs={"autocommit": True}, open=False,
+                ) as pool:
+                    yield cls(pool, **kwargs)
+                return
+            async with await psycopg.AsyncConnection.connect(
+                conn_string, autocommit=True
+            ) as conn:
+                yield cls(conn, **kwargs)
+        except psycopg.OperationalError as e:
+            raise DatabaseUnavailableError(f"Cannot connect to PostgreSQL: {e}") from e
+
+    @classmethod
+    @asynccontextmanager
+    async def embedded(
+        cls, path: str | Path = ".langmem", **kwargs: Any
+    ) -> AsyncIterator[AsyncPostgresMemoryStore]:
+        """Open a store on the embedded PostgreSQL in ``path`` (started if needed)."""
+        uri = await asyncio.to_thread(embedded_uri, path)
+        async with cls.from_conn_string(uri, **kwargs) as store:
+            yield store
+
+    async def _execute(self, plan: Plan) -> list[Any]:
+        self._loop = asyncio.get_running_loop()
+        docs, queries = plan.embedding_work()
+        if docs or queries:
+            emb = self.embeddings
+            if emb is None:
+                raise RuntimeError("embedding requested without an index")
+            doc_vecs = [
+                v for batch in chunked(docs, self.embedding_batch_size)
+                for v in await emb.aembed_documents(batch)
+            ]
+            query_vecs = [await emb.aembed_query(q) for q in queries]
+            plan.deliver_embeddings(doc_vecs, query_vecs)
+        if plan.next_query() is not None:
+            try:
+                if isinstance(self.conn, AsyncConnectionPool):
+                    async with self.conn.connection() as conn:
+                        await self._run_queries(conn, plan)
+                else:
+                    async with self._lock:
+                        await self._run_queries(self.conn, plan)
+            except psycopg.OperationalError as e:
+                raise DatabaseUnavailableError(
+                    f"PostgreSQL went away; the batch was rolled back: {e}"
+                ) from e
+        return plan.results()
+
+    @staticmethod
+    async def _run_queries(conn: psycopg.AsyncConnection[Any], plan: Plan) -> None:
+        async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+            while (query := plan.next_query()) is not None:
+                await cur.execute(query.sql, query.params)
+                plan.deliver_rows(await cur.fetchall() if cur.description else [])
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Execute a batch of store and memory ops in one transaction."""
+        return await self._execute(self.plan(ops))
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run :meth:`abatch` on the store's event loop from another thread.
+
+        Raises:
+            RuntimeError: When called from the event loop's own thread (it would
+                deadlock); use the ``a``-prefixed methods there.
+        """
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise RuntimeError(
+                "The async store has not run on an event loop yet; call its async methods "
+                "(aput, asearch, ...) or use PostgresMemoryStore for synchronous code."
+            )
+        try:
+            if asyncio.get_running_loop() is loop:
+                raise RuntimeError(
+                    "Synchronous calls on AsyncPostgresMemoryStore from its own event loop "
+                    "would deadlock; use the async methods (aget, aput, asearch, ...)."
+                )
+        except RuntimeError as e:
+            if "deadlock" in str(e):
+                raise
+        future = asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), loop)
+        return future.result()
+
+    async def setup(self) -> list[int]:
+        """Create or upgrade the schema. Idempotent; returns the versions applied."""
+        return (await self._execute(self.setup_plan()))[0]  # type: ignore[no-any-return]
+
+    async def sweep_ttl(self, *, now: datetime | None = None) -> int:
+        """Delete expired items now; returns how many were deleted."""
+        return int((await self._execute(self.plan([SweepExpiredOp(now)])))[0])

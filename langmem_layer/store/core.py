@@ -1,0 +1,659 @@
+"""The store's logic, free of I/O.
+
+Every operation is handled by a generator that first yields at most one
+:class:`Embed` request, then :class:`Query` requests, and finally returns the
+operation's result. A :class:`Plan` steps all generators of a batch together so
+that all texts of the batch are embedded in as few calls as possible, outside the
+database transaction, and then runs the queries in order inside one transaction.
+The sync and async stores only execute what the plan asks for.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, NamedTuple, TypedDict, cast
+
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import (
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    SearchItem,
+    SearchOp,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+    validate_op_namespace,
+)
+from langgraph.store.base import InvalidNamespaceError as _LGInvalidNamespace
+from pydantic import ValidationError
+
+from langmem_layer import ops as mops
+from langmem_layer.errors import (
+    EmbeddingDimensionError,
+    InvalidMemoryError,
+    InvalidNamespaceError,
+)
+from langmem_layer.sql import items as isql
+from langmem_layer.sql import memory as msql
+from langmem_layer.sql.filters import compile_filter
+from langmem_layer.sql.migrations import MIGRATIONS, VERSION_TABLE
+from langmem_layer.types import MEMORY_ROOT, Kind, MemoryRecord
+
+__all__ = ["Embed", "MemoryIndexConfig", "Plan", "Query", "StoreCore"]
+
+
+class MemoryIndexConfig(TypedDict, total=False):
+    """How the store embeds items.
+
+    Attributes:
+        embed: A LangChain ``Embeddings``, an embedding function, or a provider string
+            such as ``"openai:text-embedding-3-small"``.
+        dims: Vector size the model returns; checked on every call.
+        fields: JSON paths of generic items to embed (default ``["$"]``, the whole
+            value). Typed memories always embed their ``content``.
+        model_id: Name recorded with each vector (defaults to the model's name).
+    """
+
+    embed: Embeddings | Callable[..., Any] | str
+    dims: int
+    fields: list[str]
+    model_id: str
+
+
+class Embed(NamedTuple):
+    """Request: embed ``documents`` (with embed_documents) and ``queries`` (embed_query)."""
+
+    documents: list[str]
+    queries: list[str]
+
+
+class Query(NamedTuple):
+    """Request: run one SQL statement; the reply is its rows (list of dicts), or []."""
+
+    sql: str
+    params: Any
+
+
+Handler = Generator[Embed | Query, Any, Any]
+
+
+@dataclass
+class _Step:
+    indices: list[int]
+    gen: Handler
+    multi: bool = False
+    request: Embed | Query | None = None
+    result: Any = None
+    done: bool = False
+
+
+@dataclass
+class Plan:
+    """Steps a batch's handlers: embeddings first, then queries in op order."""
+
+    steps: list[_Step]
+    size: int
+    dims: int | None
+    model_id: str | None
+    _cursor: int = 0
+    _embed_slots: list[tuple[_Step, int, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for step in self.steps:
+            self._advance(step, None)
+
+    def _advance(self, step: _Step, reply: Any) -> None:
+        try:
+            step.request = step.gen.send(reply)
+        except StopIteration as stop:
+            step.request, step.result, step.done = None, stop.value, True
+
+    def embedding_work(self) -> tuple[list[str], list[str]]:
+        """All documents and queries the batch needs embedded."""
+        docs: list[str] = []
+        queries: list[str] = []
+        for step in self.steps:
+            if isinstance(step.request, Embed):
+                docs.extend(step.request.documents)
+                queries.extend(step.request.queries)
+        return docs, queries
+
+    def deliver_embeddings(
+        self, doc_vectors: Sequence[Sequence[float]], query_vectors: Sequence[Sequence[float]]
+    ) -> None:
+        """Hand each handler its vectors, after checking their size."""
+        for vec in [*doc_vectors, *query_vectors]:
+            if self.dims is not None and len(vec) != self.dims:
+                raise EmbeddingDimensionError(
+                    f"The embedding model {self.model_id!r} returned {len(vec)}-dimensional "
+                    f"vectors but the store is configured with dims={self.dims}. Pass "
+                    f"index={{'dims': {len(vec)}, ...}} (or the model that makes "
+                    f"{self.dims}-dimensional vectors). Nothing was written."
+                )
+        d = q = 0
+        for step in self.steps:
+            if isinstance(step.request, Embed):
+                nd, nq = len(step.request.documents), len(step.request.queries)
+                reply = (
+                    [list(v) for v in doc_vectors[d : d + nd]],
+                    [list(v) for v in query_vectors[q : q + nq]],
+                )
+                d, q = d + nd, q + nq
+                self._advance(step, reply)
+
+    def next_query(self) -> Query | None:
+        """The next statement to run, or ``None`` when the batch is done."""
+        while self._cursor < len(self.steps):
+            step = self.steps[self._cursor]
+            if isinstance(step.request, Query):
+                return step.request
+            if isinstance(step.request, Embed):
+                raise RuntimeError("handler asked for embeddings after its first query")
+            self._cursor += 1
+        return None
+
+    def deliver_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Reply to the statement returned by :meth:`next_query`."""
+        self._advance(self.steps[self._cursor], rows)
+
+    def results(self) -> list[Any]:
+        """Results in the order of the batch's ops."""
+        out: list[Any] = [None] * self.size
+        for step in self.steps:
+            if step.multi:
+                for i, r in zip(step.indices, step.result, strict=True):
+                    out[i] = r
+            else:
+                out[step.indices[0]] = step.result
+        return out
+
+
+def _ns_text(namespace: tuple[str, ...]) -> str:
+    return ".".join(namespace)
+
+
+def _ns_tuple(prefix: str) -> tuple[str, ...]:
+    return tuple(prefix.split("."))
+
+
+def _model_name(embed: Any) -> str:
+    for attr in ("model", "model_name", "model_id"):
+        name = getattr(embed, attr, None)
+        if isinstance(name, str) and name:
+            return name
+    return type(embed).__name__
+
+
+def _path(field_path: str) -> tuple[str, list[str] | str]:
+    # "$" (the whole value) must stay a string: tokenized, it matches nothing.
+    return field_path, field_path if field_path == "$" else tokenize_path(field_path)
+
+
+def _row_to_item(row: dict[str, Any]) -> Item:
+    return Item(
+        namespace=_ns_tuple(row["prefix"]),
+        key=row["key"],
+        value=row["value"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _match(path: tuple[str, ...], namespace: tuple[str, ...], suffix: bool) -> bool:
+    if len(namespace) < len(path):
+        return False
+    pairs = (
+        zip(reversed(namespace), reversed(path), strict=False)
+        if suffix
+        else zip(namespace, path, strict=False)
+    )
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+class StoreCore:
+    """Configuration and operation handlers shared by the sync and async stores.
+
+    Args:
+        index: Embedding configuration; ``None`` disables vector search.
+        ttl: LangGraph ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``).
+        tenant_roots: First namespace labels whose second label is the user id.
+            Items elsewhere belong to the shared tenant ``""``.
+        clock: Returns "now"; tests move time by passing their own.
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(
+        self,
+        *,
+        index: MemoryIndexConfig | None = None,
+        ttl: dict[str, Any] | None = None,
+        tenant_roots: Iterable[str] = (MEMORY_ROOT,),
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.tenant_roots = frozenset(tenant_roots)
+        self.ttl_config = cast(Any, ttl)
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.index_config = index
+        self.embeddings: Embeddings | None = None
+        self.dims: int | None = None
+        self.model_id: str | None = None
+        self._fields: list[tuple[str, list[str] | str]] = []
+        if index:
+            self.embeddings = ensure_embeddings(index["embed"])
+            self.dims = index.get("dims")
+            raw = index["embed"]
+            self.model_id = index.get("model_id") or (
+                raw if isinstance(raw, str) else _model_name(raw)
+            )
+            self._fields = [_path(f) for f in index.get("fields") or ["$"]]
+
+    # -- planning ---------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The store's current time."""
+        return self._clock()
+
+    def plan(self, ops: Iterable[Op | Any]) -> Plan:
+        """Turn a batch of ops into a :class:`Plan`. Consecutive puts share one handler."""
+        steps: list[_Step] = []
+        run: list[tuple[int, PutOp]] = []
+
+        def flush() -> None:
+            if run:
+                idx = [i for i, _ in run]
+                steps.append(_Step(idx, self._put([op for _, op in run]), multi=True))
+                run.clear()
+
+        size = 0
+        for i, op in enumerate(ops):
+            size += 1
+            self._validate(op)
+            if isinstance(op, PutOp):
+                run.append((i, op))
+                continue
+            flush()
+            steps.append(_Step([i], self._handler(op)))
+        flush()
+        return Plan(steps, size, self.dims, self.model_id)
+
+    def setup_plan(self) -> Plan:
+        """The plan that applies pending migrations (see :meth:`setup`)."""
+        return Plan([_Step([0], self._setup())], 1, None, None)
+
+    def _validate(self, op: Any) -> None:
+        try:
+            validate_op_namespace(op)
+        except _LGInvalidNamespace as e:
+            raise InvalidNamespaceError(str(e)) from e
+        if isinstance(op, PutOp):
+            if not op.namespace:
+                raise InvalidNamespaceError("Namespace cannot be empty.")
+            if op.namespace[0] == "langgraph":
+                raise InvalidNamespaceError(
+                    f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
+                )
+
+    def tenant(self, namespace: tuple[str, ...], *, prefix: bool = False) -> str:
+        """The user a namespace belongs to; ``""`` outside the tenant roots."""
+        if namespace and namespace[0] in self.tenant_roots:
+            if len(namespace) < 2 or namespace[1] == "*":
+                what = "search" if prefix else "store items"
+                raise InvalidNamespaceError(
+                    f"Namespace {namespace!r} is under {namespace[0]!r} but names no user: "
+                    f"{what} under ({namespace[0]!r}, user_id, ...) so one user's data "
+                    "never mixes with another's."
+                )
+            return namespace[1]
+        return ""
+
+    def _handler(self, op: Any) -> Handler:
+        handlers: dict[type, Callable[[Any], Handler]] = {
+            GetOp: self._get,
+            SearchOp: self._search,
+            ListNamespacesOp: self._list_namespaces,
+            mops.RecallOp: self._recall,
+            mops.TouchOp: self._touch,
+            mops.SetStatusOp: self._set_status,
+            mops.FindMemoryOp: self._find,
+            mops.DeleteMemoryOp: self._delete_memory,
+            mops.LinkOp: self._link,
+            mops.LinksOp: self._links,
+            mops.ExportOp: self._export,
+            mops.ImportOp: self._import,
+            mops.SweepExpiredOp: self._sweep,
+        }
+        handler = handlers.get(type(op))
+        if handler is None:
+            raise TypeError(f"Unsupported operation: {type(op).__name__}")
+        return handler(op)
+
+    # -- values -----------------------------------------------------------------------
+
+    def prepare_value(
+        self, namespace: tuple[str, ...], value: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], bool, str | None]:
+        """Validate a value; return (value to store, is typed memory, full-text source).
+
+        A value put under ``("memories", user_id, scope)`` whose ``kind`` is a memory
+        kind is a typed memory and must match :class:`MemoryRecord`; anything else is
+        a generic item and is stored as given.
+        """
+        if not isinstance(value, Mapping):
+            raise TypeError(f"Store values are dicts, got {type(value).__name__}.")
+        value = dict(value)
+        is_typed = (
+            len(namespace) == 3
+            and namespace[0] == MEMORY_ROOT
+            and isinstance(value.get("kind"), str)
+            and value["kind"] in Kind._value2member_map_
+            and "content" in value
+        )
+        if is_typed:
+            try:
+                record = MemoryRecord.model_validate(value)
+            except ValidationError as e:
+                raise InvalidMemoryError(
+                    f"Value for {namespace!r} has a memory kind but does not match the "
+                    f"memory schema: {e}"
+                ) from e
+            return record.to_value(), True, record.content
+        texts = [t for _, path in self._fields for t in get_text_at_path(value, path)]
+        return value, False, (" ".join(texts) if texts else None)
+
+    def _texts(
+        self, value: dict[str, Any], is_memory: bool, index: Any
+    ) -> list[tuple[str, str]]:
+        if is_memory:
+            return [("content", value["content"])]
+        paths = self._fields if index is None else [_path(f) for f in index]
+        out: list[tuple[str, str]] = []
+        for name, path in paths:
+            texts = get_text_at_path(value, path)
+            for j, text in enumerate(texts):
+                out.append((f"{name}.{j}" if len(texts) > 1 else name, text))
+        return out
+
+    # -- BaseStore operations ---------------------------------------------------------
+
+    def _put(self, ops: list[PutOp]) -> Handler:
+        now = self.now()
+        last: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            last[(op.namespace, op.key)] = op
+        deletes: dict[tuple[str, str], list[str]] = {}
+        rows: list[dict[str, Any]] = []
+        to_embed: list[tuple[str, str, str, str, str]] = []
+        reindexed: list[tuple[str, str, str]] = []
+        for (namespace, key), op in last.items():
+            user = self.tenant(namespace)
+            prefix = _ns_text(namespace)
+            if op.value is None:
+                deletes.setdefault((user, prefix), []).append(key)
+                continue
+            value, is_memory, search_text = self.prepare_value(namespace, op.value)
+            ttl = op.ttl if op.ttl is not None else None
+            rows.append(
+                {
+                    "user_id": user,
+                    "prefix": prefix,
+                    "key": key,
+                    "value": json.dumps(value),
+                    "is_memory": is_memory,
+                    "search_text": search_text,
+                    "ttl_minutes": float(ttl) if ttl is not None else None,
+                }
+            )
+            if self.embeddings is not None:
+                reindexed.append((user, prefix, key))
+                if op.index is not False:
+                    for fname, text in self._texts(value, is_memory, op.index):
+                        to_embed.append((user, prefix, key, fname, text))
+        vectors: list[list[float]] = []
+        if to_embed:
+            vectors, _ = yield Embed([t[4] for t in to_embed], [])
+        for (user, prefix), keys in deletes.items():
+            yield Query(*isql.delete_items(user, prefix, keys))
+        if rows:
+            yield Query(*isql.upsert_items(rows, now))
+        if reindexed and self.model_id:
+            yield Query(*isql.delete_embeddings(reindexed, self.model_id))
+        if to_embed and self.model_id and self.dims:
+            yield self._insert_vectors(to_embed, vectors, now)
+        return [None] * len(ops)
+
+    def _insert_vectors(self, to_embed: list[tuple[str, str, str, str, str]],
+                        vectors: list[list[float]], now: datetime) -> Query:
+        rows = [(u, p, k, f, v) for (u, p, k, f, _), v in zip(to_embed, vectors, strict=True)]
+        return Query(*isql.insert_embeddings(
+            rows, model_id=self.model_id or "", dims=self.dims or 0, now=now))
+
+    def _get(self, op: GetOp) -> Handler:
+        now = self.now()
+        user, prefix = self.tenant(op.namespace), _ns_text(op.namespace)
+        rows = yield Query(*isql.get_items(user, prefix, [op.key], now))
+        if not rows:
+            return None
+        if op.refresh_ttl:
+            yield Query(*isql.refresh_ttl(user, [(prefix, op.key)], now))
+        return _row_to_item(rows[0])
+
+    def _search(self, op: SearchOp) -> Handler:
+        now = self.now()
+        user = self.tenant(op.namespace_prefix, prefix=True)
+        filter_sql = compile_filter(op.filter)
+        qvec = None
+        if op.query and self.embeddings is not None:
+            _, (qvec,) = yield Embed([], [op.query])
+        rows = yield Query(
+            *isql.search_items(
+                user,
+                _ns_text(op.namespace_prefix),
+                filter_sql=filter_sql,
+                limit=op.limit,
+                offset=op.offset,
+                now=now,
+                query_vector=qvec,
+                model_id=self.model_id,
+            )
+        )
+        if rows and op.refresh_ttl:
+            yield Query(*isql.refresh_ttl(user, [(r["prefix"], r["key"]) for r in rows], now))
+        return [
+            SearchItem(
+                namespace=_ns_tuple(r["prefix"]),
+                key=r["key"],
+                value=r["value"],
+                created_at=r["created_at"],
+                updated_at=r["updated_at"],
+                score=r["score"],
+            )
+            for r in rows
+        ]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> Handler:
+        conditions = list(op.match_conditions or ())
+        literal: tuple[str, ...] = ()
+        for cond in conditions:
+            if cond.match_type == "prefix":
+                head = []
+                for label in cond.path:
+                    if label == "*":
+                        break
+                    head.append(label)
+                if len(head) > len(literal):
+                    literal = tuple(head)
+        user: str | None = None
+        if literal and literal[0] in self.tenant_roots and len(literal) >= 2:
+            user = literal[1]
+        elif literal and literal[0] not in self.tenant_roots:
+            user = ""
+        rows = yield Query(*isql.list_prefixes(user, _ns_text(literal), self.now()))
+        found: set[tuple[str, ...]] = set()
+        for r in rows:
+            ns = _ns_tuple(r["prefix"])
+            if all(_match(c.path, ns, c.match_type == "suffix") for c in conditions):
+                found.add(ns[: op.max_depth] if op.max_depth is not None else ns)
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+    # -- memory operations ------------------------------------------------------------
+
+    def _recall(self, op: mops.RecallOp) -> Handler:
+        now = op.now or self.now()
+        qvec = None
+        if op.query and self.embeddings is not None:
+            _, (qvec,) = yield Embed([], [op.query])
+        prefixes = [_ns_text((MEMORY_ROOT, op.user_id, s)) for s in op.scopes]
+        rows = yield Query(
+            *msql.recall_candidates(
+                op.user_id,
+                prefixes,
+                now=now,
+                statuses=op.statuses,
+                query_text=op.query,
+                query_vector=qvec,
+                model_id=self.model_id,
+                refs=op.refs,
+                per_source=op.per_source,
+            )
+        )
+        names = {"vec": "vector", "kw": "keyword", "rf": "ref", "pin": "pinned"}
+        return [
+            mops.Candidate(
+                namespace=_ns_tuple(r["prefix"]),
+                key=r["key"],
+                value=r["value"],
+                created_at=r["created_at"],
+                updated_at=r["updated_at"],
+                similarity=r["similarity"],
+                ranks={
+                    name: int(r[f"{col}_rank"])
+                    for col, name in names.items()
+                    if r[f"{col}_rank"] is not None
+                },
+            )
+            for r in rows
+        ]
+
+    def _touch(self, op: mops.TouchOp) -> Handler:
+        if op.keys:
+            yield Query(*msql.touch(op.user_id, op.keys, op.now or self.now()))
+
+    def _set_status(self, op: mops.SetStatusOp) -> Handler:
+        if not op.keys:
+            return []
+        rows = yield Query(*msql.set_status(op.user_id, op.keys, op.status, op.now or self.now()))
+        return [r["key"] for r in rows]
+
+    def _find(self, op: mops.FindMemoryOp) -> Handler:
+        rows = yield Query(*msql.find_memory(op.user_id, op.key))
+        return _row_to_item(rows[0]) if rows else None
+
+    def _delete_memory(self, op: mops.DeleteMemoryOp) -> Handler:
+        deleted: list[dict[str, Any]] = []
+        for sql, params in msql.delete_memory(op.user_id, op.key):
+            deleted = yield Query(sql, params)
+        return bool(deleted)
+
+    def _link(self, op: mops.LinkOp) -> Handler:
+        meta = json.dumps(op.metadata or {})
+        yield Query(
+            *msql.insert_link(
+                op.user_id, op.src_key, op.link_type, op.dst_key, op.now or self.now(), meta
+            )
+        )
+
+    def _links(self, op: mops.LinksOp) -> Handler:
+        rows = yield Query(*msql.links_of(op.user_id, op.keys))
+        return [mops.Link(**r) for r in rows]
+
+    def _export(self, op: mops.ExportOp) -> Handler:
+        rows = yield Query(*msql.user_items(op.user_id))
+        links = yield Query(*msql.user_links(op.user_id))
+        items = [
+            mops.ExportedItem(
+                namespace=_ns_tuple(r["prefix"]),
+                key=r["key"],
+                value=r["value"],
+                is_memory=r["is_memory"],
+                created_at=r["created_at"],
+                updated_at=r["updated_at"],
+                ttl_minutes=r["ttl_minutes"],
+            )
+            for r in rows
+        ]
+        return mops.UserExport(op.user_id, items, [mops.Link(**r) for r in links])
+
+    def _import(self, op: mops.ImportOp) -> Handler:
+        now = self.now()
+        rows: list[dict[str, Any]] = []
+        to_embed: list[tuple[str, str, str, str, str]] = []
+        for item in op.data.items:
+            if self.tenant(item.namespace) != op.user_id:
+                raise InvalidNamespaceError(
+                    f"Item {item.namespace!r}/{item.key} does not belong to user {op.user_id!r}."
+                )
+            value, is_memory, search_text = self.prepare_value(item.namespace, item.value)
+            prefix = _ns_text(item.namespace)
+            rows.append(
+                {
+                    "user_id": op.user_id,
+                    "prefix": prefix,
+                    "key": item.key,
+                    "value": json.dumps(value),
+                    "is_memory": is_memory,
+                    "search_text": search_text,
+                    "ttl_minutes": item.ttl_minutes,
+                    "created_at": item.created_at,
+                    "updated_at": item.updated_at,
+                }
+            )
+            if self.embeddings is not None:
+                for fname, text in self._texts(value, is_memory, None):
+                    to_embed.append((op.user_id, prefix, item.key, fname, text))
+        vectors: list[list[float]] = []
+        if to_embed:
+            vectors, _ = yield Embed([t[4] for t in to_embed], [])
+        if rows:
+            yield Query(*isql.upsert_items(rows, now))
+        if to_embed and self.model_id and self.dims:
+            yield self._insert_vectors(to_embed, vectors, now)
+        for link in op.data.links:
+            yield Query(
+                *msql.insert_link(
+                    op.user_id, link.src_key, link.link_type, link.dst_key, link.created_at,
+                    json.dumps(link.metadata),
+                )
+            )
+        return len(rows)
+
+    def _sweep(self, op: mops.SweepExpiredOp) -> Handler:
+        now = op.now or self.now()
+        users = yield Query(*isql.expired_users(now))
+        total = 0
+        for row in users:
+            deleted = yield Query(*isql.sweep_expired(row["user_id"], now))
+            total += len(deleted)
+        return total
+
+    def _setup(self) -> Handler:
+        yield Query(MIGRATIONS[0], None)
+        yield Query("SELECT pg_advisory_xact_lock(hashtext('langmem_layer.setup'))", None)
+        rows = yield Query(f"SELECT v FROM {VERSION_TABLE}", None)
+        done = {r["v"] for r in rows}
+        applied = []
+        for version, ddl in enumerate(MIGRATIONS):
+            if version in done:
+                continue
+            yield Query(ddl, None)
+            yield Query(
+                f"INSERT INTO {VERSION_TABLE} (v) VALUES (%s) ON CONFLICT DO NOTHING", [version]
+            )
+            applied.append(version)
+        return applied

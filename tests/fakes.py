@@ -1,0 +1,62 @@
+"""Test doubles: a deterministic embedder and a movable clock. Never a fake database."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from datetime import UTC, datetime, timedelta
+
+from langchain_core.embeddings import Embeddings
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset({
+    "a", "an", "the", "i", "me", "my", "you", "your", "is", "are", "was", "were", "am", "be",
+    "to", "of", "in", "on", "at", "for", "and", "or", "it", "that", "this", "what", "do",
+    "does", "did", "about", "with",
+})
+
+
+class BagOfWordsEmbeddings(Embeddings):
+    """Hashes content words into buckets, so texts sharing words have high cosine.
+
+    Deterministic and instant; stands in for a real model in unit tests only.
+    """
+
+    def __init__(self, dims: int = 64) -> None:
+        self.dims = dims
+        self.calls = 0
+
+    def _vec(self, text: str) -> list[float]:
+        v = [0.0] * self.dims
+        for word in _WORD.findall(text.lower()):
+            if word in _STOP:
+                continue
+            h = int(hashlib.md5(word.encode()).hexdigest(), 16)
+            v[h % self.dims] += 1.0 if (h >> 64) & 1 else -1.0
+        norm = math.sqrt(sum(x * x for x in v)) or 1.0
+        if norm == 1.0 and not any(v):
+            v[0] = 1.0
+        return [x / norm for x in v]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        return [self._vec(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.calls += 1
+        return self._vec(text)
+
+
+class Clock:
+    """A clock tests move by hand: ``clock.advance(days=3)``."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 11, 18, 15, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs: float) -> datetime:
+        self.now += timedelta(**kwargs)
+        return self.now

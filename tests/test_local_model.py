@@ -1,0 +1,55 @@
+"""The real local embedding model (all-MiniLM-L6-v2 from the installed package), offline."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from langmem_layer import MemoryLayer
+from langmem_layer.embeddings import LOCAL_DIMS, LocalEmbeddings, default_index
+from langmem_layer.store.sync import PostgresMemoryStore
+
+
+def _cos(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (
+        math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbeddings:
+    return LocalEmbeddings()
+
+
+def test_model_loads_offline_and_embeds_semantically(local: LocalEmbeddings) -> None:
+    a, b, c = local.embed_documents([
+        "She is allergic to peanuts.",
+        "Peanut allergy: avoid nuts in her food.",
+        "The quarterly budget review is on Monday.",
+    ])
+    assert len(a) == LOCAL_DIMS
+    assert abs(_cos(a, a) - 1.0) < 1e-5
+    assert _cos(a, b) > _cos(a, c) + 0.2
+    assert local.embed_query("peanut allergy") == local.embed_documents(["peanut allergy"])[0]
+
+
+def test_default_index_without_key_is_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    cfg = default_index()
+    assert isinstance(cfg["embed"], LocalEmbeddings) and cfg["dims"] == LOCAL_DIMS
+
+
+def test_recall_with_the_real_model(pg_uri: str, local: LocalEmbeddings) -> None:
+    from tests.conftest import _truncate
+
+    _truncate(pg_uri)
+    index = {"embed": local, "dims": LOCAL_DIMS, "model_id": "all-MiniLM-L6-v2"}
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as store:
+        layer = MemoryLayer(store, extraction="inline")
+        layer.remember("u1", "Is allergic to peanuts.")
+        layer.remember("u1", "Works as a nurse at the city hospital.")
+        layer.remember("u1", "Prefers window seats on long flights.")
+        hits = layer.recall("u1", "Does she have a peanut allergy?")
+        assert hits[0].record.content == "Is allergic to peanuts."
+        assert hits[0].similarity is not None and hits[0].similarity > 0.5
