@@ -28,11 +28,11 @@ demo: $(VENV)/.installed-local
 
 test: $(VENV)/.installed-test
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
-	$(BIN)/ruff check langmem_layer graphs checkpointers examples tests benchmarks
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check langmem_layer graphs checkpointers examples tests benchmarks
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 bench: $(VENV)/.installed-test

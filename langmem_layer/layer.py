@@ -237,7 +237,8 @@ class MemoryLayer:
         return await self.arun(flows.get(user_id, memory_id))  # type: ignore[no-any-return]
 
     def list(self, user_id: str, *, profile: str | None = None,
-             statuses: Sequence[str] | None = ("active",), limit: int = 100) -> builtins.list[Recalled]:
+             statuses: Sequence[str] | None = ("active",),
+             limit: int = 100) -> builtins.list[Recalled]:
         """The user's memories in ``profile`` and identity, newest first."""
         return self.run(flows.list_memories(  # type: ignore[no-any-return]
             self.env, user_id, profile=profile, statuses=statuses, limit=limit))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -106,38 +106,57 @@ class LLMExtractor(Extractor):
             "That output was invalid:\n" + error + "\nReply again with valid operations only."
         )]
 
-    def extract(self, messages: Sequence[BaseMessage], *, existing: Sequence[Recalled] = (),
-                now: datetime) -> list[MemoryOperation]:
-        """Propose operations; falls back to the rules after two invalid replies."""
+    def _attempts(self, messages: Sequence[BaseMessage], existing: Sequence[Recalled],
+                  now: datetime) -> Generator[list[BaseMessage], Any, list[MemoryOperation] | None]:
+        """Yield prompts, receive replies (or the exception a call raised); return ops or None."""
         prompt = self._prompt(messages, existing, now)
         for attempt in range(2):
-            try:
-                ops, error, raw = self._parse(self._structured.invoke(prompt))
-            except Exception as e:  # the model or its transport failed
-                ops, error, raw = None, f"{type(e).__name__}: {e}", ""
+            reply = yield prompt
+            if isinstance(reply, Exception):  # the model or its transport failed
+                ops, error, raw = None, f"{type(reply).__name__}: {reply}", ""
+            else:
+                ops, error, raw = self._parse(reply)
             if ops is not None:
                 return ops
             logger.warning("LLM extraction attempt %d invalid: %s; raw output: %s",
                            attempt + 1, error, raw)
             prompt = self._retry_prompt(prompt, raw, error)
-        return self.fallback.extract(messages, existing=existing, now=now)
+        return None
+
+    def extract(self, messages: Sequence[BaseMessage], *, existing: Sequence[Recalled] = (),
+                now: datetime) -> list[MemoryOperation]:
+        """Propose operations; falls back to the rules after two invalid replies."""
+        attempts = self._attempts(messages, existing, now)
+        prompt = next(attempts)
+        while True:
+            try:
+                reply: Any = self._structured.invoke(prompt)
+            except Exception as e:
+                reply = e
+            try:
+                prompt = attempts.send(reply)
+            except StopIteration as done:
+                if done.value is not None:
+                    return done.value  # type: ignore[no-any-return]
+                return self.fallback.extract(messages, existing=existing, now=now)
 
     async def aextract(self, messages: Sequence[BaseMessage], *,
                        existing: Sequence[Recalled] = (), now: datetime
                        ) -> list[MemoryOperation]:
         """Async twin of :meth:`extract`."""
-        prompt = self._prompt(messages, existing, now)
-        for attempt in range(2):
+        attempts = self._attempts(messages, existing, now)
+        prompt = next(attempts)
+        while True:
             try:
-                ops, error, raw = self._parse(await self._structured.ainvoke(prompt))
+                reply: Any = await self._structured.ainvoke(prompt)
             except Exception as e:
-                ops, error, raw = None, f"{type(e).__name__}: {e}", ""
-            if ops is not None:
-                return ops
-            logger.warning("LLM extraction attempt %d invalid: %s; raw output: %s",
-                           attempt + 1, error, raw)
-            prompt = self._retry_prompt(prompt, raw, error)
-        return await self.fallback.aextract(messages, existing=existing, now=now)
+                reply = e
+            try:
+                prompt = attempts.send(reply)
+            except StopIteration as done:
+                if done.value is not None:
+                    return done.value  # type: ignore[no-any-return]
+                return await self.fallback.aextract(messages, existing=existing, now=now)
 
 
 def dumps_operations(ops: Sequence[MemoryOperation]) -> str:

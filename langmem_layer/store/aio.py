@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +18,7 @@ from langmem_layer.errors import DatabaseUnavailableError
 from langmem_layer.ops import SweepExpiredOp
 from langmem_layer.store.core import Plan, StoreCore
 from langmem_layer.store.embedded import embedded_uri
-from langmem_layer.store.sync import IndexArg, chunked, resolve_index
+from langmem_layer.store.sync import chunked
 
 __all__ = ["AsyncPostgresMemoryStore"]
 
@@ -35,23 +35,9 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         embedding_batch_size: Texts per embedding call.
     """
 
-    def __init__(
-        self,
-        conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool,
-        *,
-        index: IndexArg = "default",
-        ttl: dict[str, Any] | None = None,
-        tenant_roots: Iterable[str] = ("memories",),
-        clock: Callable[[], datetime] | None = None,
-        embedding_batch_size: int = 100,
-    ) -> None:
-        super().__init__(
-            index=resolve_index(index), ttl=ttl, tenant_roots=tenant_roots, clock=clock
-        )
-        self.conn = conn
-        self.embedding_batch_size = embedding_batch_size
+    def __init__(self, conn: Any, **kwargs: Any) -> None:
+        super().__init__(conn, **kwargs)
         self._lock = asyncio.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     @asynccontextmanager

@@ -1,20 +1,15 @@
-"""The store's logic, free of I/O.
+"""The store's logic, free of I/O: configuration, tenancy, and one handler per op.
 
-Every operation is handled by a generator that first yields at most one
-:class:`Embed` request, then :class:`Query` requests, and finally returns the
-operation's result. A :class:`Plan` steps all generators of a batch together so
-that all texts of the batch are embedded in as few calls as possible, outside the
-database transaction, and then runs the queries in order inside one transaction.
-The sync and async stores only execute what the plan asks for.
+Handlers are generators stepped by a :class:`~langmem_layer.store.plan.Plan`; the sync
+and async stores only execute the requests they yield.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, TypedDict, cast
+from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
@@ -35,7 +30,6 @@ from pydantic import ValidationError
 
 from langmem_layer import ops as mops
 from langmem_layer.errors import (
-    EmbeddingDimensionError,
     InvalidMemoryError,
     InvalidNamespaceError,
 )
@@ -43,9 +37,10 @@ from langmem_layer.sql import items as isql
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql.filters import compile_filter
 from langmem_layer.sql.migrations import MIGRATIONS, VERSION_TABLE
+from langmem_layer.store.plan import Embed, Handler, Plan, Query, Step
 from langmem_layer.types import MEMORY_ROOT, Kind, MemoryRecord
 
-__all__ = ["Embed", "MemoryIndexConfig", "Plan", "Query", "StoreCore"]
+__all__ = ["MemoryIndexConfig", "StoreCore"]
 
 
 class MemoryIndexConfig(TypedDict, total=False):
@@ -66,112 +61,16 @@ class MemoryIndexConfig(TypedDict, total=False):
     model_id: str
 
 
-class Embed(NamedTuple):
-    """Request: embed ``documents`` (with embed_documents) and ``queries`` (embed_query)."""
+class _Write(NamedTuple):
+    """One item to upsert (``value``) or delete (``value is None``)."""
 
-    documents: list[str]
-    queries: list[str]
-
-
-class Query(NamedTuple):
-    """Request: run one SQL statement; the reply is its rows (list of dicts), or []."""
-
-    sql: str
-    params: Any
-
-
-Handler = Generator[Embed | Query, Any, Any]
-
-
-@dataclass
-class _Step:
-    indices: list[int]
-    gen: Handler
-    multi: bool = False
-    request: Embed | Query | None = None
-    result: Any = None
-    done: bool = False
-
-
-@dataclass
-class Plan:
-    """Steps a batch's handlers: embeddings first, then queries in op order."""
-
-    steps: list[_Step]
-    size: int
-    dims: int | None
-    model_id: str | None
-    _cursor: int = 0
-    _embed_slots: list[tuple[_Step, int, int]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        for step in self.steps:
-            self._advance(step, None)
-
-    def _advance(self, step: _Step, reply: Any) -> None:
-        try:
-            step.request = step.gen.send(reply)
-        except StopIteration as stop:
-            step.request, step.result, step.done = None, stop.value, True
-
-    def embedding_work(self) -> tuple[list[str], list[str]]:
-        """All documents and queries the batch needs embedded."""
-        docs: list[str] = []
-        queries: list[str] = []
-        for step in self.steps:
-            if isinstance(step.request, Embed):
-                docs.extend(step.request.documents)
-                queries.extend(step.request.queries)
-        return docs, queries
-
-    def deliver_embeddings(
-        self, doc_vectors: Sequence[Sequence[float]], query_vectors: Sequence[Sequence[float]]
-    ) -> None:
-        """Hand each handler its vectors, after checking their size."""
-        for vec in [*doc_vectors, *query_vectors]:
-            if self.dims is not None and len(vec) != self.dims:
-                raise EmbeddingDimensionError(
-                    f"The embedding model {self.model_id!r} returned {len(vec)}-dimensional "
-                    f"vectors but the store is configured with dims={self.dims}. Pass "
-                    f"index={{'dims': {len(vec)}, ...}} (or the model that makes "
-                    f"{self.dims}-dimensional vectors). Nothing was written."
-                )
-        d = q = 0
-        for step in self.steps:
-            if isinstance(step.request, Embed):
-                nd, nq = len(step.request.documents), len(step.request.queries)
-                reply = (
-                    [list(v) for v in doc_vectors[d : d + nd]],
-                    [list(v) for v in query_vectors[q : q + nq]],
-                )
-                d, q = d + nd, q + nq
-                self._advance(step, reply)
-
-    def next_query(self) -> Query | None:
-        """The next statement to run, or ``None`` when the batch is done."""
-        while self._cursor < len(self.steps):
-            step = self.steps[self._cursor]
-            if isinstance(step.request, Query):
-                return step.request
-            if isinstance(step.request, Embed):
-                raise RuntimeError("handler asked for embeddings after its first query")
-            self._cursor += 1
-        return None
-
-    def deliver_rows(self, rows: list[dict[str, Any]]) -> None:
-        """Reply to the statement returned by :meth:`next_query`."""
-        self._advance(self.steps[self._cursor], rows)
-
-    def results(self) -> list[Any]:
-        """Results in the order of the batch's ops."""
-        out: list[Any] = [None] * self.size
-        for step in self.steps:
-            if step.multi:
-                for i, r in zip(step.indices, step.result, strict=True):
-                    out[i] = r
-            else:
-                out[step.indices[0]] = step.result
-        return out
+    namespace: tuple[str, ...]
+    key: str
+    value: Mapping[str, Any] | None
+    index: Any = None
+    ttl: float | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 def _ns_text(namespace: tuple[str, ...]) -> str:
@@ -220,23 +119,34 @@ class StoreCore:
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:
-        index: Embedding configuration; ``None`` disables vector search.
+        conn: The connection or pool the executing subclass uses.
+        index: Embedding configuration, ``"default"`` for the default model
+            (:func:`langmem_layer.embeddings.default_index`), or ``None`` for no vectors.
         ttl: LangGraph ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``).
         tenant_roots: First namespace labels whose second label is the user id.
             Items elsewhere belong to the shared tenant ``""``.
         clock: Returns "now"; tests move time by passing their own.
+        embedding_batch_size: Texts per embedding call (R3.5: 100).
     """
 
     supports_ttl: bool = True
 
     def __init__(
         self,
+        conn: Any,
         *,
-        index: MemoryIndexConfig | None = None,
+        index: MemoryIndexConfig | Literal["default"] | None = "default",
         ttl: dict[str, Any] | None = None,
         tenant_roots: Iterable[str] = (MEMORY_ROOT,),
         clock: Callable[[], datetime] | None = None,
+        embedding_batch_size: int = 100,
     ) -> None:
+        if index == "default":
+            from langmem_layer.embeddings import default_index
+
+            index = default_index()
+        self.conn = conn
+        self.embedding_batch_size = embedding_batch_size
         self.tenant_roots = frozenset(tenant_roots)
         self.ttl_config = cast(Any, ttl)
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -262,13 +172,13 @@ class StoreCore:
 
     def plan(self, ops: Iterable[Op | Any]) -> Plan:
         """Turn a batch of ops into a :class:`Plan`. Consecutive puts share one handler."""
-        steps: list[_Step] = []
+        steps: list[Step] = []
         run: list[tuple[int, PutOp]] = []
 
         def flush() -> None:
             if run:
                 idx = [i for i, _ in run]
-                steps.append(_Step(idx, self._put([op for _, op in run]), multi=True))
+                steps.append(Step(idx, self._put([op for _, op in run]), multi=True))
                 run.clear()
 
         size = 0
@@ -279,13 +189,13 @@ class StoreCore:
                 run.append((i, op))
                 continue
             flush()
-            steps.append(_Step([i], self._handler(op)))
+            steps.append(Step([i], self._handler(op)))
         flush()
         return Plan(steps, size, self.dims, self.model_id)
 
     def setup_plan(self) -> Plan:
         """The plan that applies pending migrations (see :meth:`setup`)."""
-        return Plan([_Step([0], self._setup())], 1, None, None)
+        return Plan([Step([0], self._setup())], 1, None, None)
 
     def _validate(self, op: Any) -> None:
         try:
@@ -383,38 +293,42 @@ class StoreCore:
     # -- BaseStore operations ---------------------------------------------------------
 
     def _put(self, ops: list[PutOp]) -> Handler:
-        now = self.now()
+        # The last put of a key wins, as in LangGraph's stores.
         last: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:
             last[(op.namespace, op.key)] = op
+        writes = [_Write(op.namespace, op.key, op.value, op.index, op.ttl) for op in last.values()]
+        yield from self._write(writes, self.now())
+        return [None] * len(ops)
+
+    def _write(self, writes: list[_Write], now: datetime) -> Handler:
+        """Upsert or delete items and replace their vectors: embeddings first, then SQL."""
         deletes: dict[tuple[str, str], list[str]] = {}
         rows: list[dict[str, Any]] = []
         to_embed: list[tuple[str, str, str, str, str]] = []
         reindexed: list[tuple[str, str, str]] = []
-        for (namespace, key), op in last.items():
-            user = self.tenant(namespace)
-            prefix = _ns_text(namespace)
-            if op.value is None:
-                deletes.setdefault((user, prefix), []).append(key)
+        for w in writes:
+            user, prefix = self.tenant(w.namespace), _ns_text(w.namespace)
+            if w.value is None:
+                deletes.setdefault((user, prefix), []).append(w.key)
                 continue
-            value, is_memory, search_text = self.prepare_value(namespace, op.value)
-            ttl = op.ttl if op.ttl is not None else None
-            rows.append(
-                {
-                    "user_id": user,
-                    "prefix": prefix,
-                    "key": key,
-                    "value": json.dumps(value),
-                    "is_memory": is_memory,
-                    "search_text": search_text,
-                    "ttl_minutes": float(ttl) if ttl is not None else None,
-                }
-            )
+            value, is_memory, search_text = self.prepare_value(w.namespace, w.value)
+            rows.append({
+                "user_id": user,
+                "prefix": prefix,
+                "key": w.key,
+                "value": json.dumps(value),
+                "is_memory": is_memory,
+                "search_text": search_text,
+                "ttl_minutes": float(w.ttl) if w.ttl is not None else None,
+                "created_at": w.created_at,
+                "updated_at": w.updated_at,
+            })
             if self.embeddings is not None:
-                reindexed.append((user, prefix, key))
-                if op.index is not False:
-                    for fname, text in self._texts(value, is_memory, op.index):
-                        to_embed.append((user, prefix, key, fname, text))
+                reindexed.append((user, prefix, w.key))
+                if w.index is not False:
+                    for fname, text in self._texts(value, is_memory, w.index):
+                        to_embed.append((user, prefix, w.key, fname, text))
         vectors: list[list[float]] = []
         if to_embed:
             vectors, _ = yield Embed([t[4] for t in to_embed], [])
@@ -426,7 +340,6 @@ class StoreCore:
             yield Query(*isql.delete_embeddings(reindexed, self.model_id))
         if to_embed and self.model_id and self.dims:
             yield self._insert_vectors(to_embed, vectors, now)
-        return [None] * len(ops)
 
     def _insert_vectors(self, to_embed: list[tuple[str, str, str, str, str]],
                         vectors: list[list[float]], now: datetime) -> Query:
@@ -591,39 +504,19 @@ class StoreCore:
         return mops.UserExport(op.user_id, items, [mops.Link(**r) for r in links])
 
     def _import(self, op: mops.ImportOp) -> Handler:
-        now = self.now()
-        rows: list[dict[str, Any]] = []
-        to_embed: list[tuple[str, str, str, str, str]] = []
         for item in op.data.items:
             if self.tenant(item.namespace) != op.user_id:
                 raise InvalidNamespaceError(
                     f"Item {item.namespace!r}/{item.key} does not belong to user {op.user_id!r}."
                 )
-            value, is_memory, search_text = self.prepare_value(item.namespace, item.value)
-            prefix = _ns_text(item.namespace)
-            rows.append(
-                {
-                    "user_id": op.user_id,
-                    "prefix": prefix,
-                    "key": item.key,
-                    "value": json.dumps(value),
-                    "is_memory": is_memory,
-                    "search_text": search_text,
-                    "ttl_minutes": item.ttl_minutes,
-                    "created_at": item.created_at,
-                    "updated_at": item.updated_at,
-                }
-            )
-            if self.embeddings is not None:
-                for fname, text in self._texts(value, is_memory, None):
-                    to_embed.append((op.user_id, prefix, item.key, fname, text))
-        vectors: list[list[float]] = []
-        if to_embed:
-            vectors, _ = yield Embed([t[4] for t in to_embed], [])
-        if rows:
-            yield Query(*isql.upsert_items(rows, now))
-        if to_embed and self.model_id and self.dims:
-            yield self._insert_vectors(to_embed, vectors, now)
+        yield from self._write(
+            [
+                _Write(i.namespace, i.key, i.value, None, i.ttl_minutes, i.created_at,
+                       i.updated_at)
+                for i in op.data.items
+            ],
+            self.now(),
+        )
         for link in op.data.links:
             yield Query(
                 *msql.insert_link(
@@ -631,7 +524,7 @@ class StoreCore:
                     json.dumps(link.metadata),
                 )
             )
-        return len(rows)
+        return len(op.data.items)
 
     def _sweep(self, op: mops.SweepExpiredOp) -> Handler:
         now = op.now or self.now()

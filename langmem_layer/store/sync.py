@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from langgraph.store.base import BaseStore, Op, Result
@@ -17,22 +17,10 @@ from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
 from langmem_layer.ops import SweepExpiredOp
-from langmem_layer.store.core import MemoryIndexConfig, Plan, StoreCore
+from langmem_layer.store.core import Plan, StoreCore
 from langmem_layer.store.embedded import embedded_uri
 
 __all__ = ["PostgresMemoryStore"]
-
-IndexArg = MemoryIndexConfig | None | Literal["default"]
-
-
-def resolve_index(index: IndexArg) -> MemoryIndexConfig | None:
-    """``"default"`` means the default embedding model (see :mod:`langmem_layer.embeddings`)."""
-    if index == "default":
-        from langmem_layer.embeddings import default_index
-
-        return default_index()
-    return index
-
 
 def chunked(texts: list[str], size: int) -> Iterator[list[str]]:
     """Split texts into embedding calls of at most ``size``."""
@@ -61,21 +49,8 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         ...     store.put(("memories", "u1", "work"), "k", {"note": "hello"})
     """
 
-    def __init__(
-        self,
-        conn: psycopg.Connection[Any] | ConnectionPool,
-        *,
-        index: IndexArg = "default",
-        ttl: dict[str, Any] | None = None,
-        tenant_roots: Iterable[str] = ("memories",),
-        clock: Callable[[], datetime] | None = None,
-        embedding_batch_size: int = 100,
-    ) -> None:
-        super().__init__(
-            index=resolve_index(index), ttl=ttl, tenant_roots=tenant_roots, clock=clock
-        )
-        self.conn = conn
-        self.embedding_batch_size = embedding_batch_size
+    def __init__(self, conn: Any, **kwargs: Any) -> None:
+        super().__init__(conn, **kwargs)
         self._lock = threading.Lock()
 
     @classmethod
