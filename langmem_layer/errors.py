@@ -8,6 +8,8 @@ written against the built-ins keeps working.
 
 from __future__ import annotations
 
+from langgraph.store.base import InvalidNamespaceError as _LangGraphInvalidNamespace
+
 __all__ = [
     "ConfigurationError",
     "DatabaseUnavailableError",
@@ -27,8 +29,12 @@ class LangmemError(Exception):
     """Root of every error raised by langmem_layer."""
 
 
-class InvalidNamespaceError(LangmemError, ValueError):
-    """A namespace is empty, has an empty label, or a label containing a period."""
+class InvalidNamespaceError(LangmemError, _LangGraphInvalidNamespace):
+    """A namespace is invalid, or would reach across users.
+
+    It subclasses LangGraph's own ``InvalidNamespaceError`` (a ``ValueError``), which
+    ``BaseStore`` methods raise for bad labels before a batch reaches the store.
+    """
 
 
 class InvalidFilterError(LangmemError, ValueError):
