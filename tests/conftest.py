@@ -5,11 +5,13 @@ Tests that need the database fail (never skip) when it cannot be started.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import conninfo
 
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.embedded import embedded_uri
@@ -25,14 +27,23 @@ DATA_DIR = Path(__file__).resolve().parents[1] / ".langmem-test"
 
 
 @pytest.fixture(scope="session")
-def pg_uri() -> str:
-    """URI of the embedded PostgreSQL, with the schema rebuilt from scratch this session."""
-    uri = embedded_uri(DATA_DIR)
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {TABLES}, langmem_migrations CASCADE")
+def pg_uri() -> Iterator[str]:
+    """A database of its own for this test session, schema installed from scratch.
+
+    One embedded server, one database per session: concurrent sessions never see
+    each other's rows.
+    """
+    server_uri = embedded_uri(DATA_DIR)
+    name = f"langmem_test_{os.getpid()}"
+    with psycopg.connect(server_uri, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    uri = conninfo.make_conninfo(server_uri, dbname=name)
     with PostgresMemoryStore.from_conn_string(uri, index=None) as store:
         store.setup()
-    return uri
+    yield uri
+    with psycopg.connect(server_uri, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _truncate(uri: str) -> None:

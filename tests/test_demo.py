@@ -67,13 +67,13 @@ def test_demo_script_runs_offline(tmp_path: Path) -> None:
     assert "Alice" not in bob and "nothing relevant yet" in bob
 
 
-def test_readme_example_runs(store: PostgresMemoryStore, monkeypatch) -> None:
+def test_readme_example_runs(store: PostgresMemoryStore, pg_uri: str, monkeypatch) -> None:
     readme = (ROOT / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)  # type: ignore[union-attr]
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    # Same embedded server as the suite; the example's own .langmem dir is swapped for it.
-    code = code.replace('embedded(".langmem")', f"embedded({str(DATA_DIR)!r}, index=INDEX)")
+    # The suite's database and fake embedder stand in for the example's own .langmem dir.
+    code = code.replace('embedded(".langmem")', f"from_conn_string({pg_uri!r}, index=INDEX)")
     namespace = {"INDEX": store.index_config}
     exec(compile(code, "README.md", "exec"), namespace)
     found = store.search(("memories", "alice", "work"))
