@@ -1,0 +1,67 @@
+"""The ``langmem-layer`` command: schema setup, export/import of a user, TTL sweep.
+
+The database is ``--database-url`` (or ``LANGMEM_DATABASE_URL``); without one, the
+embedded PostgreSQL in ``--data-dir`` (default ``.langmem``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from langmem_layer.layer import MemoryLayer
+from langmem_layer.store.sync import PostgresMemoryStore
+
+__all__ = ["main"]
+
+
+def _open(args: argparse.Namespace, *, embed: bool) -> AbstractContextManager[PostgresMemoryStore]:
+    index = "default" if embed else None
+    if args.database_url:
+        return PostgresMemoryStore.from_conn_string(args.database_url, index=index)
+    return PostgresMemoryStore.embedded(args.data_dir, index=index)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="langmem-layer", description=__doc__)
+    parser.add_argument("--database-url", default=os.environ.get("LANGMEM_DATABASE_URL"))
+    parser.add_argument("--data-dir", default=os.environ.get("LANGMEM_DATA_DIR", ".langmem"))
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("setup", help="create or upgrade the schema (idempotent)")
+    exp = sub.add_parser("export", help="write a user's memory as JSON")
+    exp.add_argument("user_id")
+    exp.add_argument("-o", "--output", help="file (default: standard output)")
+    imp = sub.add_parser("import", help="load a JSON export into a user (re-embeds)")
+    imp.add_argument("user_id")
+    imp.add_argument("file")
+    sub.add_parser("sweep-ttl", help="delete items whose TTL has passed")
+    args = parser.parse_args(argv)
+
+    with _open(args, embed=args.command == "import") as store:
+        if args.command == "setup":
+            applied = store.setup()
+            print(f"schema up to date; applied migrations: {applied or 'none'}")
+        elif args.command == "sweep-ttl":
+            print(f"deleted {store.sweep_ttl()} expired items")
+        else:
+            layer = MemoryLayer(store, extraction="inline")
+            if args.command == "export":
+                text = json.dumps(layer.export(args.user_id), indent=2, ensure_ascii=False)
+                if args.output:
+                    Path(args.output).write_text(text + "\n", encoding="utf-8")
+                else:
+                    sys.stdout.write(text + "\n")
+            else:
+                data = json.loads(Path(args.file).read_text(encoding="utf-8"))
+                print(f"imported {layer.import_(args.user_id, data)} items")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
