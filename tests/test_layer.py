@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from langmem_layer import (
@@ -20,7 +21,7 @@ from langmem_layer import (
     Policy,
     Status,
 )
-from langmem_layer.ops import ExportOp, LinksOp
+from langmem_layer.ops import ExportOp, LinkOp, LinksOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.fakes import Clock
 
@@ -198,8 +199,7 @@ def test_missing_user_fails_with_instructions(layer: MemoryLayer, store) -> None
 
 def test_over_reference_demoted_on_third_turn(layer: MemoryLayer, store) -> None:
     layer.remember("u1", "Works at Acme Robotics.")
-    graph = _graph(layer).compile(store=store, checkpointer=__import__(
-        "langgraph.checkpoint.memory", fromlist=["InMemorySaver"]).InMemorySaver())
+    graph = _graph(layer).compile(store=store, checkpointer=InMemorySaver())
     cfg = {"configurable": {"user_id": "u1", "thread_id": "t"}}
     sections = []
     for _ in range(3):
@@ -221,3 +221,28 @@ def test_time_moves_with_now(layer: MemoryLayer, clock: Clock) -> None:
     later = clock.now + timedelta(days=3)
     block = layer.context_block("u1", "dentist", now=later)
     assert "[overdue]" in block.text and m.key in block.placements
+
+
+def test_record_expiry_hides_and_sweep_purges_with_links(layer: MemoryLayer, store,
+                                                         clock: Clock) -> None:
+    from langmem_layer.types import MemoryRecord
+
+    keep = layer.remember("u1", "Parks the car on level 3 today.")
+    rec = MemoryRecord(content="Temporary door code is 4821.", kind=Kind.PROFILE_FACT,
+                       layer=Layer.SEMANTIC, occurred_at=clock.now,
+                       last_accessed_at=clock.now, expires_at=clock.now + timedelta(hours=1))
+    store.put(("memories", "u1", "work"), "code", rec.to_value())
+    store.batch([LinkOp("u1", "code", "elaborates", keep.key)])
+    assert any(r.key == "code" for r in layer.recall("u1", "door code"))
+    clock.advance(hours=2)
+    assert all(r.key != "code" for r in layer.recall("u1", "door code"))
+    assert store.sweep_ttl() == 1
+    assert store.batch([LinksOp("u1", (keep.key,))])[0] == []
+
+
+def test_generic_delete_of_a_memory_removes_its_links(layer: MemoryLayer, store) -> None:
+    a = layer.remember("u1", "Adopted a cat named Miso.")
+    b = layer.remember("u1", "Miso is afraid of the vacuum.")
+    store.batch([LinkOp("u1", b.key, "elaborates", a.key)])
+    store.delete(a.namespace, a.key)
+    assert store.batch([LinksOp("u1", (b.key,))])[0] == []

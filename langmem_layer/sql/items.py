@@ -71,7 +71,8 @@ def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
 
     Each row has user_id, prefix, key, value (a JSON string), is_memory, search_text,
     ttl_minutes, and optionally created_at / updated_at (an import keeps the originals;
-    otherwise both are ``now``). Rows must be unique by (user_id, prefix, key).
+    otherwise both are ``now``) and expires_at (a typed memory's own expiry, which wins
+    over the TTL). Rows must be unique by (user_id, prefix, key).
     """
     cols: dict[str, list[Any]] = {
         c: [r[c] for r in rows]
@@ -79,18 +80,23 @@ def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
     }
     created = [r.get("created_at") or now for r in rows]
     updated = [r.get("updated_at") or now for r in rows]
+    expires = [r.get("expires_at") for r in rows]
     return (
         """INSERT INTO langmem_items AS i
             (user_id, prefix, key, value, is_memory, search_text,
              created_at, updated_at, expires_at, ttl_minutes)
         SELECT t.user_id, t.prefix, t.key, t.value::jsonb, t.is_memory, t.search_text,
                t.created_at, t.updated_at,
-               %s + make_interval(secs => t.ttl_minutes * 60), t.ttl_minutes
+               coalesce(t.expires_at, %s + make_interval(secs => t.ttl_minutes * 60)),
+               t.ttl_minutes
         FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bool[], %s::text[],
-                    %s::float8[], %s::timestamptz[], %s::timestamptz[])
+                    %s::float8[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[])
              AS t(user_id, prefix, key, value, is_memory, search_text, ttl_minutes,
-                  created_at, updated_at)
+                  created_at, updated_at, expires_at)
         ON CONFLICT (user_id, prefix, key) DO UPDATE SET
+            -- An expired row not swept yet is gone for readers: writing it again creates it.
+            created_at = CASE WHEN i.expires_at IS NOT NULL AND i.expires_at <= EXCLUDED.updated_at
+                              THEN EXCLUDED.created_at ELSE i.created_at END,
             value = EXCLUDED.value,
             is_memory = EXCLUDED.is_memory,
             search_text = EXCLUDED.search_text,
@@ -109,6 +115,7 @@ def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
             cols["ttl_minutes"],
             created,
             updated,
+            expires,
         ],
     )
 
@@ -256,6 +263,7 @@ def sweep_expired(user_id: str, now: datetime) -> Sql:
     """Delete one tenant's expired items (TTL sweep). Embeddings go by cascade."""
     return (
         "DELETE FROM langmem_items "
-        "WHERE user_id = %s AND expires_at IS NOT NULL AND expires_at <= %s RETURNING key",
+        "WHERE user_id = %s AND expires_at IS NOT NULL AND expires_at <= %s "
+        "RETURNING key, is_memory",
         [user_id, now],
     )

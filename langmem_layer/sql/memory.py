@@ -15,6 +15,7 @@ from langmem_layer.sql.items import vector_literal
 from langmem_layer.types import utc_iso
 
 __all__ = [
+    "delete_links_of",
     "delete_memory",
     "find_memory",
     "insert_link",
@@ -210,6 +211,16 @@ def delete_memory(user_id: str, key: str) -> list[Sql]:
             params,
         ),
     ]
+
+
+def delete_links_of(user_id: str, keys: Sequence[str]) -> Sql:
+    """Remove links touching deleted memories."""
+    return (
+        """DELETE FROM langmem_links
+        WHERE user_id = %(user_id)s
+          AND (src_key = ANY(%(keys)s::text[]) OR dst_key = ANY(%(keys)s::text[]))""",
+        {"user_id": user_id, "keys": list(keys)},
+    )
 
 
 def insert_link(

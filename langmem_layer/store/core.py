@@ -73,6 +73,11 @@ class _Write(NamedTuple):
     updated_at: datetime | None = None
 
 
+def _record_expiry(value: Mapping[str, Any]) -> datetime | None:
+    raw = value.get("expires_at")
+    return datetime.fromisoformat(raw) if isinstance(raw, str) else None
+
+
 def _ns_text(namespace: tuple[str, ...]) -> str:
     return ".".join(namespace)
 
@@ -323,6 +328,7 @@ class StoreCore:
                 "ttl_minutes": float(w.ttl) if w.ttl is not None else None,
                 "created_at": w.created_at,
                 "updated_at": w.updated_at,
+                "expires_at": _record_expiry(value) if is_memory and w.ttl is None else None,
             })
             if self.embeddings is not None:
                 reindexed.append((user, prefix, w.key))
@@ -334,6 +340,8 @@ class StoreCore:
             vectors, _ = yield Embed([t[4] for t in to_embed], [])
         for (user, prefix), keys in deletes.items():
             yield Query(*isql.delete_items(user, prefix, keys))
+            if user:  # a deleted memory takes its links with it
+                yield Query(*msql.delete_links_of(user, keys))
         if rows:
             yield Query(*isql.upsert_items(rows, now))
         if reindexed and self.model_id:
@@ -532,6 +540,9 @@ class StoreCore:
         total = 0
         for row in users:
             deleted = yield Query(*isql.sweep_expired(row["user_id"], now))
+            memories = [r["key"] for r in deleted if r["is_memory"]]
+            if memories:
+                yield Query(*msql.delete_links_of(row["user_id"], memories))
             total += len(deleted)
         return total
 
