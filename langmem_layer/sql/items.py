@@ -196,7 +196,8 @@ def search_items(
     f_sql, f_params = filter_sql
     if query_vector is None:
         return (
-            f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, NULL::float8 AS score
+            f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, i.ttl_minutes,
+                   NULL::float8 AS score
             FROM langmem_items i
             WHERE i.user_id = %s AND {ns_sql} AND {_LIVE} AND {f_sql}
             ORDER BY i.updated_at DESC, i.prefix, i.key
@@ -205,7 +206,7 @@ def search_items(
         )
     e_ns_sql, e_ns_params = prefix_condition(prefix, column="e.prefix")
     return (
-        f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, s.score
+        f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, i.ttl_minutes, s.score
         FROM (
             SELECT e.prefix, e.key, max(1 - (e.embedding <=> %s::vector)) AS score
             FROM langmem_embeddings e

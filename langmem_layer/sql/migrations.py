@@ -85,4 +85,13 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX IF NOT EXISTS langmem_links_dst_idx ON langmem_links (user_id, dst_key);
     """,
+    # 4: the namespace text contains the user id, so user_id and prefix are correlated;
+    # without extended statistics the planner takes one user's thousand vectors for a
+    # handful and picks nested loops that grow with the square of the user's size.
+    """
+    CREATE STATISTICS IF NOT EXISTS langmem_items_user_prefix_stats (dependencies, ndistinct)
+        ON user_id, prefix FROM langmem_items;
+    CREATE STATISTICS IF NOT EXISTS langmem_embeddings_user_prefix_stats
+        (dependencies, ndistinct) ON user_id, prefix FROM langmem_embeddings;
+    """,
 ]

@@ -384,8 +384,9 @@ class StoreCore:
                 model_id=self.model_id,
             )
         )
-        if rows and op.refresh_ttl:
-            yield Query(*isql.refresh_ttl(user, [(r["prefix"], r["key"]) for r in rows], now))
+        expiring = [(r["prefix"], r["key"]) for r in rows if r["ttl_minutes"] is not None]
+        if expiring and op.refresh_ttl:
+            yield Query(*isql.refresh_ttl(user, expiring, now))
         return [
             SearchItem(
                 namespace=_ns_tuple(r["prefix"]),
