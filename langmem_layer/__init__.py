@@ -18,7 +18,6 @@ from langmem_layer.errors import (
 from langmem_layer.extraction.base import Extractor, MemoryOperation, OpType
 from langmem_layer.extraction.llm import LLMExtractor
 from langmem_layer.extraction.rules import RuleExtractor
-from langmem_layer.flows import IngestResult
 from langmem_layer.gate import GateDecision, WriteGate
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
@@ -26,6 +25,7 @@ from langmem_layer.settings import GateSettings, MemorySettings, RankingWeights
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, LinkType, MemoryRecord, Policy, Recalled, Status
+from langmem_layer.write import IngestResult, ProcessResult
 
 __all__ = [
     "AsyncPostgresMemoryStore",
@@ -53,6 +53,7 @@ __all__ = [
     "OpType",
     "Policy",
     "PostgresMemoryStore",
+    "ProcessResult",
     "RankingWeights",
     "Recalled",
     "RuleExtractor",

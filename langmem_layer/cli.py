@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -41,14 +42,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     imp.add_argument("user_id")
     imp.add_argument("file")
     sub.add_parser("sweep-ttl", help="delete items whose TTL has passed")
+    sub.add_parser("purge-embedding-cache", help="delete cached embeddings over 30 days old")
+    work = sub.add_parser("worker", help="extract queued turns (until interrupted)")
+    work.add_argument("--once", action="store_true", help="one pass over ready entries")
+    work.add_argument("--interval", type=float, default=5.0, help="seconds between polls")
     args = parser.parse_args(argv)
 
-    with _open(args, embed=args.command == "import") as store:
+    with _open(args, embed=args.command in ("import", "worker")) as store:
         if args.command == "setup":
             applied = store.setup()
             print(f"schema up to date; applied migrations: {applied or 'none'}")
         elif args.command == "sweep-ttl":
             print(f"deleted {store.sweep_ttl()} expired items")
+        elif args.command == "purge-embedding-cache":
+            print(f"deleted {store.purge_embedding_cache()} stale cached embeddings")
+        elif args.command == "worker":
+            return _work(MemoryLayer(store, extraction="inline"), args.once, args.interval)
         else:
             layer = MemoryLayer(store, extraction="inline")
             if args.command == "export":
@@ -61,6 +70,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 data = json.loads(Path(args.file).read_text(encoding="utf-8"))
                 print(f"imported {layer.import_(args.user_id, data)} items")
     return 0
+
+
+def _work(layer: MemoryLayer, once: bool, interval: float) -> int:
+    """Drain the extraction queue, then poll; Ctrl-C stops after the current pass."""
+    try:
+        while True:
+            result = layer.process_pending()
+            if result.done or result.failed:
+                print(f"extracted {len(result.done)} turns, {len(result.failed)} failed "
+                      "(kept for retry)", flush=True)
+            if once:
+                return 0
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ __all__ = [
     "ConfigurationError",
     "DatabaseUnavailableError",
     "EmbeddingDimensionError",
+    "EmbeddingError",
     "ExtractionError",
     "InvalidContentError",
     "InvalidFilterError",
@@ -63,6 +64,10 @@ class ConfigurationError(LangmemError, ValueError):
 
 class MemoryNotFoundError(LangmemError, LookupError):
     """No memory with the given id exists for this user."""
+
+
+class EmbeddingError(LangmemError, RuntimeError):
+    """The embedding model kept failing after its retries; nothing was written."""
 
 
 class ExtractionError(LangmemError, RuntimeError):

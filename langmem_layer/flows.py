@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 from langgraph.store.base import Item, PutOp
 
 from langmem_layer import ops as mops
 from langmem_layer.context import ContextBlock, build_context_block
 from langmem_layer.errors import InvalidContentError, MemoryNotFoundError, MissingUserError
-from langmem_layer.extraction.base import MemoryOperation, OpType
-from langmem_layer.gate import GateDecision, WriteGate
+from langmem_layer.gate import WriteGate
 from langmem_layer.retrieval import rank_candidates
 from langmem_layer.settings import MemorySettings
 from langmem_layer.tokens import TokenCounter
@@ -29,7 +28,6 @@ from langmem_layer.types import (
     IDENTITY_SCOPE,
     Kind,
     Layer,
-    LinkType,
     LoopStatus,
     MemoryRecord,
     Policy,
@@ -38,10 +36,9 @@ from langmem_layer.types import (
     Status,
     memory_namespace,
     normalize_ref,
-    to_utc,
 )
 
-__all__ = ["Env", "ExtractCall", "Flow", "IngestResult", "StoreCall"]
+__all__ = ["Env", "ExtractCall", "Flow", "StoreCall"]
 
 
 class StoreCall(NamedTuple):
@@ -75,28 +72,17 @@ _DEFAULT_LAYER = {
 
 
 @dataclass
-class IngestResult:
-    """What one ingest did: every gate decision, and the memory ids it wrote or changed."""
-
-    user_id: str
-    decisions: list[GateDecision]
-    written: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-
-    @property
-    def accepted(self) -> list[GateDecision]:
-        """Decisions that were applied."""
-        return [d for d in self.decisions if d.accepted]
-
-
-@dataclass
 class Env:
-    """What flows need besides I/O: settings, the gate, the token counter, trust."""
+    """What flows need besides I/O: settings, the gate, the token counter, agent trust."""
 
     settings: MemorySettings
     gate: WriteGate
     counter: TokenCounter
     trust: Mapping[str, float] = field(default_factory=dict)
+
+    def trust_of(self, agent_id: str | None) -> float:
+        """An agent's trust: correct / total predictions, 0.5 with no history (R7.2)."""
+        return self.trust.get(agent_id or "", 0.5)
 
 
 def require_user(user_id: str | None) -> str:
@@ -229,94 +215,10 @@ def context_block(env: Env, recalled: Sequence[Recalled], *, recently_spoken: Se
     )
 
 
-def _human_text(messages: Sequence[BaseMessage]) -> str:
-    return " ".join(m.text for m in messages if isinstance(m, HumanMessage))
-
-
-def _resolve_target(op: MemoryOperation, existing: Sequence[Recalled]) -> str | None:
-    if op.target_id:
-        return op.target_id
-    hint = (op.target_hint or "").lower()
-    if not hint:
-        return None
-    for r in existing:
-        text = r.record.content.lower()
-        if hint in text or any(hint in ref or ref in hint for ref in r.record.refs):
-            return r.key
-    return None
-
-
-def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: str | None,
-           thread_id: str | None, agent_id: str | None, now: datetime) -> Flow:
-    """Extract, gate and apply one turn's messages in one transaction (R3.2–R3.4)."""
-    user_id = require_user(user_id)
-    profile = profile or env.settings.default_profile
-    text = _human_text(messages)
-    if not text.strip():
-        return IngestResult(user_id, [])
-    scopes = scopes_for(env, profile)
-    (cands,) = yield StoreCall([mops.RecallOp(user_id, scopes, query=text, now=now)])
-    existing = rank_candidates(cands, now=now, settings=env.settings, limit=20)
-    proposed: list[MemoryOperation] = yield ExtractCall(messages, existing, now)
-    probes = [i for i, p in enumerate(proposed) if p.op in (OpType.ADD, OpType.UPDATE)
-              and p.content]
-    neighbors: dict[int, list[Recalled]] = {}
-    if probes:
-        found = yield StoreCall(
-            [mops.RecallOp(user_id, scopes, query=proposed[i].content, now=now) for i in probes]
-        )
-        for i, cands_i in zip(probes, found, strict=True):
-            neighbors[i] = sorted(
-                (Recalled(c.key, c.namespace, MemoryRecord.model_validate(c.value),
-                          similarity=c.similarity) for c in cands_i),
-                key=lambda r: -(r.similarity or 0.0),
-            )
-    decisions = env.gate.review(proposed, neighbors=neighbors)
-    known = {r.key: r for r in existing}
-    for rs in neighbors.values():
-        known.update({r.key: r for r in rs})
-    result = IngestResult(user_id, decisions)
-    store_ops: list[Any] = []
-    source_for = {m.id: m for m in messages if m.id}
-    for decision in decisions:
-        if not decision.accepted:
-            continue
-        op = decision.operation
-        message = source_for.get(op.source_message_id or "")
-        source = Source(agent_id=agent_id, thread_id=thread_id,
-                        message_id=op.source_message_id,
-                        text=op.source_text or (message.text if message else None))
-        target = _resolve_target(op, list(known.values()))
-        if op.op == OpType.ADD or (op.op == OpType.UPDATE and op.content):
-            record = new_record(
-                op.content or "", kind=op.kind, layer=op.layer, now=now, policy=op.policy,
-                confidence=op.confidence, salience=op.salience, refs=op.refs,
-                due_at=to_utc(op.due_at) if op.due_at else None, subject=op.subject,
-                predicate=op.predicate, obj=op.object, source=source,
-            )
-            key = str(uuid.uuid4())
-            store_ops.append(put_record(user_id, profile, key, record))
-            result.written.append(key)
-            if op.op == OpType.UPDATE and target:
-                store_ops.append(mops.SetStatusOp(user_id, (target,), Status.CONTRADICTED, now))
-                store_ops.append(mops.LinkOp(user_id, key, LinkType.SUPERSEDES, target, now))
-                result.changed.append(target)
-        elif op.op == OpType.REINFORCE and target in known:
-            old = known[target]
-            record = old.record.model_copy(update={
-                "confidence": min(1.0, old.record.confidence + 0.05),
-                "reinforcement_count": old.record.reinforcement_count + 1,
-                "last_accessed_at": now,
-            })
-            store_ops.append(PutOp(old.namespace, old.key, record.to_value()))
-            result.changed.append(target)
-        elif op.op in (OpType.CONTRADICT, OpType.FORGET, OpType.CLOSE_OPEN_LOOP) and target:
-            status = Status.CONTRADICTED if op.op == OpType.CONTRADICT else Status.ARCHIVED
-            store_ops.append(mops.SetStatusOp(user_id, (target,), status, now))
-            result.changed.append(target)
-    if store_ops:
-        yield StoreCall(store_ops)
-    return result
+def decisions(user_id: str, *, thread_id: str | None, limit: int) -> Flow:
+    """The latest ingests' gate decisions, newest first."""
+    (entries,) = yield StoreCall([mops.IngestLogOp(require_user(user_id), limit, thread_id)])
+    return entries
 
 
 def get(user_id: str, memory_id: str) -> Flow:

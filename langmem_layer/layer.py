@@ -11,9 +11,9 @@ import asyncio
 import builtins
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -22,15 +22,17 @@ from langchain_core.messages import BaseMessage
 from langgraph.graph import StateGraph
 from langgraph.store.base import BaseStore
 
-from langmem_layer import flows
+from langmem_layer import flows, write
 from langmem_layer.context import ContextBlock
 from langmem_layer.extraction.base import Extractor
 from langmem_layer.extraction.rules import RuleExtractor
-from langmem_layer.flows import Env, ExtractCall, Flow, IngestResult, StoreCall
+from langmem_layer.flows import Env, Flow, StoreCall
 from langmem_layer.gate import WriteGate
+from langmem_layer.ops import IngestLogEntry
 from langmem_layer.settings import MemorySettings
 from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import Kind, Layer, Policy, Recalled
+from langmem_layer.write import IngestResult, ProcessResult
 
 __all__ = ["MemoryLayer"]
 
@@ -65,8 +67,9 @@ class MemoryLayer:
         extractor: Proposes memory operations. Default: an LLM extractor on
             ``chat_model`` (or OpenAI when ``OPENAI_API_KEY`` is set), else the rules.
         chat_model: Chat model for the default LLM extractor.
-        extraction: ``"background"`` (default) extracts after the turn without blocking
-            it; ``"inline"`` extracts inside ``extract_after_turn``.
+        extraction: ``"background"`` (default): ``extract_after_turn`` queues the turn
+            durably and returns; a worker thread (or task, in async graphs) extracts it.
+            ``"inline"``: the turn is queued and extracted before the node returns.
         clock: Returns "now" for nodes (methods also take ``now=``).
         trust: Per-agent trust in [0, 1] used in ranking.
 
@@ -100,12 +103,15 @@ class MemoryLayer:
         )
         #: The most recent ingest results (newest last), for inspection and the demo.
         self.ingest_log: deque[IngestResult] = deque(maxlen=100)
-        #: Turns whose background extraction failed: (user_id, messages, error).
-        self.failed: deque[tuple[str, list[BaseMessage], str]] = deque(maxlen=1000)
-        self._pool: ThreadPoolExecutor | None = None
-        self._futures: list[Future[Any]] = []
+        #: Seconds the worker thread sleeps between queue polls when not woken.
+        self.worker_poll_seconds = 5.0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lock = threading.Lock()
+        self._busy = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._turns: dict[str | None, int] = {}
         from langmem_layer.nodes import build_nodes
 
         self.load_memory, self.assemble_context, self.extract_after_turn = build_nodes(self)
@@ -117,36 +123,44 @@ class MemoryLayer:
         return self._clock()
 
     def run(self, flow: Flow) -> Any:
-        """Execute a flow synchronously."""
-        reply: Any = None
+        """Execute a flow synchronously. A failed request is raised inside the flow."""
+        request = next(flow)
         while True:
+            reply: Any
             try:
-                request = flow.send(reply)
+                if isinstance(request, StoreCall):
+                    reply = self.store.batch(request.ops)
+                else:
+                    reply = self.extractor.extract(request.messages, existing=request.existing,
+                                                   now=request.now)
+            except Exception as e:
+                step = lambda e=e: flow.throw(e)  # noqa: E731
+            else:
+                step = lambda reply=reply: flow.send(reply)  # noqa: E731
+            try:
+                request = step()
             except StopIteration as stop:
                 return stop.value
-            if isinstance(request, StoreCall):
-                reply = self.store.batch(request.ops)
-            else:
-                reply = self._extract(request)
 
     async def arun(self, flow: Flow) -> Any:
-        """Execute a flow on the event loop."""
-        reply: Any = None
+        """Execute a flow on the event loop. A failed request is raised inside the flow."""
+        request = next(flow)
         while True:
+            reply: Any
             try:
-                request = flow.send(reply)
+                if isinstance(request, StoreCall):
+                    reply = await self.store.abatch(request.ops)
+                else:
+                    reply = await self.extractor.aextract(
+                        request.messages, existing=request.existing, now=request.now)
+            except Exception as e:
+                step = lambda e=e: flow.throw(e)  # noqa: E731
+            else:
+                step = lambda reply=reply: flow.send(reply)  # noqa: E731
+            try:
+                request = step()
             except StopIteration as stop:
                 return stop.value
-            if isinstance(request, StoreCall):
-                reply = await self.store.abatch(request.ops)
-            else:
-                reply = await self.extractor.aextract(
-                    request.messages, existing=request.existing, now=request.now
-                )
-
-    def _extract(self, request: ExtractCall) -> Any:
-        return self.extractor.extract(request.messages, existing=request.existing,
-                                      now=request.now)
 
     # -- direct API --------------------------------------------------------------------
 
@@ -196,7 +210,7 @@ class MemoryLayer:
                profile: str | None = None, thread_id: str | None = None,
                agent_id: str | None = None, now: datetime | None = None) -> IngestResult:
         """Extract, gate and apply memories from ``messages`` now; returns the decisions."""
-        result = self.run(flows.ingest(
+        result = self.run(write.ingest(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now()))
         self.ingest_log.append(result)
@@ -206,7 +220,7 @@ class MemoryLayer:
                       profile: str | None = None, thread_id: str | None = None,
                       agent_id: str | None = None, now: datetime | None = None) -> IngestResult:
         """Async twin of :meth:`ingest`."""
-        result = await self.arun(flows.ingest(
+        result = await self.arun(write.ingest(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now()))
         self.ingest_log.append(result)
@@ -296,58 +310,149 @@ class MemoryLayer:
 
         return wire(self, builder, agent)
 
-    # -- background extraction ----------------------------------------------------------
+    # -- the extraction queue -----------------------------------------------------------
 
-    def submit(self, user_id: str, messages: Sequence[BaseMessage], **kwargs: Any) -> None:
-        """Extract ``messages`` in a background thread; failures are logged and kept."""
+    def _process_flow(self, user_id: str | None = None) -> Flow:
+        st = self.settings
+        return write.process_queue(
+            self.env, now=self.now(), limit=st.extraction_batch_size,
+            lease_seconds=st.extraction_lease_seconds,
+            retry_base_seconds=st.extraction_retry_base_seconds, user_id=user_id)
+
+    def process_pending(self, *, user_id: str | None = None) -> ProcessResult:
+        """Extract every queue entry ready now (all users, or one); returns what happened."""
+        total = ProcessResult()
+        while True:
+            result: ProcessResult = self.run(self._process_flow(user_id))
+            self._record(total, result)
+            if not result.done and not result.failed:
+                return total
+
+    async def aprocess_pending(self, *, user_id: str | None = None) -> ProcessResult:
+        """Async twin of :meth:`process_pending`."""
+        total = ProcessResult()
+        while True:
+            result: ProcessResult = await self.arun(self._process_flow(user_id))
+            self._record(total, result)
+            if not result.done and not result.failed:
+                return total
+
+    def _record(self, total: ProcessResult, result: ProcessResult) -> None:
+        total.done += result.done
+        total.failed += result.failed
+        total.results += result.results
+        self.ingest_log.extend(result.results)
+
+    def _turn_due(self, thread_id: str | None) -> bool:
+        # Every N turns per thread; the queue keeps the rest until then (or a drain).
+        n = self.settings.extract_every_n_turns
         with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="langmem-extract")
-            self._futures.append(self._pool.submit(self._safe_ingest, user_id, messages, kwargs))
+            self._turns[thread_id] = self._turns.get(thread_id, 0) + 1
+            return self._turns[thread_id] % n == 0
 
-    def _safe_ingest(self, user_id: str, messages: Sequence[BaseMessage],
-                     kwargs: dict[str, Any]) -> None:
+    def submit(self, user_id: str, messages: Sequence[BaseMessage], *,
+               profile: str | None = None, thread_id: str | None = None,
+               agent_id: str | None = None, now: datetime | None = None) -> int | None:
+        """Queue a turn durably and let the worker thread extract it; returns the entry id.
+
+        Returns at once. The turn stays in the queue until it is extracted, across
+        failures and restarts; with ``extraction="inline"`` it is extracted before
+        this returns.
+        """
+        entry = self.run(write.enqueue_turn(
+            self.env, user_id, messages, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now()))
+        if self.extraction == "inline":
+            self.process_pending(user_id=user_id)
+        elif self._turn_due(thread_id):
+            self._wake_worker()
+        return entry  # type: ignore[no-any-return]
+
+    async def asubmit(self, user_id: str, messages: Sequence[BaseMessage], *,
+                      profile: str | None = None, thread_id: str | None = None,
+                      agent_id: str | None = None, now: datetime | None = None) -> int | None:
+        """Async twin of :meth:`submit`: extraction runs as a task on the running loop."""
+        entry = await self.arun(write.enqueue_turn(
+            self.env, user_id, messages, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now()))
+        if self.extraction == "inline":
+            await self.aprocess_pending(user_id=user_id)
+        elif self._turn_due(thread_id):
+            task = asyncio.get_running_loop().create_task(self._aworker_pass())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return entry  # type: ignore[no-any-return]
+
+    async def _aworker_pass(self) -> None:
         try:
-            self.ingest(user_id, messages, **kwargs)
-        except Exception as e:
-            logger.exception("Background extraction failed for user %s", user_id)
-            self.failed.append((user_id, list(messages), f"{type(e).__name__}: {e}"))
+            await self.aprocess_pending()
+        except Exception:  # the entries stay queued; the next pass retries them
+            logger.exception("Background extraction pass failed")
 
-    async def asubmit(self, user_id: str, messages: Sequence[BaseMessage],
-                      **kwargs: Any) -> None:
-        """Extract ``messages`` in a background task on the running loop."""
-        async def job() -> None:
-            try:
-                await self.aingest(user_id, messages, **kwargs)
-            except Exception as e:
-                logger.exception("Background extraction failed for user %s", user_id)
-                self.failed.append((user_id, list(messages), f"{type(e).__name__}: {e}"))
-
-        task = asyncio.get_running_loop().create_task(job())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def drain(self, timeout: float | None = None) -> None:
-        """Block until every extraction submitted so far has finished."""
+    def _wake_worker(self) -> None:
         with self._lock:
-            futures, self._futures = self._futures, []
-        for f in futures:
-            f.result(timeout=timeout)
+            if self._worker is None or not self._worker.is_alive():
+                self._stop.clear()
+                self._worker = threading.Thread(
+                    target=self._work, name="langmem-extract", daemon=True)
+                self._worker.start()
+        self._wake.set()
 
-    async def adrain(self, timeout: float | None = None) -> None:
-        """Await every background extraction (tasks and threads) submitted so far."""
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self.worker_poll_seconds)
+            self._wake.clear()
+            with self._busy:
+                try:
+                    self.process_pending()
+                except Exception:  # the entries stay queued; the next pass retries them
+                    logger.exception("Background extraction pass failed")
+
+    def drain(self, timeout: float | None = None) -> ProcessResult:
+        """Extract everything queued so far that is ready, then return.
+
+        Entries that failed stay queued for their retry time and are reported in
+        ``failed``; they are not waited for.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._busy.acquire(timeout=-1 if timeout is None else timeout):
+            raise TimeoutError("drain(): the background worker did not finish in time")
+        try:
+            result = self.process_pending()
+        finally:
+            self._busy.release()
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError("drain() took longer than its timeout")
+        return result
+
+    async def adrain(self, timeout: float | None = None) -> ProcessResult:
+        """Async twin of :meth:`drain`; also awaits this loop's extraction tasks."""
         if self._tasks:
             await asyncio.wait_for(asyncio.gather(*list(self._tasks)), timeout)
-        await asyncio.to_thread(self.drain, timeout)
+        return await self.aprocess_pending()
+
+    def decisions(self, user_id: str, *, thread_id: str | None = None,
+                  limit: int = 20) -> builtins.list[IngestLogEntry]:
+        """Why things were or were not remembered: the latest ingests' gate decisions."""
+        return self.run(  # type: ignore[no-any-return]
+            flows.decisions(user_id, thread_id=thread_id, limit=limit))
+
+    async def adecisions(self, user_id: str, *, thread_id: str | None = None,
+                         limit: int = 20) -> builtins.list[IngestLogEntry]:
+        """Async twin of :meth:`decisions`."""
+        return await self.arun(  # type: ignore[no-any-return]
+            flows.decisions(user_id, thread_id=thread_id, limit=limit))
 
     async def aclose(self) -> None:
-        """Finish background work (tasks and threads); call before closing the store."""
+        """Finish background work; call before closing the store."""
         await self.adrain()
         await asyncio.to_thread(self.close)
 
     def close(self) -> None:
-        """Finish background work and stop the worker thread."""
+        """Finish queued extraction and stop the worker thread."""
+        self._stop.set()
+        self._wake.set()
+        if self._worker is not None:
+            self._worker.join()
+            self._worker = None
         self.drain()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None

@@ -148,19 +148,17 @@ def build_nodes(layer: MemoryLayer) -> tuple[RunnableLambda, RunnableLambda, Run
     def extract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who, turn = run_identity(config), _turn(state)
         if turn:
-            submit = layer.ingest if layer.extraction == "inline" else layer.submit
-            submit(who["user_id"], turn, profile=who.get("profile"),
-                   thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
-                   now=layer.now())
+            layer.submit(who["user_id"], turn, profile=who.get("profile"),
+                         thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
+                         now=layer.now())
         return {}
 
     async def aextract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who, turn = run_identity(config), _turn(state)
         if turn:
-            submit = layer.aingest if layer.extraction == "inline" else layer.asubmit
-            await submit(who["user_id"], turn, profile=who.get("profile"),
-                         thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
-                         now=layer.now())
+            await layer.asubmit(who["user_id"], turn, profile=who.get("profile"),
+                                thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
+                                now=layer.now())
         return {}
 
     return (

@@ -12,15 +12,26 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 __all__ = [
+    "ApplyOnceOp",
     "Candidate",
+    "ClaimOp",
+    "CompleteEntryOp",
     "DeleteMemoryOp",
+    "EnqueueOp",
     "ExportOp",
     "ExportedItem",
+    "FailEntryOp",
     "FindMemoryOp",
     "ImportOp",
+    "IngestLogEntry",
+    "IngestLogOp",
     "Link",
     "LinkOp",
     "LinksOp",
+    "LogIngestOp",
+    "PendingOp",
+    "PurgeEmbeddingCacheOp",
+    "QueueEntry",
     "RecallOp",
     "SetStatusOp",
     "SweepExpiredOp",
@@ -114,10 +125,118 @@ class ImportOp(NamedTuple):
     data: UserExport
 
 
+class PurgeEmbeddingCacheOp(NamedTuple):
+    """Delete embedding-cache entries too old to be used, user by user (result: int)."""
+
+    now: datetime | None = None
+
+
 class SweepExpiredOp(NamedTuple):
     """Delete items whose TTL or expiry has passed, user by user (result: int deleted)."""
 
     now: datetime | None = None
+
+
+class EnqueueOp(NamedTuple):
+    """Queue a turn for extraction, once per ``dedupe_key`` (result: entry id or None)."""
+
+    user_id: str
+    dedupe_key: str
+    profile: str
+    messages: list[dict[str, Any]]
+    turn_at: datetime
+    thread_id: str | None = None
+    agent_id: str | None = None
+    now: datetime | None = None
+
+
+class ClaimOp(NamedTuple):
+    """Lease ready queue entries, all users or one (result: ``list[QueueEntry]``)."""
+
+    limit: int = 20
+    lease_seconds: float = 300.0
+    user_id: str | None = None
+    now: datetime | None = None
+
+
+class CompleteEntryOp(NamedTuple):
+    """Mark a queue entry done (result: None)."""
+
+    user_id: str
+    entry_id: int
+    now: datetime | None = None
+
+
+class FailEntryOp(NamedTuple):
+    """Release a queue entry after a failure, to retry at ``retry_at`` (result: None)."""
+
+    user_id: str
+    entry_id: int
+    error: str
+    retry_at: datetime
+
+
+class PendingOp(NamedTuple):
+    """A user's unfinished queue entries (result: ``list[dict]``)."""
+
+    user_id: str
+    thread_id: str | None = None
+
+
+class ApplyOnceOp(NamedTuple):
+    """Run ``ops`` unless ``op_id`` was applied before (result: list of results or None).
+
+    The check and the ops share the batch's transaction, so an operation is applied
+    exactly once however often its batch is replayed.
+    """
+
+    user_id: str
+    op_id: str
+    ops: tuple[Any, ...]
+    now: datetime | None = None
+
+
+class LogIngestOp(NamedTuple):
+    """Keep one ingest's gate decisions (result: None)."""
+
+    user_id: str
+    decisions: list[dict[str, Any]]
+    at: datetime
+    thread_id: str | None = None
+    agent_id: str | None = None
+
+
+class IngestLogOp(NamedTuple):
+    """A user's most recent ingest decisions (result: ``list[IngestLogEntry]``)."""
+
+    user_id: str
+    limit: int = 20
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """A leased turn waiting for extraction."""
+
+    user_id: str
+    id: int
+    profile: str
+    thread_id: str | None
+    agent_id: str | None
+    messages: list[dict[str, Any]]
+    turn_at: datetime
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class IngestLogEntry:
+    """The decisions of one ingest, as kept in the database."""
+
+    id: int
+    at: datetime
+    thread_id: str | None
+    agent_id: str | None
+    decisions: list[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,7 +101,7 @@ def rank_candidates(
         now: Time for decay, urgency and recency.
         settings: Weights, floors, RRF constant.
         limit: How many non-pinned memories to return (pinned are always included).
-        trust: Per-agent trust in [0, 1]; unknown agents count as fully trusted.
+        trust: Per-agent trust in [0, 1]; an agent with no history counts 0.5.
     """
     w = settings.weights
     fused = rrf_scores(candidates, settings.rrf_k)
@@ -131,7 +131,8 @@ def rank_candidates(
             + w.recency * recency
         )
         agent = record.source.agent_id
-        factor = decay_weight(record, now) * ((trust or {}).get(agent or "", 1.0))
+        # R7.2: an agent with no history has trust 0.5.
+        factor = decay_weight(record, now) * ((trust or {}).get(agent or "", 0.5))
         scored.append(
             Recalled(c.key, c.namespace, record, composite * factor, c.similarity, dict(c.ranks))
         )

@@ -8,7 +8,7 @@ the environment with :meth:`MemorySettings.from_env` (``LANGMEM_SIMILARITY_FLOOR
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -68,6 +68,19 @@ class MemorySettings(BaseModel):
     )
     semantic_share: float = Field(default=0.60, gt=0, le=1)
     encoding: str = "o200k_base"
+    conflict_policy: Literal["latest", "trust", "review"] = Field(
+        default="latest",
+        description="Two agents disagree on a single-valued fact (R3.6): the latest write "
+        "wins, the more trusted agent wins, or both stay linked for human review.",
+    )
+    extraction_batch_size: int = Field(default=20, ge=1, description="Entries per worker pass.")
+    extraction_lease_seconds: float = Field(default=300.0, gt=0)
+    extraction_retry_base_seconds: float = Field(
+        default=30.0, ge=0, description="First retry delay; doubles per failed attempt."
+    )
+    extract_every_n_turns: int = Field(
+        default=1, ge=1, description="Background extraction runs after every N turns."
+    )
     embedding_batch_size: int = Field(default=100, ge=1)
 
     @model_validator(mode="after")

@@ -18,7 +18,10 @@ from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.fakes import BagOfWordsEmbeddings, Clock
 
-TABLES = "langmem_links, langmem_embeddings, langmem_items"
+TABLES = (
+    "langmem_links, langmem_embeddings, langmem_items, langmem_extraction_queue, "
+    "langmem_applied_ops, langmem_ingest_log, langmem_embedding_cache"
+)
 
 
 # Under the checkout, not pytest's 0700 temp root: the embedded server runs as its own

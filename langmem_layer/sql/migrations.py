@@ -94,4 +94,60 @@ MIGRATIONS: list[str] = [
     CREATE STATISTICS IF NOT EXISTS langmem_embeddings_user_prefix_stats
         (dependencies, ndistinct) ON user_id, prefix FROM langmem_embeddings;
     """,
+    # 5: the durable extraction queue (R3.1). A turn waits here until extracted; a
+    # failed attempt stays with its error and is retried after a backoff.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_extraction_queue (
+        user_id         text NOT NULL,
+        id              bigint GENERATED ALWAYS AS IDENTITY,
+        dedupe_key      text NOT NULL,
+        profile         text NOT NULL,
+        thread_id       text,
+        agent_id        text,
+        messages        jsonb NOT NULL,
+        turn_at         timestamptz NOT NULL,
+        enqueued_at     timestamptz NOT NULL,
+        attempts        integer NOT NULL DEFAULT 0,
+        next_attempt_at timestamptz NOT NULL,
+        locked_until    timestamptz,
+        last_error      text,
+        done_at         timestamptz,
+        PRIMARY KEY (user_id, id),
+        UNIQUE (user_id, dedupe_key)
+    );
+    CREATE INDEX IF NOT EXISTS langmem_queue_pending_idx
+        ON langmem_extraction_queue (next_attempt_at) WHERE done_at IS NULL;
+    """,
+    # 6: operations already applied, so re-applying a batch changes nothing (R3.2), and
+    # the gate's decisions per ingest, so users can see why something was (not) kept.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_applied_ops (
+        user_id    text NOT NULL,
+        op_id      text NOT NULL,
+        applied_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, op_id)
+    );
+    CREATE TABLE IF NOT EXISTS langmem_ingest_log (
+        user_id    text NOT NULL,
+        id         bigint GENERATED ALWAYS AS IDENTITY,
+        at         timestamptz NOT NULL,
+        thread_id  text,
+        agent_id   text,
+        decisions  jsonb NOT NULL,
+        PRIMARY KEY (user_id, id)
+    );
+    """,
+    # 7: embedding cache by (content hash, model), per user, kept 30 days (R3.5).
+    """
+    CREATE TABLE IF NOT EXISTS langmem_embedding_cache (
+        user_id      text NOT NULL,
+        model_id     text NOT NULL,
+        content_hash text NOT NULL,
+        embedding    vector NOT NULL,
+        created_at   timestamptz NOT NULL,
+        PRIMARY KEY (user_id, model_id, content_hash)
+    );
+    CREATE INDEX IF NOT EXISTS langmem_embedding_cache_age_idx
+        ON langmem_embedding_cache (created_at);
+    """,
 ]

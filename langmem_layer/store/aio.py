@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from langgraph.store.base import BaseStore, Op, Result
@@ -15,12 +15,16 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.ops import SweepExpiredOp
+from langmem_layer.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.core import Plan, StoreCore
 from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.embedding import Retry
 from langmem_layer.store.sync import chunked
 
 __all__ = ["AsyncPostgresMemoryStore"]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 class AsyncPostgresMemoryStore(StoreCore, BaseStore):
@@ -33,6 +37,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         tenant_roots: First namespace labels whose second label is the user id.
         clock: Returns "now" (tests move time with it).
         embedding_batch_size: Texts per embedding call.
+        embedding_retry_delay: Seconds before the first retry of a failed embedding
+            call (3 attempts in all, the pause doubling); tests pass 0.
     """
 
     def __init__(self, conn: Any, **kwargs: Any) -> None:
@@ -70,39 +76,63 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         async with cls.from_conn_string(uri, **kwargs) as store:
             yield store
 
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if isinstance(self.conn, AsyncConnectionPool):
+            async with self.conn.connection() as conn:
+                yield conn
+        else:
+            async with self._lock:
+                yield self.conn
+
+    async def _retrying(self, call: Callable[[_T], Awaitable[_R]], arg: _T) -> _R:
+        retry = Retry(self.embedding_retry_delay)
+        while True:
+            try:
+                return await call(arg)
+            except Exception as e:
+                await asyncio.sleep(retry.pause_after(e))
+
     async def _execute(self, plan: Plan) -> list[Any]:
         self._loop = asyncio.get_running_loop()
+        # Cache and model run before the transaction, so no lock is held while waiting
+        # on the model, and a model that keeps failing leaves nothing written.
+        if (lookup := plan.cache_lookup()) is not None:
+            try:
+                async with (
+                    self._connection() as conn,
+                    conn.cursor(row_factory=dict_row) as cur,
+                ):
+                    await cur.execute(lookup.sql, lookup.params)
+                    plan.deliver_cache(await cur.fetchall())
+            except psycopg.OperationalError as e:
+                raise DatabaseUnavailableError(f"PostgreSQL went away: {e}") from e
         docs, queries = plan.embedding_work()
+        doc_vecs: list[list[float]] = []
+        query_vecs: list[list[float]] = []
         if docs or queries:
             emb = self.embeddings
             if emb is None:
                 raise RuntimeError("embedding requested without an index")
-            doc_vecs = [
-                v for batch in chunked(docs, self.embedding_batch_size)
-                for v in await emb.aembed_documents(batch)
-            ]
-            query_vecs = [await emb.aembed_query(q) for q in queries]
-            plan.deliver_embeddings(doc_vecs, query_vecs)
+            for batch in chunked(docs, self.embedding_batch_size):
+                doc_vecs.extend(await self._retrying(emb.aembed_documents, batch))
+            query_vecs = [await self._retrying(emb.aembed_query, q) for q in queries]
+        plan.deliver_embeddings(doc_vecs, query_vecs)
         if plan.next_query() is not None:
             try:
-                if isinstance(self.conn, AsyncConnectionPool):
-                    async with self.conn.connection() as conn:
-                        await self._run_queries(conn, plan)
-                else:
-                    async with self._lock:
-                        await self._run_queries(self.conn, plan)
+                async with (
+                    self._connection() as conn,
+                    conn.transaction(),
+                    conn.cursor(row_factory=dict_row) as cur,
+                ):
+                    while (query := plan.next_query()) is not None:
+                        await cur.execute(query.sql, query.params)
+                        plan.deliver_rows(await cur.fetchall() if cur.description else [])
             except psycopg.OperationalError as e:
                 raise DatabaseUnavailableError(
                     f"PostgreSQL went away; the batch was rolled back: {e}"
                 ) from e
         return plan.results()
-
-    @staticmethod
-    async def _run_queries(conn: psycopg.AsyncConnection[Any], plan: Plan) -> None:
-        async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-            while (query := plan.next_query()) is not None:
-                await cur.execute(query.sql, query.params)
-                plan.deliver_rows(await cur.fetchall() if cur.description else [])
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Execute a batch of store and memory ops in one transaction."""
@@ -140,3 +170,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     async def sweep_ttl(self, *, now: datetime | None = None) -> int:
         """Delete expired items now; returns how many were deleted."""
         return int((await self._execute(self.plan([SweepExpiredOp(now)])))[0])
+
+    async def purge_embedding_cache(self, *, now: datetime | None = None) -> int:
+        """Delete embedding-cache entries older than 30 days; returns how many."""
+        return int((await self._execute(self.plan([PurgeEmbeddingCacheOp(now)])))[0])

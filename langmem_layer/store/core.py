@@ -33,11 +33,14 @@ from langmem_layer.errors import (
     InvalidMemoryError,
     InvalidNamespaceError,
 )
+from langmem_layer.sql import cache as csql
 from langmem_layer.sql import items as isql
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql.filters import compile_filter
 from langmem_layer.sql.migrations import MIGRATIONS, VERSION_TABLE
+from langmem_layer.store.embedding import CACHE_TTL, RETRY_BASE_DELAY, default_max_input_tokens
 from langmem_layer.store.plan import Embed, Handler, Plan, Query, Step
+from langmem_layer.store.queue_handlers import QueueHandlers
 from langmem_layer.types import MEMORY_ROOT, Kind, MemoryRecord
 
 __all__ = ["MemoryIndexConfig", "StoreCore"]
@@ -53,12 +56,16 @@ class MemoryIndexConfig(TypedDict, total=False):
         fields: JSON paths of generic items to embed (default ``["$"]``, the whole
             value). Typed memories always embed their ``content``.
         model_id: Name recorded with each vector (defaults to the model's name).
+        max_input_tokens: Texts are cut to this many tokens (cl100k_base) before
+            embedding. Defaults to 8191 for OpenAI ``text-embedding-*`` models, 256 for
+            all-MiniLM-L6-v2, no limit otherwise; ``None`` disables truncation.
     """
 
     embed: Embeddings | Callable[..., Any] | str
     dims: int
     fields: list[str]
     model_id: str
+    max_input_tokens: int | None
 
 
 class _Write(NamedTuple):
@@ -120,7 +127,7 @@ def _match(path: tuple[str, ...], namespace: tuple[str, ...], suffix: bool) -> b
     return all(p == "*" or n == p for n, p in pairs)
 
 
-class StoreCore:
+class StoreCore(QueueHandlers):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:
@@ -132,6 +139,8 @@ class StoreCore:
             Items elsewhere belong to the shared tenant ``""``.
         clock: Returns "now"; tests move time by passing their own.
         embedding_batch_size: Texts per embedding call (R3.5: 100).
+        embedding_retry_delay: Seconds to wait before retrying a failed embedding
+            call; doubled before the last attempt (R3.5: 3 attempts in all).
     """
 
     supports_ttl: bool = True
@@ -145,6 +154,7 @@ class StoreCore:
         tenant_roots: Iterable[str] = (MEMORY_ROOT,),
         clock: Callable[[], datetime] | None = None,
         embedding_batch_size: int = 100,
+        embedding_retry_delay: float = RETRY_BASE_DELAY,
     ) -> None:
         if index == "default":
             from langmem_layer.embeddings import default_index
@@ -152,6 +162,7 @@ class StoreCore:
             index = default_index()
         self.conn = conn
         self.embedding_batch_size = embedding_batch_size
+        self.embedding_retry_delay = embedding_retry_delay
         self.tenant_roots = frozenset(tenant_roots)
         self.ttl_config = cast(Any, ttl)
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -159,6 +170,7 @@ class StoreCore:
         self.embeddings: Embeddings | None = None
         self.dims: int | None = None
         self.model_id: str | None = None
+        self.max_input_tokens: int | None = None
         self._fields: list[tuple[str, list[str] | str]] = []
         if index:
             self.embeddings = ensure_embeddings(index["embed"])
@@ -168,6 +180,10 @@ class StoreCore:
                 raw if isinstance(raw, str) else _model_name(raw)
             )
             self._fields = [_path(f) for f in index.get("fields") or ["$"]]
+            self.max_input_tokens = (
+                index["max_input_tokens"] if "max_input_tokens" in index
+                else default_max_input_tokens(self.model_id)
+            )
 
     # -- planning ---------------------------------------------------------------------
 
@@ -196,7 +212,8 @@ class StoreCore:
             flush()
             steps.append(Step([i], self._handler(op)))
         flush()
-        return Plan(steps, size, self.dims, self.model_id)
+        return Plan(steps, size, self.dims, self.model_id, now=self.now(),
+                    max_input_tokens=self.max_input_tokens)
 
     def setup_plan(self) -> Plan:
         """The plan that applies pending migrations (see :meth:`setup`)."""
@@ -243,6 +260,8 @@ class StoreCore:
             mops.ExportOp: self._export,
             mops.ImportOp: self._import,
             mops.SweepExpiredOp: self._sweep,
+            mops.PurgeEmbeddingCacheOp: lambda op: self._purge_cache(op.now or self.now()),
+            **self.queue_handlers(),
         }
         handler = handlers.get(type(op))
         if handler is None:
@@ -337,7 +356,8 @@ class StoreCore:
                         to_embed.append((user, prefix, w.key, fname, text))
         vectors: list[list[float]] = []
         if to_embed:
-            vectors, _ = yield Embed([t[4] for t in to_embed], [])
+            # Owners key the embedding cache per user (a shared one would leak texts).
+            vectors, _ = yield Embed([t[4] for t in to_embed], [], [t[0] for t in to_embed])
         for (user, prefix), keys in deletes.items():
             yield Query(*isql.delete_items(user, prefix, keys))
             if user:  # a deleted memory takes its links with it
@@ -545,6 +565,15 @@ class StoreCore:
             if memories:
                 yield Query(*msql.delete_links_of(row["user_id"], memories))
             total += len(deleted)
+        return total
+
+    def _purge_cache(self, now: datetime) -> Handler:
+        before = now - CACHE_TTL
+        users = yield Query(*csql.stale_cache_users(before))
+        total = 0
+        for row in users:
+            deleted = yield Query(*csql.purge_embedding_cache_sql(row["user_id"], before))
+            total += int(deleted[0]["deleted"])
         return total
 
     def _setup(self) -> Handler:

@@ -5,25 +5,42 @@ Every operation is handled by a generator that first yields at most one
 operation's result. A :class:`Plan` steps all generators of a batch together so that
 all texts of the batch are embedded in as few calls as possible, outside the database
 transaction, and then runs the queries in order inside one transaction. The sync and
-async stores only execute what the plan asks for.
+async stores only execute what the plan asks for, in this order:
+
+1. :meth:`Plan.cache_lookup` (if not ``None``), its rows to :meth:`Plan.deliver_cache`;
+2. :meth:`Plan.embedding_work`: the texts the cache did not have, embedded in calls of
+   at most ``embedding_batch_size`` documents, each call under a
+   :class:`~langmem_layer.store.embedding.Retry`; then :meth:`Plan.deliver_embeddings`
+   (always, even with nothing to embed: cache hits are delivered there too);
+3. :meth:`Plan.next_query` / :meth:`Plan.deliver_rows` in one transaction; the first
+   statement stores the new cache entries.
+
+Truncation, deduplication and the cache are in :mod:`langmem_layer.store.embedding`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NamedTuple
 
-from langmem_layer.errors import EmbeddingDimensionError
+from langmem_layer.store.embedding import EmbeddingWork
 
 __all__ = ["Embed", "Handler", "Plan", "Query", "Step"]
 
 
 class Embed(NamedTuple):
-    """Request: embed ``documents`` (with embed_documents) and ``queries`` (embed_query)."""
+    """Request: embed ``documents`` (with embed_documents) and ``queries`` (embed_query).
+
+    The reply is ``(document_vectors, query_vectors)`` in the same order. ``owners``,
+    parallel to ``documents``, names the user each document belongs to, whose cache
+    its vector is kept in; empty (or ``None`` for a document) means not cached.
+    """
 
     documents: list[str]
     queries: list[str]
+    owners: Sequence[str | None] = ()
 
 
 class Query(NamedTuple):
@@ -48,18 +65,31 @@ class Step:
 
 @dataclass
 class Plan:
-    """Steps a batch's handlers: embeddings first, then queries in op order."""
+    """Steps a batch's handlers: embeddings first, then queries in op order.
+
+    ``now`` (the store clock) enables the embedding cache and ``max_input_tokens``
+    truncation; plans built without them (setup, nested plans) only pass texts on.
+    """
 
     steps: list[Step]
     size: int
     dims: int | None
     model_id: str | None
+    now: datetime | None = None
+    max_input_tokens: int | None = None
     _cursor: int = 0
-    _embed_slots: list[tuple[Step, int, int]] = field(default_factory=list)
+    _cache_write: Query | None = None
+    _work: EmbeddingWork = field(init=False)
 
     def __post_init__(self) -> None:
         for step in self.steps:
             self._advance(step, None)
+        self._work = EmbeddingWork(
+            model_id=self.model_id, dims=self.dims, max_tokens=self.max_input_tokens,
+            now=self.now,
+        )
+        for request in self._embed_requests():
+            self._work.add(request.documents, request.queries, request.owners)
 
     def _advance(self, step: Step, reply: Any) -> None:
         try:
@@ -67,41 +97,58 @@ class Plan:
         except StopIteration as stop:
             step.request, step.result, step.done = None, stop.value, True
 
+    def _embed_requests(self) -> list[Embed]:
+        return [s.request for s in self.steps if isinstance(s.request, Embed)]
+
+    def cache_lookup(self) -> Query | None:
+        """The one statement reading cached vectors, run before :meth:`embedding_work`."""
+        lookup = self._work.lookup()
+        return Query(*lookup) if lookup else None
+
+    def deliver_cache(self, rows: list[dict[str, Any]]) -> None:
+        """Reply to :meth:`cache_lookup`: its hits are not embedded again."""
+        self._work.deliver_cache(rows)
+
     def embedding_work(self) -> tuple[list[str], list[str]]:
-        """All documents and queries the batch needs embedded."""
-        docs: list[str] = []
-        queries: list[str] = []
-        for step in self.steps:
-            if isinstance(step.request, Embed):
-                docs.extend(step.request.documents)
-                queries.extend(step.request.queries)
-        return docs, queries
+        """Documents and queries the model must embed: truncated, uncached, unique."""
+        return [d.text for d in self._work.misses()], self._work.unique_queries()
+
+    def embedding_request(self) -> Embed | None:
+        """:meth:`embedding_work` as one request with owners, for a plan nested in a handler.
+
+        A handler combining other handlers yields this and passes the reply to
+        :meth:`deliver_embeddings`, so the outer plan still caches per owner.
+        """
+        misses = self._work.misses()
+        queries = self._work.unique_queries()
+        if not misses and not queries:
+            return None
+        return Embed([d.text for d in misses], queries, [d.owner for d in misses])
 
     def deliver_embeddings(
         self, doc_vectors: Sequence[Sequence[float]], query_vectors: Sequence[Sequence[float]]
     ) -> None:
-        """Hand each handler its vectors, after checking their size."""
-        for vec in [*doc_vectors, *query_vectors]:
-            if self.dims is not None and len(vec) != self.dims:
-                raise EmbeddingDimensionError(
-                    f"The embedding model {self.model_id!r} returned {len(vec)}-dimensional "
-                    f"vectors but the store is configured with dims={self.dims}. Pass "
-                    f"index={{'dims': {len(vec)}, ...}} (or the model that makes "
-                    f"{self.dims}-dimensional vectors). Nothing was written."
-                )
+        """Vectors for :meth:`embedding_work`, in its order; every handler gets its own.
+
+        Raises:
+            EmbeddingDimensionError: A vector has the wrong size; nothing is written.
+        """
+        if not self._embed_requests():
+            return
+        docs, queries, upsert = self._work.deliver(doc_vectors, query_vectors)
+        self._cache_write = Query(*upsert) if upsert else None
         d = q = 0
         for step in self.steps:
             if isinstance(step.request, Embed):
                 nd, nq = len(step.request.documents), len(step.request.queries)
-                reply = (
-                    [list(v) for v in doc_vectors[d : d + nd]],
-                    [list(v) for v in query_vectors[q : q + nq]],
-                )
+                reply = (docs[d : d + nd], queries[q : q + nq])
                 d, q = d + nd, q + nq
                 self._advance(step, reply)
 
     def next_query(self) -> Query | None:
         """The next statement to run, or ``None`` when the batch is done."""
+        if self._cache_write is not None:  # first, so it commits with the batch or not
+            return self._cache_write
         while self._cursor < len(self.steps):
             step = self.steps[self._cursor]
             if isinstance(step.request, Query):
@@ -113,6 +160,9 @@ class Plan:
 
     def deliver_rows(self, rows: list[dict[str, Any]]) -> None:
         """Reply to the statement returned by :meth:`next_query`."""
+        if self._cache_write is not None:
+            self._cache_write = None
+            return
         self._advance(self.steps[self._cursor], rows)
 
     def results(self) -> list[Any]:

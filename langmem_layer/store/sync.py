@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from langgraph.store.base import BaseStore, Op, Result
@@ -16,11 +17,16 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.ops import SweepExpiredOp
+from langmem_layer.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.core import Plan, StoreCore
 from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.embedding import Retry
 
 __all__ = ["PostgresMemoryStore"]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
 
 def chunked(texts: list[str], size: int) -> Iterator[list[str]]:
     """Split texts into embedding calls of at most ``size``."""
@@ -42,6 +48,8 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         tenant_roots: First namespace labels whose second label is the user id.
         clock: Returns "now" (tests move time with it).
         embedding_batch_size: Texts per embedding call (R3.5: 100).
+        embedding_retry_delay: Seconds before the first retry of a failed embedding
+            call (3 attempts in all, the pause doubling); tests pass 0.
 
     Example:
         >>> with PostgresMemoryStore.embedded(".langmem") as store:
@@ -95,17 +103,35 @@ class PostgresMemoryStore(StoreCore, BaseStore):
             with self._lock:
                 yield self.conn
 
+    def _retrying(self, call: Callable[[_T], _R], arg: _T) -> _R:
+        retry = Retry(self.embedding_retry_delay)
+        while True:
+            try:
+                return call(arg)
+            except Exception as e:
+                time.sleep(retry.pause_after(e))
+
     def _execute(self, plan: Plan) -> list[Any]:
+        # Cache and model run before the transaction, so no lock is held while waiting
+        # on the model, and a model that keeps failing leaves nothing written.
+        if (lookup := plan.cache_lookup()) is not None:
+            try:
+                with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+                    cur.execute(lookup.sql, lookup.params)
+                    plan.deliver_cache(cur.fetchall())
+            except psycopg.OperationalError as e:
+                raise DatabaseUnavailableError(f"PostgreSQL went away: {e}") from e
         docs, queries = plan.embedding_work()
+        doc_vecs: list[list[float]] = []
+        query_vecs: list[list[float]] = []
         if docs or queries:
             emb = self.embeddings
             if emb is None:
                 raise RuntimeError("embedding requested without an index")
-            doc_vecs = [
-                v for batch in chunked(docs, self.embedding_batch_size)
-                for v in emb.embed_documents(batch)
-            ]
-            plan.deliver_embeddings(doc_vecs, [emb.embed_query(q) for q in queries])
+            for batch in chunked(docs, self.embedding_batch_size):
+                doc_vecs.extend(self._retrying(emb.embed_documents, batch))
+            query_vecs = [self._retrying(emb.embed_query, q) for q in queries]
+        plan.deliver_embeddings(doc_vecs, query_vecs)
         if plan.next_query() is not None:
             try:
                 with (
@@ -137,3 +163,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     def sweep_ttl(self, *, now: datetime | None = None) -> int:
         """Delete expired items now; returns how many were deleted."""
         return int(self._execute(self.plan([SweepExpiredOp(now)]))[0])
+
+    def purge_embedding_cache(self, *, now: datetime | None = None) -> int:
+        """Delete embedding-cache entries older than 30 days; returns how many."""
+        return int(self._execute(self.plan([PurgeEmbeddingCacheOp(now)]))[0])

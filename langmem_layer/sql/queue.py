@@ -1,0 +1,178 @@
+"""SQL for the durable extraction queue, the applied-operations log and the ingest log.
+
+Builders return ``(sql, params)`` and do no I/O. Every statement binds ``user_id``
+except :func:`claimable_users`, which reads only user ids to know whom to serve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "claim",
+    "claimable_users",
+    "complete",
+    "enqueue",
+    "fail",
+    "ingest_log",
+    "mark_applied",
+    "pending",
+    "write_ingest_log",
+]
+
+Sql = tuple[str, dict[str, Any]]
+
+_CLAIMABLE = """q.done_at IS NULL AND q.next_attempt_at <= %(now)s
+          AND (q.locked_until IS NULL OR q.locked_until <= %(now)s)"""
+
+
+def enqueue(
+    user_id: str,
+    dedupe_key: str,
+    *,
+    profile: str,
+    thread_id: str | None,
+    agent_id: str | None,
+    messages_json: str,
+    turn_at: datetime,
+    now: datetime,
+) -> Sql:
+    """Queue a turn once: a repeated dedupe key is a no-op (returns no row)."""
+    return (
+        """INSERT INTO langmem_extraction_queue
+            (user_id, dedupe_key, profile, thread_id, agent_id, messages, turn_at,
+             enqueued_at, next_attempt_at)
+        VALUES (%(user_id)s, %(key)s, %(profile)s, %(thread_id)s, %(agent_id)s,
+                %(messages)s::jsonb, %(turn_at)s, %(now)s, %(now)s)
+        ON CONFLICT (user_id, dedupe_key) DO NOTHING
+        RETURNING id""",
+        {
+            "user_id": user_id,
+            "key": dedupe_key,
+            "profile": profile,
+            "thread_id": thread_id,
+            "agent_id": agent_id,
+            "messages": messages_json,
+            "turn_at": turn_at,
+            "now": now,
+        },
+    )
+
+
+def claimable_users(now: datetime, limit: int) -> Sql:
+    """Users with work ready now (user ids only)."""
+    return (
+        f"""SELECT DISTINCT q.user_id FROM langmem_extraction_queue q
+        WHERE {_CLAIMABLE} LIMIT %(limit)s""",
+        {"now": now, "limit": limit},
+    )
+
+
+def claim(user_id: str, *, now: datetime, lease_until: datetime, limit: int) -> Sql:
+    """Lease up to ``limit`` of a user's ready entries, oldest first.
+
+    ``SKIP LOCKED`` lets several workers share the queue; the lease makes an entry
+    claimable again if its worker dies before finishing it. The pick is a materialized
+    CTE: as an ``IN (subquery)`` it may be rescanned and lease more than ``limit``.
+    """
+    return (
+        f"""WITH picked AS MATERIALIZED (
+            SELECT q.id FROM langmem_extraction_queue q
+            WHERE q.user_id = %(user_id)s AND {_CLAIMABLE}
+            ORDER BY q.id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED)
+        UPDATE langmem_extraction_queue u
+        SET locked_until = %(lease)s, attempts = u.attempts + 1
+        FROM picked
+        WHERE u.user_id = %(user_id)s AND u.id = picked.id
+        RETURNING u.user_id, u.id, u.profile, u.thread_id, u.agent_id, u.messages,
+                  u.turn_at, u.attempts""",
+        {"user_id": user_id, "now": now, "lease": lease_until, "limit": limit},
+    )
+
+
+def complete(user_id: str, entry_id: int, now: datetime) -> Sql:
+    """Mark an entry done (in the same transaction that applied its operations)."""
+    return (
+        """UPDATE langmem_extraction_queue
+        SET done_at = %(now)s, locked_until = NULL, last_error = NULL
+        WHERE user_id = %(user_id)s AND id = %(id)s""",
+        {"user_id": user_id, "id": entry_id, "now": now},
+    )
+
+
+def fail(user_id: str, entry_id: int, *, error: str, retry_at: datetime) -> Sql:
+    """Release an entry after a failure; it is retried at ``retry_at``."""
+    return (
+        """UPDATE langmem_extraction_queue
+        SET locked_until = NULL, last_error = %(error)s, next_attempt_at = %(retry_at)s
+        WHERE user_id = %(user_id)s AND id = %(id)s""",
+        {"user_id": user_id, "id": entry_id, "error": error[:2000], "retry_at": retry_at},
+    )
+
+
+def pending(user_id: str, thread_id: str | None = None) -> Sql:
+    """A user's unfinished entries (optionally one thread's), with their state."""
+    return (
+        """SELECT id, thread_id, attempts, next_attempt_at, locked_until, last_error
+        FROM langmem_extraction_queue
+        WHERE user_id = %(user_id)s AND done_at IS NULL
+          AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
+        ORDER BY id""",
+        {"user_id": user_id, "thread_id": thread_id},
+    )
+
+
+def mark_applied(user_id: str, op_id: str, now: datetime) -> Sql:
+    """Record an operation; no row back means it was applied before."""
+    return (
+        """INSERT INTO langmem_applied_ops (user_id, op_id, applied_at)
+        VALUES (%(user_id)s, %(op_id)s, %(now)s)
+        ON CONFLICT DO NOTHING RETURNING op_id""",
+        {"user_id": user_id, "op_id": op_id, "now": now},
+    )
+
+
+def write_ingest_log(
+    user_id: str,
+    *,
+    at: datetime,
+    thread_id: str | None,
+    agent_id: str | None,
+    decisions_json: str,
+) -> Sql:
+    """Keep the gate's decisions of one ingest."""
+    return (
+        """INSERT INTO langmem_ingest_log (user_id, at, thread_id, agent_id, decisions)
+        VALUES (%(user_id)s, %(at)s, %(thread_id)s, %(agent_id)s, %(decisions)s::jsonb)""",
+        {
+            "user_id": user_id,
+            "at": at,
+            "thread_id": thread_id,
+            "agent_id": agent_id,
+            "decisions": decisions_json,
+        },
+    )
+
+
+def ingest_log(user_id: str, limit: int, thread_id: str | None = None) -> Sql:
+    """A user's most recent ingest decisions, newest first."""
+    return (
+        """SELECT id, at, thread_id, agent_id, decisions FROM langmem_ingest_log
+        WHERE user_id = %(user_id)s
+          AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
+        ORDER BY id DESC LIMIT %(limit)s""",
+        {"user_id": user_id, "limit": limit, "thread_id": thread_id},
+    )
+
+
+def entries_done(user_id: str, ids: Sequence[int]) -> Sql:
+    """Which of these entries are done."""
+    return (
+        """SELECT id FROM langmem_extraction_queue
+        WHERE user_id = %(user_id)s AND id = ANY(%(ids)s::bigint[]) AND done_at IS NOT NULL""",
+        {"user_id": user_id, "ids": list(ids)},
+    )

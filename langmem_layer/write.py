@@ -1,0 +1,299 @@
+"""The write path (R3.1–R3.6), written once for sync and async.
+
+A turn is queued durably (:func:`enqueue_turn`); a worker leases queue entries
+(:func:`process_queue`) and runs :func:`ingest` on each: the extractor sees the new
+messages with the user's existing relevant memories, the gate decides, and the
+accepted operations are applied together with the entry's completion and the
+decision log in ONE transaction. Every operation carries an id derived from its
+source message and content, and is applied at most once, so a replayed batch changes
+nothing. A failed entry keeps its messages and is retried with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, messages_from_dict, messages_to_dict
+from langgraph.store.base import PutOp
+
+from langmem_layer import ops as mops
+from langmem_layer.extraction.base import MemoryOperation, OpType
+from langmem_layer.flows import (
+    Env,
+    ExtractCall,
+    Flow,
+    StoreCall,
+    new_record,
+    put_record,
+    require_user,
+    scopes_for,
+)
+from langmem_layer.gate import GateDecision
+from langmem_layer.retrieval import rank_candidates
+from langmem_layer.types import LinkType, MemoryRecord, Recalled, Source, Status, to_utc
+
+__all__ = [
+    "IngestResult",
+    "ProcessResult",
+    "enqueue_turn",
+    "ingest",
+    "operation_id",
+    "process_queue",
+]
+
+#: Predicates that hold one value at a time: a new value replaces the old one.
+SINGLE_VALUED = frozenset({"name", "works_at", "lives_in"})
+_KEY_NAMESPACE = uuid.UUID("6f1c2a52-5b0e-4b7a-9a55-3f1f4c1d2e10")
+
+
+@dataclass
+class IngestResult:
+    """What one ingest did: every gate decision and the memory ids it wrote or changed.
+
+    Attributes:
+        decisions: One per proposed operation, in order (accepted or not, and why).
+        written: Ids of memories created.
+        changed: Ids of existing memories reinforced, superseded, archived or closed.
+        replayed: Operation ids skipped because they were applied before.
+    """
+
+    user_id: str
+    decisions: list[GateDecision]
+    written: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    replayed: list[str] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> list[GateDecision]:
+        """Decisions that were applied."""
+        return [d for d in self.decisions if d.accepted]
+
+
+@dataclass
+class ProcessResult:
+    """What one pass over the queue did."""
+
+    done: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    results: list[IngestResult] = field(default_factory=list)
+
+
+def operation_id(user_id: str, source: str, op: MemoryOperation) -> str:
+    """A stable id for an operation: same source message and content, same id."""
+    payload = json.dumps(
+        [user_id, source, op.op, op.content, op.target_id, op.target_hint, op.kind],
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def _turn_key(messages: Sequence[BaseMessage], turn_at: datetime) -> str:
+    ids = [m.id for m in messages if m.id]
+    if ids:
+        return "msg:" + ids[-1]
+    text = "\n".join(m.text for m in messages)
+    return "text:" + hashlib.sha256(f"{turn_at.isoformat()}|{text}".encode()).hexdigest()[:32]
+
+
+def enqueue_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
+                 profile: str | None, thread_id: str | None, agent_id: str | None,
+                 now: datetime, dedupe_key: str | None = None) -> Flow:
+    """Queue a turn's messages for extraction; returns the entry id (None if queued before)."""
+    user_id = require_user(user_id)
+    key = dedupe_key or f"{thread_id or '-'}:{_turn_key(messages, now)}"
+    (entry,) = yield StoreCall([mops.EnqueueOp(
+        user_id, key, profile or env.settings.default_profile,
+        messages_to_dict(list(messages)), now, thread_id, agent_id, now)])
+    return entry
+
+
+def _human_text(messages: Sequence[BaseMessage]) -> str:
+    return " ".join(m.text for m in messages if isinstance(m, HumanMessage))
+
+
+def _resolve_target(op: MemoryOperation, known: dict[str, Recalled]) -> str | None:
+    if op.target_id:
+        return op.target_id
+    hint = (op.target_hint or "").lower()
+    if not hint:
+        return None
+    for r in known.values():
+        text = r.record.content.lower()
+        if hint in text or any(hint in ref or ref in hint for ref in r.record.refs):
+            return r.key
+    return None
+
+
+def _rival(op: MemoryOperation, known: dict[str, Recalled]) -> str | None:
+    """An active memory holding another value of the same single-valued fact."""
+    if op.predicate not in SINGLE_VALUED:
+        return None
+    for r in known.values():
+        rec = r.record
+        if (rec.predicate == op.predicate and rec.status == Status.ACTIVE
+                and (rec.object or "").lower() != (op.object or "").lower()):
+            return r.key
+    return None
+
+
+def _decision_dict(d: GateDecision) -> dict[str, Any]:
+    op = d.operation
+    return {"op": op.op.value, "content": op.content, "target_id": op.target_id,
+            "target_hint": op.target_hint, "accepted": d.accepted, "reason": d.reason,
+            "proposed": d.proposed.op.value, "confidence": op.confidence}
+
+
+def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: str | None,
+           thread_id: str | None, agent_id: str | None, now: datetime,
+           entry_id: int | None = None) -> Flow:
+    """Extract, gate and apply one turn in one transaction (R3.2–R3.4, R3.6).
+
+    ``now`` is the turn's time: relative dates resolve against it and it stamps what
+    is written. With ``entry_id`` the queue entry is completed in the same transaction.
+    """
+    user_id = require_user(user_id)
+    profile = profile or env.settings.default_profile
+    result = IngestResult(user_id, [])
+    finish: list[Any] = [mops.CompleteEntryOp(user_id, entry_id, now)] if entry_id else []
+    text = _human_text(messages)
+    if not text.strip():
+        if finish:
+            yield StoreCall(finish)
+        return result
+    scopes = scopes_for(env, profile)
+    (cands,) = yield StoreCall([mops.RecallOp(user_id, scopes, query=text, now=now)])
+    existing = rank_candidates(cands, now=now, settings=env.settings, limit=20)
+    proposed: list[MemoryOperation] = yield ExtractCall(messages, existing, now)
+    probes = [i for i, p in enumerate(proposed)
+              if p.op in (OpType.ADD, OpType.UPDATE) and p.content]
+    neighbors: dict[int, list[Recalled]] = {}
+    if probes:
+        found = yield StoreCall(
+            [mops.RecallOp(user_id, scopes, query=proposed[i].content, now=now) for i in probes])
+        for i, cands_i in zip(probes, found, strict=True):
+            neighbors[i] = sorted(
+                (Recalled(c.key, c.namespace, MemoryRecord.model_validate(c.value),
+                          similarity=c.similarity) for c in cands_i),
+                key=lambda r: -(r.similarity or 0.0))
+    decisions = env.gate.review(proposed, neighbors=neighbors)
+    known = {r.key: r for r in existing}
+    for rs in neighbors.values():
+        known.update({r.key: r for r in rs})
+    by_id = {m.id: m for m in messages if m.id}
+    turn_key = _turn_key(messages, now)
+    batch: list[Any] = []
+    planned: list[_Planned] = []
+    for n, decision in enumerate(decisions):
+        if not decision.accepted:
+            continue
+        op = decision.operation
+        message = by_id.get(op.source_message_id or "")
+        source = Source(agent_id=agent_id, thread_id=thread_id, message_id=op.source_message_id,
+                        text=op.source_text or (message.text if message else None))
+        # The id comes from what was proposed, so a replay maps to the same id even
+        # when the gate rewrites the operation (say, an add into a reinforce).
+        op_id = operation_id(user_id, op.source_message_id or turn_key, decision.proposed)
+        plan = _plan_operation(env, user_id, profile, op, op_id, source, known, now)
+        if isinstance(plan, str):  # a conflict policy declined it
+            decisions[n] = GateDecision(op, decision.proposed, False, plan)
+        elif plan.ops:
+            planned.append(plan)
+            batch.append(mops.ApplyOnceOp(user_id, plan.op_id, tuple(plan.ops), now))
+    result.decisions = decisions
+    log = mops.LogIngestOp(user_id, [_decision_dict(d) for d in decisions], now, thread_id,
+                           agent_id)
+    outcomes = yield StoreCall([*batch, log, *finish])
+    for plan, outcome in zip(planned, outcomes, strict=False):
+        if outcome is None:
+            result.replayed.append(plan.op_id)
+        else:
+            result.written.extend(plan.written)
+            result.changed.extend(plan.changed)
+    return result
+
+
+@dataclass
+class _Planned:
+    op_id: str
+    ops: list[Any] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+
+
+def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, op_id: str,
+                    source: Source, known: dict[str, Recalled], now: datetime
+                    ) -> _Planned | str:
+    """Store ops for one accepted operation, or why a conflict policy declined it."""
+    plan = _Planned(op_id)
+    target = _resolve_target(op, known)
+    if op.op in (OpType.ADD, OpType.UPDATE) and op.content:
+        rival = target if op.op == OpType.UPDATE else _rival(op, known)
+        policy = env.settings.conflict_policy
+        old = known.get(rival or "")
+        old_agent = old.record.source.agent_id if old is not None else None
+        contested = old is not None and old_agent not in (None, source.agent_id)
+        if contested and policy == "trust":
+            mine, theirs = env.trust_of(source.agent_id), env.trust_of(old_agent)
+            if theirs > mine:
+                return (f"conflict: agent {old_agent!r} (trust {theirs:.2f}) outranks "
+                        f"{source.agent_id!r} ({mine:.2f}); kept the existing memory")
+        review = contested and policy == "review"
+        record = new_record(
+            op.content, kind=op.kind, layer=op.layer, now=now, policy=op.policy,
+            confidence=op.confidence, salience=op.salience, refs=op.refs,
+            due_at=to_utc(op.due_at) if op.due_at else None, subject=op.subject,
+            predicate=op.predicate, obj=op.object, source=source,
+            metadata={"needs_review": True} if review else None,
+        )
+        key = str(uuid.uuid5(_KEY_NAMESPACE, f"{user_id}:{plan.op_id}"))
+        plan.ops.append(put_record(user_id, profile, key, record))
+        plan.written.append(key)
+        if old is not None and review:  # both stay; a human decides
+            plan.ops.append(mops.LinkOp(user_id, key, LinkType.CONTRADICTS, old.key, now))
+        elif old is not None:  # latest write (or the more trusted agent) wins
+            plan.ops.append(mops.SetStatusOp(user_id, (old.key,), Status.CONTRADICTED, now))
+            plan.ops.append(mops.LinkOp(user_id, key, LinkType.SUPERSEDES, old.key, now))
+            plan.changed.append(old.key)
+    elif op.op == OpType.REINFORCE and target in known:
+        old = known[target]
+        record = old.record.model_copy(update={
+            "confidence": min(1.0, old.record.confidence + 0.05),
+            "reinforcement_count": old.record.reinforcement_count + 1,
+            "last_accessed_at": now,
+        })
+        plan.ops.append(PutOp(old.namespace, old.key, record.to_value()))
+        plan.changed.append(old.key)
+    elif op.op in (OpType.CONTRADICT, OpType.FORGET, OpType.CLOSE_OPEN_LOOP) and target:
+        status = Status.CONTRADICTED if op.op == OpType.CONTRADICT else Status.ARCHIVED
+        plan.ops.append(mops.SetStatusOp(user_id, (target,), status, now))
+        plan.changed.append(target)
+    return plan
+
+
+def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
+                  retry_base_seconds: float, user_id: str | None = None) -> Flow:
+    """Lease ready entries and ingest each; a failure keeps the entry for a later retry."""
+    (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now)])
+    outcome = ProcessResult()
+    for entry in entries:
+        try:
+            result = yield from ingest(
+                env, entry.user_id, messages_from_dict(entry.messages), profile=entry.profile,
+                thread_id=entry.thread_id, agent_id=entry.agent_id, now=entry.turn_at,
+                entry_id=entry.id)
+        except Exception as e:
+            delay = retry_base_seconds * 2 ** max(0, entry.attempts - 1)
+            retry_at = now + timedelta(seconds=min(delay, 6 * 3600))
+            yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id,
+                                              f"{type(e).__name__}: {e}", retry_at)])
+            outcome.failed.append(entry.id)
+        else:
+            outcome.done.append(entry.id)
+            outcome.results.append(result)
+    return outcome
