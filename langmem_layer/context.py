@@ -191,23 +191,38 @@ def build_context_block(
 
     placed: list[_Item] = []
     dropped: set[str] = set()
+    sections: set[str] = set()
+    # Costs add up per piece (each line plus its newline, each heading plus its blank
+    # line, the header once). Joining pieces can only merge tokens at the seams, so the
+    # sum bounds the real count from above; one exact count at the end confirms it.
+    header_cost = counter.count(HEADER) + 2
     used = 0
+    exact_used = True  # whether `used` is the exact count of the placed text
+
+    def cost(item: _Item) -> int:
+        extra = 0 if placed else header_cost
+        if item.section not in sections:
+            extra += counter.count(f"### {item.section}") + 2
+        return extra + counter.count(item.line) + 1
 
     def place(group: int, cap: int) -> None:
-        nonlocal used
+        nonlocal used, exact_used
         for item in items:
             if item.group != group:
                 continue
-            if cap <= 0:
-                dropped.add(item.key)
-                continue
-            # Re-count the whole text: BPE counts are not additive across line and
-            # section boundaries, and the invariant tokens <= budget must be exact.
-            # Quadratic, but ~0.1 s for 200 memories filling 12k tokens.
-            tokens = counter.count(_render([*placed, item]))
-            if tokens <= cap:
+            need = cost(item)
+            if used + need > cap and not exact_used:
+                # Near the edge the estimate's slack matters: settle `used` exactly once.
+                used, exact_used = counter.count(_render(placed)), True
+            fits = used + need <= cap
+            if not fits and used + need - cap <= 3:  # only this item's seams can save it
+                exact = counter.count(_render([*placed, item]))
+                fits, need = exact <= cap, exact - used
+            if fits:
                 placed.append(item)
-                used = tokens
+                sections.add(item.section)
+                used += need
+                exact_used = False
             else:
                 dropped.add(item.key)
 
@@ -217,6 +232,9 @@ def build_context_block(
     place(3, budget_tokens)
 
     text = _render(placed)
+    while placed and counter.count(text) > budget_tokens:  # never expected; kept exact
+        dropped.add(placed.pop().key)
+        text = _render(placed)
     placed_in_order = sorted(placed, key=lambda item: item.rank)
     return ContextBlock(
         text=text,
