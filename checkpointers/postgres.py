@@ -1,39 +1,47 @@
 """Working-memory checkpointer wiring (LangGraph's own PostgreSQL checkpointer).
 
 Thin: the database is LANGMEM_DATABASE_URL when set, else the embedded one in
-LANGMEM_DATA_DIR (default `.langmem`). Nothing connects at import.
+LANGMEM_DATA_DIR (default `.langmem`). Nothing connects at import. The logic is in
+:mod:`langmem_layer.sessions`.
+
+From code::
+
+    with checkpointer() as saver:
+        graph = builder.compile(store=store, checkpointer=saver)
+
+From ``langgraph.json`` (the server enters the async context manager once)::
+
+    "checkpointer": {"path": "./checkpointers/postgres.py:acheckpointer"}
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING
 
-from langgraph.checkpoint.postgres import PostgresSaver
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langmem_layer.sessions import apostgres_checkpointer, postgres_checkpointer
+from langmem_layer.sessions import database_url as _database_url
 
-from langmem_layer.store.embedded import embedded_uri
+if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 
 def database_url() -> str:
     """The PostgreSQL URL the checkpointer uses."""
-    return os.environ.get("LANGMEM_DATABASE_URL") or embedded_uri(
-        os.environ.get("LANGMEM_DATA_DIR", ".langmem")
-    )
+    return _database_url()
 
 
 @contextmanager
 def checkpointer() -> Iterator[PostgresSaver]:
     """A set-up sync PostgresSaver on the memory database."""
-    with PostgresSaver.from_conn_string(database_url()) as saver:
-        saver.setup()
+    with postgres_checkpointer() as saver:
         yield saver
 
 
 @asynccontextmanager
 async def acheckpointer() -> AsyncIterator[AsyncPostgresSaver]:
-    """A set-up async PostgresSaver on the memory database."""
-    async with AsyncPostgresSaver.from_conn_string(database_url()) as saver:
-        await saver.setup()
+    """A set-up async PostgresSaver on the memory database (``langgraph.json``)."""
+    async with apostgres_checkpointer() as saver:
         yield saver

@@ -22,7 +22,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from graphs.agent import build_agent_graph
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.embeddings import openai_configured
-from langmem_layer.ops import ExportOp
+from langmem_layer.ops import ClearMessagesOp, ExportOp
 from langmem_layer.store.embedded import embedded_uri
 
 SCRIPT: list[tuple[str, str, list[str]]] = [
@@ -65,6 +65,7 @@ def main() -> None:
             for user in ("alice", "bob"):
                 for item in store.batch([ExportOp(user)])[0].items:
                     store.delete(item.namespace, item.key)
+                store.batch([ClearMessagesOp(user)])  # and their message log
         run_id = time.strftime("%Y%m%d%H%M%S")
         layer = MemoryLayer(store)
         graph = build_agent_graph(layer).compile(store=store, checkpointer=checkpointer)

@@ -21,10 +21,13 @@ from langmem_layer.extraction.rules import RuleExtractor
 from langmem_layer.gate import GateDecision, WriteGate
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
+from langmem_layer.ops import LoggedMessage
+from langmem_layer.sessions import SessionSweep, apostgres_checkpointer, postgres_checkpointer
 from langmem_layer.settings import GateSettings, MemorySettings, RankingWeights
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, LinkType, MemoryRecord, Policy, Recalled, Status
+from langmem_layer.working import TrimPlan, WorkingLoad, plan_trim
 from langmem_layer.write import IngestResult, ProcessResult
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "LangmemError",
     "Layer",
     "LinkType",
+    "LoggedMessage",
     "MemoryLayer",
     "MemoryNotFoundError",
     "MemoryOperation",
@@ -57,10 +61,16 @@ __all__ = [
     "RankingWeights",
     "Recalled",
     "RuleExtractor",
+    "SessionSweep",
     "Status",
+    "TrimPlan",
+    "WorkingLoad",
     "WriteGate",
+    "apostgres_checkpointer",
     "memory_prompt",
     "memory_system_message",
+    "plan_trim",
+    "postgres_checkpointer",
     "wire",
 ]
 

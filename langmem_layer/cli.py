@@ -1,4 +1,5 @@
-"""The ``langmem-layer`` command: schema setup, export/import of a user, TTL sweep.
+"""The ``langmem-layer`` command: schema setup, export/import of a user, TTL sweep,
+the extraction worker and the idle-session sweep.
 
 The database is ``--database-url`` (or ``LANGMEM_DATABASE_URL``); without one, the
 embedded PostgreSQL in ``--data-dir`` (default ``.langmem``).
@@ -43,12 +44,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     imp.add_argument("file")
     sub.add_parser("sweep-ttl", help="delete items whose TTL has passed")
     sub.add_parser("purge-embedding-cache", help="delete cached embeddings over 30 days old")
+    sess = sub.add_parser(
+        "sweep-sessions",
+        help="close threads idle past the session TTL (their turns go to extraction) "
+        "and purge the message log past its retention")
+    sess.add_argument("--ttl-hours", type=float, default=None,
+                      help="idle time before a thread closes (default: the setting, 24)")
+    sess.add_argument("--prune", choices=["off", "keep_latest", "delete"], default=None,
+                      help="what happens to a closed thread's checkpoints (default: the "
+                      "setting, off)")
+    sess.add_argument("--extract", action="store_true",
+                      help="extract the queued turns now instead of leaving them to a worker")
     work = sub.add_parser("worker", help="extract queued turns (until interrupted)")
     work.add_argument("--once", action="store_true", help="one pass over ready entries")
     work.add_argument("--interval", type=float, default=5.0, help="seconds between polls")
     args = parser.parse_args(argv)
 
-    with _open(args, embed=args.command in ("import", "worker")) as store:
+    embed = args.command in ("import", "worker") or (
+        args.command == "sweep-sessions" and args.extract)
+    with _open(args, embed=embed) as store:
         if args.command == "setup":
             applied = store.setup()
             print(f"schema up to date; applied migrations: {applied or 'none'}")
@@ -56,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"deleted {store.sweep_ttl()} expired items")
         elif args.command == "purge-embedding-cache":
             print(f"deleted {store.purge_embedding_cache()} stale cached embeddings")
+        elif args.command == "sweep-sessions":
+            return _sweep_sessions(args, MemoryLayer(store, extraction="inline"))
         elif args.command == "worker":
             return _work(MemoryLayer(store, extraction="inline"), args.once, args.interval)
         else:
@@ -70,6 +86,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 data = json.loads(Path(args.file).read_text(encoding="utf-8"))
                 print(f"imported {layer.import_(args.user_id, data)} items")
     return 0
+
+
+def _sweep_sessions(args: argparse.Namespace, layer: MemoryLayer) -> int:
+    """Run the session sweeper once with LangGraph's PostgresSaver on the same database."""
+    from langmem_layer.sessions import postgres_checkpointer
+
+    with postgres_checkpointer(args.database_url, data_dir=args.data_dir) as saver:
+        result = layer.sweep_sessions(
+            saver, prune=args.prune, extract=args.extract,
+            ttl_seconds=None if args.ttl_hours is None else args.ttl_hours * 3600)
+    print(f"closed {len(result.closed)} idle threads, queued {result.enqueued} turns for "
+          f"extraction, pruned {len(result.pruned)}, failed {len(result.failed)}; "
+          f"purged {result.purged_messages} logged messages past retention")
+    return 1 if result.failed else 0
 
 
 def _work(layer: MemoryLayer, once: bool, interval: float) -> int:

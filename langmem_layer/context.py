@@ -28,6 +28,11 @@ Format (stable; tests pin it)::
 * An open loop (``kind=open_loop``) with a due date gets `` [due YYYY-MM-DD]`` (UTC
   date); `` [overdue]`` follows when ``now`` is given, ``due_at < now`` and the loop is
   not closed.
+* When ``recent_history`` lines are given (the user's messages from other threads,
+  seed 001's priority 4), those that fit follow the memory sections under
+  ``### RECENT CONVERSATIONS (other threads)``, one ``- <speaker>: <text>`` line each,
+  oldest first. They are not memories: they are in no placement and in no
+  :data:`SECTIONS` entry, and they are never speakable.
 * When nothing is placed the text is ``""``.
 """
 
@@ -47,6 +52,7 @@ __all__ = [
     "FACTCHECK",
     "HEADER",
     "OPEN_THREADS",
+    "RECENT_HISTORY",
     "RELEVANT",
     "SECTIONS",
     "SILENT",
@@ -64,6 +70,8 @@ SILENT = "USE SILENTLY"
 AVOID = "DO NOT SURFACE UNLESS THE USER DOES"
 OPEN_THREADS = "OPEN THREADS (pick up)"
 FACTCHECK = "DO NOT CONTRADICT"
+#: The trailing section of the user's recent messages from other threads (not memories).
+RECENT_HISTORY = "RECENT CONVERSATIONS (other threads)"
 
 #: Sections in output order.
 SECTIONS: tuple[str, ...] = (ALWAYS_KNOWN, RELEVANT, OPEN_THREADS, FACTCHECK, SILENT, AVOID)
@@ -92,6 +100,7 @@ class ContextBlock:
         budget: The token budget the block was built for.
         dropped: Keys (input order) that did not fit the budget.
         demoted: Placed keys demoted from speak to ``USE SILENTLY`` (R6.3).
+        history: How many ``recent_history`` lines were placed.
     """
 
     text: str
@@ -100,6 +109,7 @@ class ContextBlock:
     budget: int
     dropped: tuple[str, ...]
     demoted: tuple[str, ...]
+    history: int = 0
 
 
 def section_for(record: MemoryRecord, *, demote_speak: bool = False) -> str:
@@ -133,6 +143,7 @@ def build_context_block(
     semantic_share: float = 0.6,
     recently_spoken: Collection[str] = (),
     now: datetime | None = None,
+    recent_history: Sequence[str] = (),
 ) -> ContextBlock:
     """Render the memories that fit ``budget_tokens`` into the sectioned block (R6.1).
 
@@ -141,7 +152,9 @@ def build_context_block(
     1. pinned memories and procedural-layer memories, against the whole budget;
     2. semantic- and identity-layer memories, which may use at most ``semantic_share``
        of the budget left after group 1;
-    3. episodic-layer memories, with whatever remains (including what group 2 left).
+    3. episodic-layer memories, with whatever remains (including what group 2 left);
+    4. ``recent_history`` lines, newest first, with whatever remains after that,
+       until one does not fit (the kept lines are the latest, without gaps).
 
     A memory that does not fit is dropped and later, smaller ones may still fit. Fit is
     judged on the token count of the whole rendered text (header, headings and lines),
@@ -155,6 +168,8 @@ def build_context_block(
         recently_spoken: Keys surfaced as ``speak`` in the last two turns; such speak
             memories are demoted to ``USE SILENTLY`` (R6.3).
         now: Current time, to flag overdue open loops; ``None`` never flags.
+        recent_history: The user's messages from other threads, oldest first, as
+            ``"<speaker>: <text>"``; they only get the budget the memories leave.
 
     Returns:
         The rendered :class:`ContextBlock`.
@@ -189,6 +204,12 @@ def build_context_block(
             )
         )
 
+    for n, line in enumerate(recent_history):
+        items.append(_Item(rank=len(recalled) + n, key=f"\x00history:{n}",
+                           section=RECENT_HISTORY,
+                           line="- " + _WHITESPACE.sub(" ", line).strip(),
+                           group=_HISTORY_GROUP, demoted=False))
+
     placed: list[_Item] = []
     dropped: set[str] = set()
     sections: set[str] = set()
@@ -207,8 +228,15 @@ def build_context_block(
 
     def place(group: int, cap: int) -> None:
         nonlocal used, exact_used
-        for item in items:
+        # Recent history is placed newest first and stops at the first line that does
+        # not fit: what the agent sees is the latest stretch of conversation, no gaps.
+        history = group == _HISTORY_GROUP
+        full = False
+        for item in reversed(items) if history else items:
             if item.group != group:
+                continue
+            if full:
+                dropped.add(item.key)
                 continue
             need = cost(item)
             if used + need > cap and not exact_used:
@@ -225,24 +253,29 @@ def build_context_block(
                 exact_used = False
             else:
                 dropped.add(item.key)
+                full = history
 
     place(1, budget_tokens)
     # Group 2's cap is measured on the whole text, so it includes what group 1 used.
     place(2, used + int(semantic_share * (budget_tokens - used)))
     place(3, budget_tokens)
+    place(_HISTORY_GROUP, budget_tokens)
 
     text = _render(placed)
     while placed and counter.count(text) > budget_tokens:  # never expected; kept exact
         dropped.add(placed.pop().key)
         text = _render(placed)
     placed_in_order = sorted(placed, key=lambda item: item.rank)
+    memories = [item for item in placed_in_order if item.group != _HISTORY_GROUP]
     return ContextBlock(
         text=text,
-        placements={item.key: item.section for item in placed_in_order},
+        placements={item.key: item.section for item in memories},
         tokens=counter.count(text),
         budget=budget_tokens,
-        dropped=tuple(item.key for item in items if item.key in dropped),
-        demoted=tuple(item.key for item in placed_in_order if item.demoted),
+        dropped=tuple(item.key for item in items
+                      if item.key in dropped and item.group != _HISTORY_GROUP),
+        demoted=tuple(item.key for item in memories if item.demoted),
+        history=len(placed_in_order) - len(memories),
     )
 
 
@@ -254,6 +287,9 @@ class _Item:
     line: str
     group: int
     demoted: bool
+
+
+_HISTORY_GROUP = 4
 
 
 def _priority_group(record: MemoryRecord) -> int:
@@ -281,7 +317,7 @@ def _render(items: Sequence[_Item]) -> str:
     for item in items:
         by_section.setdefault(item.section, []).append(item)
     blocks = [HEADER]
-    for section in SECTIONS:
+    for section in (*SECTIONS, RECENT_HISTORY):
         members = by_section.get(section)
         if members:
             lines = [item.line for item in sorted(members, key=lambda item: item.rank)]

@@ -22,16 +22,18 @@ from langchain_core.messages import BaseMessage
 from langgraph.graph import StateGraph
 from langgraph.store.base import BaseStore
 
-from langmem_layer import flows, write
+from langmem_layer import flows, history, sessions, working, write
 from langmem_layer.context import ContextBlock
 from langmem_layer.extraction.base import Extractor
 from langmem_layer.extraction.rules import RuleExtractor
 from langmem_layer.flows import Env, Flow, StoreCall
 from langmem_layer.gate import WriteGate
-from langmem_layer.ops import IngestLogEntry
+from langmem_layer.ops import IngestLogEntry, LoggedMessage
+from langmem_layer.sessions import PruneStrategy, SessionSweep
 from langmem_layer.settings import MemorySettings
 from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import Kind, Layer, Policy, Recalled
+from langmem_layer.working import WorkingLoad
 from langmem_layer.write import IngestResult, ProcessResult
 
 __all__ = ["MemoryLayer"]
@@ -456,3 +458,136 @@ class MemoryLayer:
             self._worker.join()
             self._worker = None
         self.drain()
+
+    # -- working memory ----------------------------------------------------------------
+
+    def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
+                    query: str | None = None, *, profile: str | None = None,
+                    thread_id: str | None = None, agent_id: str | None = None,
+                    limit: int | None = None, now: datetime | None = None) -> WorkingLoad:
+        """What ``load_memory`` does, in one round trip (R8.1).
+
+        Plans the trim of ``messages`` to ``settings.history_max_tokens`` (keeping
+        ``history_min_turns``), queues each dropped turn for extraction, stamps the
+        thread's activity, recalls for ``query`` and reads the user's recent messages
+        from other threads. Remove ``result.trim.removals`` from the thread only after
+        this returns: a turn is always queued before it leaves.
+        """
+        return self.run(working.load_thread(  # type: ignore[no-any-return]
+            self.env, user_id, messages, query, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now(), limit=limit or self.settings.recall_limit))
+
+    async def aload_thread(self, user_id: str, messages: Sequence[BaseMessage],
+                           query: str | None = None, *, profile: str | None = None,
+                           thread_id: str | None = None, agent_id: str | None = None,
+                           limit: int | None = None, now: datetime | None = None) -> WorkingLoad:
+        """Async twin of :meth:`load_thread`."""
+        return await self.arun(working.load_thread(  # type: ignore[no-any-return]
+            self.env, user_id, messages, query, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now(), limit=limit or self.settings.recall_limit))
+
+    def record_turn(self, user_id: str, messages: Sequence[BaseMessage], *,
+                    profile: str | None = None, thread_id: str | None = None,
+                    agent_id: str | None = None, now: datetime | None = None) -> int | None:
+        """:meth:`submit`, plus the turn's messages into the user's message log.
+
+        Both in one transaction; what ``extract_after_turn`` does. Returns the queue
+        entry id (None when the turn was queued before).
+        """
+        entry = self.run(working.record_turn(
+            self.env, user_id, messages, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now()))
+        if self.extraction == "inline":
+            self.process_pending(user_id=user_id)
+        elif self._turn_due(thread_id):
+            self._wake_worker()
+        return entry  # type: ignore[no-any-return]
+
+    async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage], *,
+                           profile: str | None = None, thread_id: str | None = None,
+                           agent_id: str | None = None,
+                           now: datetime | None = None) -> int | None:
+        """Async twin of :meth:`record_turn`."""
+        entry = await self.arun(working.record_turn(
+            self.env, user_id, messages, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now()))
+        if self.extraction == "inline":
+            await self.aprocess_pending(user_id=user_id)
+        elif self._turn_due(thread_id):
+            task = asyncio.get_running_loop().create_task(self._aworker_pass())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return entry  # type: ignore[no-any-return]
+
+    def recent_history(self, user_id: str, *, thread_id: str | None = None,
+                       profile: str | None = None, hours: float | None = None,
+                       limit: int | None = None,
+                       now: datetime | None = None) -> builtins.list[LoggedMessage]:
+        """The user's logged messages of the last ``hours`` outside ``thread_id``, oldest first.
+
+        Defaults: ``settings.recent_history_hours`` and ``recent_history_limit``; the
+        profile's messages only; turns that are the source of an ``avoid`` memory are
+        left out.
+        """
+        return self.run(history.recent_history(  # type: ignore[no-any-return]
+            self.env, user_id, profile=profile, thread_id=thread_id, now=now or self.now(),
+            hours=hours, limit=limit))
+
+    async def arecent_history(self, user_id: str, *, thread_id: str | None = None,
+                              profile: str | None = None, hours: float | None = None,
+                              limit: int | None = None,
+                              now: datetime | None = None) -> builtins.list[LoggedMessage]:
+        """Async twin of :meth:`recent_history`."""
+        return await self.arun(history.recent_history(  # type: ignore[no-any-return]
+            self.env, user_id, profile=profile, thread_id=thread_id, now=now or self.now(),
+            hours=hours, limit=limit))
+
+    def sweep_sessions(self, checkpointer: Any, *, now: datetime | None = None,
+                       prune: PruneStrategy | None = None, ttl_seconds: float | None = None,
+                       extract: bool | None = None) -> SessionSweep:
+        """Close threads idle past the session TTL and purge the message log (R8.2).
+
+        A job: call it from a scheduler, or run ``langmem-layer sweep-sessions``.
+
+        Args:
+            checkpointer: The graph's checkpointer (sync), e.g. ``PostgresSaver``.
+            now: The time to sweep at (tests move it).
+            prune: Override ``settings.session_prune``.
+            ttl_seconds: Override ``settings.session_ttl_seconds``.
+            extract: Extract the turns queued now: ``None`` follows the layer's
+                ``extraction`` mode (inline: now; background: wake the worker);
+                ``False`` leaves them to a worker process.
+        """
+        result: SessionSweep = sessions.run_sweep(self, checkpointer, sessions.sweep(
+            self.env, now=now or self.now(), ttl_seconds=ttl_seconds, prune=prune))
+        if result.enqueued and extract is not False:
+            if extract or self.extraction == "inline":
+                self.process_pending()
+            else:
+                self._wake_worker()
+        return result
+
+    async def asweep_sessions(self, checkpointer: Any, *, now: datetime | None = None,
+                              prune: PruneStrategy | None = None,
+                              ttl_seconds: float | None = None,
+                              extract: bool | None = None) -> SessionSweep:
+        """Async twin of :meth:`sweep_sessions`, with an async checkpointer."""
+        result: SessionSweep = await sessions.arun_sweep(self, checkpointer, sessions.sweep(
+            self.env, now=now or self.now(), ttl_seconds=ttl_seconds, prune=prune))
+        if result.enqueued and extract is not False:
+            if extract or self.extraction == "inline":
+                await self.aprocess_pending()
+            else:
+                task = asyncio.get_running_loop().create_task(self._aworker_pass())
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        return result
+
+    def clear_history(self, user_id: str, *, thread_id: str | None = None) -> int:
+        """Delete the user's message log (one thread's, or all); returns the count."""
+        return self.run(history.clear(user_id, thread_id=thread_id))  # type: ignore[no-any-return]
+
+    async def aclear_history(self, user_id: str, *, thread_id: str | None = None) -> int:
+        """Async twin of :meth:`clear_history`."""
+        return await self.arun(  # type: ignore[no-any-return]
+            history.clear(user_id, thread_id=thread_id))

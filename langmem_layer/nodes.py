@@ -9,6 +9,7 @@ Nodes are thin adapters: they read the run's identity from
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
@@ -19,7 +20,10 @@ from langgraph.graph.message import add_messages
 from langmem_layer import flows
 from langmem_layer.context import RELEVANT
 from langmem_layer.errors import ConfigurationError
+from langmem_layer.history import context_block as block_with_history
+from langmem_layer.ops import LoggedMessage
 from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
+from langmem_layer.working import WorkingLoad, short_term
 
 if TYPE_CHECKING:
     from langmem_layer.layer import MemoryLayer
@@ -44,12 +48,16 @@ class MemoryState(TypedDict, total=False):
         memory_context: The memory block for this turn (see :mod:`langmem_layer.context`).
         recalled: What ``load_memory`` retrieved, then where ``assemble_context`` placed it.
         memory_spoken: Keys placed in "RELEVANT FOR THIS TURN" in each of the last turns.
+        recent_history: The user's recent messages from other threads, read by
+            ``load_memory`` for ``assemble_context`` (optional: a schema without it
+            simply gets no recent-history section).
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
     memory_context: str
     recalled: list[dict[str, Any]]
     memory_spoken: list[list[str]]
+    recent_history: list[dict[str, Any]]
 
 
 def run_identity(config: RunnableConfig | None) -> MemoryConfig:
@@ -108,26 +116,58 @@ def _recently_spoken(state: MemoryState) -> set[str]:
     return set(history[-1]) & set(history[-2])
 
 
+def _dump_history(recent: Sequence[LoggedMessage]) -> list[dict[str, Any]]:
+    return [{"thread_id": m.thread_id, "message_id": m.message_id, "role": m.role,
+             "text": m.text, "at": m.at.isoformat()} for m in recent]
+
+
+def _load_history(state: MemoryState) -> list[LoggedMessage]:
+    return [LoggedMessage(d["thread_id"], d["message_id"], d["role"], d["text"],
+                          datetime.fromisoformat(d["at"]))
+            for d in state.get("recent_history") or []]
+
+
+def _loaded(loaded: WorkingLoad) -> dict[str, Any]:
+    # The removals leave the state only once the node returns, after the dropped
+    # turns were queued for extraction (R8.1).
+    update: dict[str, Any] = {"recalled": _dump(loaded.recalled),
+                              "recent_history": _dump_history(loaded.recent)}
+    if loaded.trim.removals:
+        update["messages"] = loaded.trim.removals
+    return update
+
+
 def build_nodes(layer: MemoryLayer) -> tuple[RunnableLambda, RunnableLambda, RunnableLambda]:
-    """Create the three nodes bound to ``layer``."""
+    """Create the three nodes bound to ``layer``.
+
+    ``load_memory`` trims the thread to the history budget (R8.1), handing the turns
+    that leave to extraction, and recalls; ``assemble_context`` renders the memory
+    block; ``extract_after_turn`` queues the turn and logs its messages.
+    """
 
     def load_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who = run_identity(config)
-        recalled = layer.recall(who["user_id"], _query(state), profile=who.get("profile"))
-        return {"recalled": _dump(recalled)}
+        return _loaded(layer.load_thread(
+            who["user_id"], state.get("messages") or [], _query(state),
+            profile=who.get("profile"), thread_id=who.get("thread_id"),
+            agent_id=who.get("agent_id"), now=layer.now()))
 
     async def aload_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who = run_identity(config)
-        recalled = await layer.arecall(who["user_id"], _query(state),
-                                       profile=who.get("profile"))
-        return {"recalled": _dump(recalled)}
+        return _loaded(await layer.aload_thread(
+            who["user_id"], state.get("messages") or [], _query(state),
+            profile=who.get("profile"), thread_id=who.get("thread_id"),
+            agent_id=who.get("agent_id"), now=layer.now()))
 
     def assemble_context(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         run_identity(config)
         recalled = _load(state.get("recalled") or [])
-        block = flows.context_block(layer.env, recalled,
-                                    recently_spoken=sorted(_recently_spoken(state)),
-                                    now=layer.now())
+        # The short-term tier is the checkpointed thread itself: no round trip here.
+        window = short_term(state.get("messages") or [], layer.settings.short_term_messages)
+        block = block_with_history(layer.env, recalled, recent=_load_history(state),
+                                   short_term=window,
+                                   recently_spoken=sorted(_recently_spoken(state)),
+                                   now=layer.now())
         spoken = [k for k, section in block.placements.items() if section == RELEVANT]
         history = [*(state.get("memory_spoken") or []), spoken][-2:]
         return {
@@ -148,17 +188,17 @@ def build_nodes(layer: MemoryLayer) -> tuple[RunnableLambda, RunnableLambda, Run
     def extract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who, turn = run_identity(config), _turn(state)
         if turn:
-            layer.submit(who["user_id"], turn, profile=who.get("profile"),
-                         thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
-                         now=layer.now())
+            layer.record_turn(who["user_id"], turn, profile=who.get("profile"),
+                              thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
+                              now=layer.now())
         return {}
 
     async def aextract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who, turn = run_identity(config), _turn(state)
         if turn:
-            await layer.asubmit(who["user_id"], turn, profile=who.get("profile"),
-                                thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
-                                now=layer.now())
+            await layer.arecord_turn(who["user_id"], turn, profile=who.get("profile"),
+                                     thread_id=who.get("thread_id"),
+                                     agent_id=who.get("agent_id"), now=layer.now())
         return {}
 
     return (

@@ -15,6 +15,8 @@ __all__ = [
     "ApplyOnceOp",
     "Candidate",
     "ClaimOp",
+    "ClearMessagesOp",
+    "CloseThreadOp",
     "CompleteEntryOp",
     "DeleteMemoryOp",
     "EnqueueOp",
@@ -22,20 +24,29 @@ __all__ = [
     "ExportedItem",
     "FailEntryOp",
     "FindMemoryOp",
+    "IdleThreadsOp",
     "ImportOp",
+    "IndexUserOp",
     "IngestLogEntry",
     "IngestLogOp",
+    "LargeUsersOp",
     "Link",
     "LinkOp",
     "LinksOp",
     "LogIngestOp",
+    "LogMessagesOp",
+    "LoggedMessage",
     "PendingOp",
     "PurgeEmbeddingCacheOp",
+    "PurgeMessagesOp",
     "QueueEntry",
     "RecallOp",
+    "RecentMessagesOp",
     "SetStatusOp",
     "SweepExpiredOp",
+    "ThreadActivity",
     "TouchOp",
+    "TouchThreadOp",
     "UserExport",
 ]
 
@@ -52,6 +63,17 @@ class RecallOp(NamedTuple):
         statuses: Statuses eligible for retrieval.
         per_source: Candidates taken from each strategy.
         now: Time for expiry checks; the store clock when ``None``.
+        keyword: Ranking of the full-text strategy: ``"bm25"`` or ``"cover_density"``.
+        window: ``(start, end)``: also find memories that occurred in this period
+            (strategy ``"time"``).
+        link_types: Walk one hop over these link types from the best hits of the
+            other strategies (strategy ``"link"``); empty: no walk.
+        link_seeds: How many of each strategy's best hits seed the walk.
+        seed_min_similarity: A vector hit seeds the walk only with this similarity.
+        open_questions: Add up to this many open loops whose references overlap those
+            of the best hits or ``refs`` (strategy ``"open_question"``, R4.5).
+        ref_max_share: References carried by more than this share of the user's
+            memories are ignored by the reference strategy.
     """
 
     user_id: str
@@ -61,6 +83,13 @@ class RecallOp(NamedTuple):
     statuses: tuple[str, ...] = ("active",)
     per_source: int = 40
     now: datetime | None = None
+    keyword: str = "bm25"
+    window: tuple[datetime, datetime] | None = None
+    link_types: tuple[str, ...] = ()
+    link_seeds: int = 10
+    seed_min_similarity: float | None = None
+    open_questions: int = 0
+    ref_max_share: float = 1.0
 
 
 class TouchOp(NamedTuple):
@@ -128,6 +157,19 @@ class ImportOp(NamedTuple):
 class PurgeEmbeddingCacheOp(NamedTuple):
     """Delete embedding-cache entries too old to be used, user by user (result: int)."""
 
+    now: datetime | None = None
+
+
+class LargeUsersOp(NamedTuple):
+    """Users with at least ``threshold`` vectors and no ANN index (result: [(user, n)])."""
+
+    threshold: int
+
+
+class IndexUserOp(NamedTuple):
+    """Build one user's HNSW index over their vectors (result: None)."""
+
+    user_id: str
     now: datetime | None = None
 
 
@@ -287,3 +329,98 @@ class UserExport:
     user_id: str
     items: list[ExportedItem]
     links: list[Link]
+
+
+# -- working memory: thread activity and the per-user message log ------------------------
+
+
+class TouchThreadOp(NamedTuple):
+    """Record a thread's activity now; reopens it if the sweeper closed it (result: None)."""
+
+    user_id: str
+    thread_id: str
+    profile: str
+    agent_id: str | None
+    now: datetime
+
+
+class IdleThreadsOp(NamedTuple):
+    """Open threads of all users last active before ``before`` (result: ``list[ThreadActivity]``).
+
+    Reads identities only, to know whom the session sweeper serves.
+    """
+
+    before: datetime
+    limit: int = 10_000
+
+
+class CloseThreadOp(NamedTuple):
+    """Close a thread still idle since before ``idle_before`` (result: bool, closed now)."""
+
+    user_id: str
+    thread_id: str
+    idle_before: datetime
+    now: datetime
+
+
+class LogMessagesOp(NamedTuple):
+    """Add messages to the user's message log, once per message id (result: int added).
+
+    ``messages`` are dicts with ``message_id``, ``role`` and ``text``.
+    """
+
+    user_id: str
+    thread_id: str
+    profile: str
+    messages: list[dict[str, Any]]
+    at: datetime
+
+
+class RecentMessagesOp(NamedTuple):
+    """The user's latest logged messages in a profile since ``since``, outside one thread
+    (result: ``list[LoggedMessage]``, oldest first).
+
+    Messages of a turn that is the source of an ``avoid`` memory are left out.
+    """
+
+    user_id: str
+    profile: str
+    since: datetime
+    limit: int
+    exclude_thread_id: str = ""
+
+
+class ClearMessagesOp(NamedTuple):
+    """Delete a user's logged messages, of one thread or all (result: int deleted)."""
+
+    user_id: str
+    thread_id: str | None = None
+
+
+class PurgeMessagesOp(NamedTuple):
+    """Delete logged messages and closed threads older than ``before``, user by user
+    (result: int messages deleted)."""
+
+    before: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadActivity:
+    """A thread as the session sweeper sees it."""
+
+    user_id: str
+    thread_id: str
+    profile: str
+    agent_id: str | None
+    last_active_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedMessage:
+    """One message of the per-user message log."""
+
+    thread_id: str
+    message_id: str
+    role: str
+    text: str
+    at: datetime

@@ -1,16 +1,29 @@
 """Ranking of retrieval candidates: fusion, decay, composite score. Pure functions.
 
-The store returns candidates found by any strategy (vector, keyword, reference,
-pinned) with their per-strategy ranks. Here they are fused with Reciprocal Rank
-Fusion over the union (R4.1), filtered by the relevance floor (R4.3), and scored
-with the weighted composite of R4.2 multiplied by the decay weight (R5.1) and the
-authoring agent's trust (R7.2). Pinned memories bypass ranking.
+The store returns candidates found by any strategy (vector, keyword, reference, time
+window, one-hop link walk, open questions, pinned) with their per-strategy ranks.
+Here they are:
+
+1. filtered by the relevance floor (R4.3): a candidate whose only evidence is its
+   embedding (found by the vector and/or time strategies alone) must reach the
+   similarity floor; a keyword, reference or link hit stands on its own;
+2. fused with weighted Reciprocal Rank Fusion over the union (R4.1):
+   ``fused = Σ_s w_s / (rrf_k + rank_s + 1)`` over vector, keyword, ref and time;
+3. spread one hop over links: a memory linked to candidates inherits
+   ``w_link × max(fused(neighbour) − last_place)``, the best neighbour's margin over
+   the last place of a list (``1 / (rrf_k + candidates_per_source)``), so a memory
+   found only through a link can outrank weaker direct hits, and a link to a
+   mediocre hit adds nearly nothing, at any k;
+4. scored with the weighted composite of R4.2 (relevance = the above over its
+   maximum), multiplied by the decay weight (R5.1) and the authoring agent's trust
+   (R7.2). Pinned memories bypass ranking; open questions (R4.5) are added after the
+   ranked ones, flagged by their ``open_question`` source.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from langmem_layer.ops import Candidate
@@ -18,9 +31,11 @@ from langmem_layer.settings import MemorySettings
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Recalled, to_utc
 
 __all__ = [
+    "DEFAULT_SOURCE_WEIGHTS",
     "HALF_LIFE_KINDS",
     "decay_score",
     "decay_weight",
+    "link_scores",
     "rank_candidates",
     "rrf_scores",
     "urgency",
@@ -28,7 +43,13 @@ __all__ = [
 
 #: Kinds that decay by half-life instead of by Ebbinghaus stability (R5.1).
 HALF_LIFE_KINDS = frozenset({Kind.TEMPORAL_SUMMARY, Kind.REFLECTION})
-_FUSED_SOURCES = ("vector", "keyword", "ref")
+#: Strategies fused by RRF; "link" is spread separately (see :func:`link_scores`).
+_FUSED_SOURCES = ("vector", "keyword", "ref", "time")
+#: Evidence of relevance besides the embedding: such a candidate skips the floor.
+_LEXICAL_SOURCES = frozenset({"keyword", "ref", "link", "open_question"})
+DEFAULT_SOURCE_WEIGHTS: Mapping[str, float] = {
+    "vector": 1.0, "keyword": 1.0, "ref": 1.0, "time": 1.0, "link": 0.5,
+}
 #: Decay deprioritises but never hides: a fully decayed memory keeps this weight.
 MIN_DECAY_WEIGHT = 0.25
 
@@ -74,12 +95,53 @@ def urgency(record: MemoryRecord, now: datetime) -> float:
     return max(0.0, 1.0 - (days_left - 1.0) / 14.0)
 
 
-def rrf_scores(candidates: Sequence[Candidate], k: int = 60) -> dict[str, float]:
-    """Reciprocal Rank Fusion over the union: ``Σ 1 / (k + rank)`` (ranks 1-based)."""
+def _weights(weights: Mapping[str, float] | None) -> dict[str, float]:
+    return {**DEFAULT_SOURCE_WEIGHTS, **(weights or {})}
+
+
+def rrf_scores(
+    candidates: Sequence[Candidate], k: int = 60, weights: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """Weighted Reciprocal Rank Fusion over the union: ``Σ w_s / (k + rank_s + 1)``.
+
+    Ranks are 0-based (so the best of a list adds ``w / (k + 1)``). Sources: vector,
+    keyword, ref and time; a weight left out of ``weights`` is its default (1.0).
+    """
+    w = _weights(weights)
     return {
-        c.key: sum(1.0 / (k + c.ranks[s] + 1) for s in _FUSED_SOURCES if s in c.ranks)
+        c.key: sum(w[s] / (k + c.ranks[s] + 1) for s in _FUSED_SOURCES if s in c.ranks)
         for c in candidates
     }
+
+
+def link_scores(
+    fused: Mapping[str, float],
+    links: Mapping[str, Iterable[str]],
+    weight: float,
+    floor: float = 0.0,
+) -> dict[str, float]:
+    """What each memory inherits from its linked neighbours (one hop).
+
+    ``weight × max(fused[n] − floor)`` over the neighbours ``n`` with a fused score
+    above ``floor``. :func:`rank_candidates` passes as ``floor`` the score of the last
+    place of one list, ``1 / (rrf_k + candidates_per_source)``: what a neighbour passes
+    on is its margin over a barely-found memory, so that with a large RRF constant
+    (flat scores) being next to any candidate is not worth half a hit.
+
+    Args:
+        fused: Fused scores of the candidates (see :func:`rrf_scores`).
+        links: For each memory, the keys it is linked to (either direction).
+        weight: The share inherited (``source_weights["link"]``).
+        floor: The score that passes nothing on.
+    """
+    if weight <= 0:
+        return {}
+    out: dict[str, float] = {}
+    for key, neighbours in links.items():
+        best = max((fused.get(n, 0.0) - floor for n in neighbours), default=0.0)
+        if best > 0:
+            out[key] = weight * best
+    return out
 
 
 def rank_candidates(
@@ -89,39 +151,51 @@ def rank_candidates(
     settings: MemorySettings,
     limit: int,
     trust: Mapping[str, float] | None = None,
+    links: Mapping[str, Iterable[str]] | None = None,
 ) -> list[Recalled]:
-    """Fuse, filter and score candidates; pinned first, then by composite score.
+    """Filter, fuse and score candidates; pinned first, then by composite score.
 
-    A candidate found only by vector search must clear the similarity floor (0.72 for
-    episodic memories); a keyword or reference match stands on its own, so a memory
-    found only by keywords or only by reference can win.
+    A candidate found only by vector search (or only by vector and time) must clear
+    the similarity floor (0.72 for episodic memories); a keyword, reference or link
+    hit stands on its own, so a memory found only by keywords, only by reference or
+    only through a link can win. Open questions (candidates with an ``open_question``
+    rank) not among the ``limit`` best are appended after them.
 
     Args:
         candidates: From a :class:`~langmem_layer.ops.RecallOp`.
         now: Time for decay, urgency and recency.
-        settings: Weights, floors, RRF constant.
-        limit: How many non-pinned memories to return (pinned are always included).
+        settings: Weights, floors, RRF constant, source weights.
+        limit: How many non-pinned memories to return (pinned are always included,
+            open questions are added).
         trust: Per-agent trust in [0, 1]; an agent with no history counts 0.5.
+        links: For each candidate key, the keys it is linked to (for the link spread).
     """
     w = settings.weights
-    fused = rrf_scores(candidates, settings.rrf_k)
-    top = max(fused.values(), default=0.0) or 1.0
+    weights = _weights(settings.source_weights)
     pinned: list[Recalled] = []
-    scored: list[Recalled] = []
+    kept: list[tuple[Candidate, MemoryRecord]] = []
     for c in candidates:
         record = MemoryRecord.model_validate(c.value)
         if record.pinned:
             pinned.append(Recalled(c.key, c.namespace, record, 1.0, c.similarity, dict(c.ranks)))
             continue
-        lexical = "keyword" in c.ranks or "ref" in c.ranks
         floor = (
             settings.episodic_similarity_floor
             if record.layer == Layer.EPISODIC
             else settings.similarity_floor
         )
+        lexical = any(s in c.ranks for s in _LEXICAL_SOURCES)
         if not lexical and (c.similarity is None or c.similarity < floor):
             continue
-        relevance = fused[c.key] / top
+        kept.append((c, record))
+    fused = rrf_scores([c for c, _ in kept], settings.rrf_k, weights)
+    last_place = 1.0 / (settings.rrf_k + settings.candidates_per_source)
+    spread = link_scores(fused, links or {}, weights["link"], last_place)
+    total = {key: fused[key] + spread.get(key, 0.0) for key in fused}
+    top = max(total.values(), default=0.0) or 1.0
+    scored: list[Recalled] = []
+    for c, record in kept:
+        relevance = total[c.key] / top
         recency = math.exp(-_days(now, record.occurred_at) / 30.0)
         composite = (
             w.relevance * relevance
@@ -132,7 +206,9 @@ def rank_candidates(
         )
         agent = record.source.agent_id
         # R7.2: an agent with no history has trust 0.5.
-        factor = decay_weight(record, now) * ((trust or {}).get(agent or "", 0.5))
+        factor = decay_weight(record, now, half_life_days=settings.summary_half_life_days) * (
+            (trust or {}).get(agent or "", 0.5)
+        )
         scored.append(
             Recalled(c.key, c.namespace, record, composite * factor, c.similarity, dict(c.ranks))
         )
@@ -144,4 +220,6 @@ def rank_candidates(
     ]
     pinned.sort(key=lambda r: (-r.score, r.key))
     scored.sort(key=lambda r: (-r.score, r.key))
-    return pinned + scored[:limit]
+    best = scored[:limit]
+    open_questions = [r for r in scored[limit:] if "open_question" in r.sources]
+    return pinned + best + open_questions[: settings.open_question_limit]

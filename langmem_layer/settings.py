@@ -82,6 +82,86 @@ class MemorySettings(BaseModel):
         default=1, ge=1, description="Background extraction runs after every N turns."
     )
     embedding_batch_size: int = Field(default=100, ge=1)
+    history_max_tokens: int = Field(
+        default=12_000, ge=1,
+        description="Token budget of the thread history the agent sees (R8.1); older turns "
+        "are handed to extraction and removed from the checkpointed state.",
+    )
+    history_min_turns: int = Field(
+        default=3, ge=1, description="Turns always kept, even over the history budget (R8.1)."
+    )
+    session_ttl_seconds: float = Field(
+        default=24 * 3600.0, gt=0,
+        description="A thread idle longer than this is closed by the session sweeper (R8.2).",
+    )
+    session_prune: Literal["off", "keep_latest", "delete"] = Field(
+        default="off",
+        description="What the sweeper does to a closed thread's checkpoints: nothing, keep "
+        "only the latest (the thread stays readable), or delete the thread (R8.2).",
+    )
+    message_log_retention_days: float = Field(
+        default=90.0, gt=0, description="The per-user message log keeps this many days."
+    )
+    recent_history_hours: float = Field(
+        default=24.0, ge=0,
+        description="The memory block shows the user's messages from other threads this recent.",
+    )
+    recent_history_limit: int = Field(
+        default=20, ge=0, description="At most this many messages from other threads (0: none)."
+    )
+    recent_history_line_tokens: int = Field(
+        default=200, ge=8, description="Each message from another thread is cut to this."
+    )
+    short_term_messages: int = Field(
+        default=10, ge=0, description="The active thread's last messages kept at hand."
+    )
+
+    # -- retrieval strategies and fusion (R4.1, R4.5, R5.1); see langmem_layer.retrieval --
+    keyword_ranking: Literal["bm25", "cover_density"] = Field(
+        default="bm25",
+        description="Full-text ranking: Okapi BM25 over the user's memories (a word most "
+        "memories share weighs little), or Postgres ts_rank_cd cover density.",
+    )
+    source_weights: dict[str, float] = Field(
+        default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "ref": 1.0, "time": 1.0,
+                                 "link": 0.5},
+        description="Weight of each strategy in the fusion: w / (rrf_k + rank) for vector, "
+        "keyword, ref and time; for link, the share of a linked memory's fused score (above "
+        "the weakest candidate's) a memory inherits. A strategy left out weighs its default.",
+    )
+    link_types: tuple[str, ...] = Field(
+        default=("elaborates", "caused_by", "derived_from"),
+        description="Recall walks one hop over these link types from its best hits (R4.1); "
+        "empty: no walk.",
+    )
+    link_seeds: int = Field(
+        default=10, ge=0, description="Best hits of each strategy the link walk starts from."
+    )
+    query_refs: bool = Field(
+        default=True, description="Look up the references (entities) the query names (R4.1)."
+    )
+    ref_max_share: float = Field(
+        default=0.05, gt=0, le=1,
+        description="A reference carried by more than this share of the user's memories (and "
+        "by more than 10) does not discriminate and is not looked up.",
+    )
+    temporal_window: bool = Field(
+        default=True,
+        description="A query naming a period ('in May 2023', 'last week') also finds the "
+        "memories that occurred in it (strategy 'time').",
+    )
+    temporal_slack_days: float = Field(
+        default=7.0, ge=0, description="The named period is widened by this on both sides."
+    )
+    open_question_limit: int = Field(
+        default=3, ge=0,
+        description="Open loops whose references overlap the recalled memories' references "
+        "are added to recall, flagged 'open_question' (R4.5); 0: off.",
+    )
+    summary_half_life_days: float = Field(
+        default=180.0, gt=0,
+        description="Half-life of the decay of summaries and reflections (R5.1).",
+    )
 
     @model_validator(mode="after")
     def _default_profile_known(self) -> MemorySettings:

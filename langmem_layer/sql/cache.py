@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from langmem_layer.sql.items import Sql, vector_literal
+from langmem_layer.sql.items import Sql
+from langmem_layer.sql.vector import vector_literal
 
 __all__ = [
     "lookup_cached",

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from langmem_layer.sql.vector import nearest, vector_literal
+
 __all__ = [
     "Sql",
     "delete_embeddings",
@@ -24,6 +26,7 @@ __all__ = [
     "search_items",
     "sweep_expired",
     "upsert_items",
+    "vector_literal",
 ]
 
 Sql = tuple[str, list[Any]]
@@ -40,6 +43,13 @@ def prefix_condition(prefix: str, *, column: str = "i.prefix") -> Sql:
     if not prefix:
         return "TRUE", []
     return f"({column} = %s OR {column} LIKE %s)", [prefix, _escape_like(prefix) + ".%"]
+
+
+def prefix_args(prefix: str) -> tuple[str | None, str | None]:
+    """:func:`prefix_condition` as plain values: (namespace, LIKE pattern)."""
+    if not prefix:
+        return None, None
+    return prefix, _escape_like(prefix) + ".%"
 
 
 def get_items(user_id: str, prefix: str, keys: Sequence[str], now: datetime) -> Sql:
@@ -170,11 +180,6 @@ def insert_embeddings(
     )
 
 
-def vector_literal(vector: Sequence[float]) -> str:
-    """pgvector's text form. Text keeps the driver free of per-connection type setup."""
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
-
-
 def search_items(
     user_id: str,
     prefix: str,
@@ -185,12 +190,13 @@ def search_items(
     now: datetime,
     query_vector: Sequence[float] | None = None,
     model_id: str | None = None,
+    indexed_dims: int | None = None,
 ) -> Sql:
     """Filter items under a namespace prefix; with a query vector, rank by cosine.
 
-    The vector branch is an exact scan over this tenant's vectors, so a search inside
-    one user's namespace always returns ``limit`` results when that many match
-    (an approximate index filtered after the scan does not).
+    The vector branch searches only this tenant's vectors (exactly, or through the
+    tenant's own HNSW index when it has one, see :mod:`langmem_layer.sql.vector`), so a
+    search inside one user's namespace returns ``limit`` results when that many match.
     """
     ns_sql, ns_params = prefix_condition(prefix)
     f_sql, f_params = filter_sql
@@ -204,30 +210,26 @@ def search_items(
             LIMIT %s OFFSET %s""",
             [user_id, *ns_params, now, *f_params, limit, offset],
         )
-    e_ns_sql, e_ns_params = prefix_condition(prefix, column="e.prefix")
+    near_sql, near_params = nearest(
+        user_id,
+        model_id or "",
+        query_vector,
+        prefix_sql=prefix_condition(prefix, column="e.prefix"),
+        prefix_args=prefix_args(prefix),
+        # Exact search scores every vector so filters can never starve the limit; an
+        # indexed search over-fetches instead (iterative scan keeps walking).
+        limit=None if indexed_dims is None else max(4 * (limit + offset), 40),
+        indexed_dims=indexed_dims,
+    )
     return (
-        f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, i.ttl_minutes, s.score
-        FROM (
-            SELECT e.prefix, e.key, max(1 - (e.embedding <=> %s::vector)) AS score
-            FROM langmem_embeddings e
-            WHERE e.user_id = %s AND e.model_id = %s AND {e_ns_sql}
-            GROUP BY e.prefix, e.key
-        ) s
+        f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, i.ttl_minutes,
+               s.sim AS score
+        FROM ({near_sql}) s
         JOIN langmem_items i ON i.user_id = %s AND i.prefix = s.prefix AND i.key = s.key
         WHERE {_LIVE} AND {f_sql}
-        ORDER BY s.score DESC, i.prefix, i.key
+        ORDER BY s.sim DESC, i.prefix, i.key
         LIMIT %s OFFSET %s""",
-        [
-            vector_literal(query_vector),
-            user_id,
-            model_id,
-            *e_ns_params,
-            user_id,
-            now,
-            *f_params,
-            limit,
-            offset,
-        ],
+        [*near_params, user_id, now, *f_params, limit, offset],
     )
 
 

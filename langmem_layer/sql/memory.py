@@ -15,6 +15,7 @@ from langmem_layer.sql.items import vector_literal
 from langmem_layer.types import utc_iso
 
 __all__ = [
+    "RECALL_SOURCES",
     "delete_links_of",
     "delete_memory",
     "find_memory",
@@ -34,6 +35,16 @@ _ELIGIBLE = """i.user_id = %(user_id)s AND i.prefix = ANY(%(prefixes)s::text[]) 
           AND (i.expires_at IS NULL OR i.expires_at > %(now)s)"""
 
 
+#: Sources of :func:`recall_candidates`: CTE name -> result column prefix.
+RECALL_SOURCES = ("vec", "kw", "rf", "tw", "lk", "oq", "pin")
+#: BM25 parameters of the keyword strategy (Robertson & Zaragoza's usual values).
+BM25_K1 = 1.2
+BM25_B = 0.75
+#: A reference carried by more than this many memories, and by more than
+#: ``ref_max_share`` of the user's memories, does not discriminate (like a stop word).
+REF_MIN_CAP = 10
+
+
 def recall_candidates(
     user_id: str,
     prefixes: Sequence[str],
@@ -46,14 +57,43 @@ def recall_candidates(
     refs: Sequence[str] = (),
     per_source: int = 40,
     pinned_limit: int = 50,
+    keyword: str = "bm25",
+    window: tuple[datetime, datetime] | None = None,
+    link_types: Sequence[str] = (),
+    link_seeds: int = 10,
+    seed_min_similarity: float | None = None,
+    open_questions: int = 0,
+    ref_max_share: float = 1.0,
 ) -> Sql:
     """Candidates from every retrieval strategy in one round trip.
 
-    Strategies: vector similarity (exact cosine over the user's vectors), full-text
-    (any query term, ranked by cover density), exact reference match (GIN) and pinned
-    memories. Each result row carries its 0-based rank per strategy (NULL where the
-    strategy did not find it) and its cosine similarity when one exists, so fusion and
-    ranking can happen in Python over the union.
+    Strategies (each a CTE giving ``prefix, key, rnk``, the 0-based rank in its list):
+
+    * ``vec``: vector similarity (exact cosine over the user's vectors; ``sims`` holds
+      the similarity of every scored memory);
+    * ``kw``: full-text, any query term. ``keyword="bm25"`` ranks by Okapi BM25 over
+      the user's memories (term frequency from the tsvector positions, document
+      frequency among the matching memories, ``N`` the user's item count, length
+      normalised by the matching memories' mean length), so a term most memories
+      share (a name said in every turn) weighs little; ``"cover_density"`` ranks by
+      ``ts_rank_cd`` as before;
+    * ``rf``: exact reference match (GIN on ``value -> 'refs'``), ranked by the summed
+      rarity ``ln(1 + N / df)`` of the references matched, then by similarity; a
+      reference carried by more than ``ref_max_share`` of the user's memories (and
+      by more than ``REF_MIN_CAP`` of them) is ignored;
+    * ``tw``: memories whose ``occurred_at`` lies in ``window`` ([start, end)), ranked
+      by similarity (then newest first);
+    * ``lk``: one hop over ``link_types`` links, in both directions, from the seeds —
+      the top ``link_seeds`` of ``vec`` (only those with similarity of at least
+      ``seed_min_similarity``), ``kw`` and ``rf`` — ranked by their best seed's rank;
+    * ``oq``: up to ``open_questions`` open loops (not closed) whose references overlap
+      the references of the seeds or ``refs`` (R4.5), ranked by overlap;
+    * ``pin``: pinned memories.
+
+    Only memories of the user, in ``prefixes``, with a status in ``statuses`` and not
+    expired are ever returned. Each row carries its rank per strategy (``<cte>_rank``,
+    NULL where that strategy did not find it) and its cosine similarity when known, so
+    fusion and ranking happen in Python over the union.
     """
     params: dict[str, Any] = {
         "user_id": user_id,
@@ -65,7 +105,19 @@ def recall_candidates(
     }
     ctes: list[str] = []
     sources: list[str] = []
-    if query_vector is not None:
+    has_vec = query_vector is not None
+    has_kw = bool(query_text and query_text.strip())
+    if has_vec or has_kw or refs:
+        # The user's item count, from the (user_id, prefix) index: BM25's and the
+        # reference rarity's N.
+        ctes.append(
+            """n_items AS (
+            SELECT greatest(count(*), 1)::float8 AS n FROM langmem_items
+            WHERE user_id = %(user_id)s AND prefix = ANY(%(prefixes)s::text[])
+        )"""
+        )
+    if has_vec:
+        assert query_vector is not None
         params.update(qv=vector_literal(query_vector), model_id=model_id)
         ctes.append(
             """sims AS (
@@ -88,42 +140,184 @@ def recall_candidates(
         )"""
         )
         sources.append("vec")
-    if query_text and query_text.strip():
+    if has_kw:
         params["qt"] = query_text
-        # OR the query's terms: a memory sharing any content word is a candidate;
-        # cover-density ranking then prefers the ones sharing more.
+        # OR the query's terms: a memory sharing any content word is a candidate.
         ctes.append(
             """tsq AS (
             SELECT replace(plainto_tsquery('english', %(qt)s)::text, '&', '|') AS q
+        )"""
+        )
+        if keyword == "bm25":
+            params.update(k1=BM25_K1, b=BM25_B)
+            ctes.append(
+                """kw_docs AS (
+            SELECT i.prefix, i.key, i.tsv
+            FROM langmem_items i, tsq t
+            WHERE t.q <> '' AND i.tsv @@ t.q::tsquery AND """
+                + _ELIGIBLE
+                + """
         ),
+        kw_terms AS (
+            SELECT d.prefix, d.key, u.lexeme,
+                   coalesce(cardinality(u.positions), 1)::float8 AS tf,
+                   length(d.tsv)::float8 AS dl
+            FROM kw_docs d CROSS JOIN LATERAL unnest(d.tsv) AS u(lexeme, positions, weights)
+            WHERE u.lexeme IN (SELECT q.lexeme FROM unnest(to_tsvector('english', %(qt)s)) q)
+        ),
+        kw_df AS (SELECT lexeme, count(*)::float8 AS df FROM kw_terms GROUP BY lexeme),
+        kw_len AS (SELECT greatest(avg(length(tsv)), 1)::float8 AS avgdl FROM kw_docs),
         kw AS (
+            SELECT t.prefix, t.key,
+                   row_number() OVER (ORDER BY sum(
+                       ln(1 + (greatest(n.n - f.df, 0) + 0.5) / (f.df + 0.5))
+                       * t.tf * (%(k1)s + 1)
+                       / (t.tf + %(k1)s * (1 - %(b)s + %(b)s * t.dl / l.avgdl))) DESC, t.key) - 1
+                       AS rnk
+            FROM kw_terms t JOIN kw_df f ON f.lexeme = t.lexeme, kw_len l, n_items n
+            GROUP BY t.prefix, t.key
+            ORDER BY rnk
+            LIMIT %(n)s
+        )"""
+            )
+        else:
+            ctes.append(
+                """kw AS (
             SELECT i.prefix, i.key,
                    row_number() OVER (ORDER BY ts_rank_cd(i.tsv, t.q::tsquery) DESC, i.key) - 1
                        AS rnk
             FROM langmem_items i, tsq t
             WHERE t.q <> '' AND i.tsv @@ t.q::tsquery AND """
-            + _ELIGIBLE
-            + """
+                + _ELIGIBLE
+                + """
             ORDER BY rnk
             LIMIT %(n)s
         )"""
-        )
+            )
         sources.append("kw")
+    sim_of = "max(s.sim)" if has_vec else "NULL::float8"
+    sim_join = "LEFT JOIN sims s ON s.prefix = h.prefix AND s.key = h.key" if has_vec else ""
     if refs:
-        params["refs"] = list(refs)
+        params.update(refs=list(refs), ref_share=ref_max_share, ref_cap=REF_MIN_CAP)
         ctes.append(
-            """rf AS (
-            SELECT i.prefix, i.key,
-                   row_number() OVER (ORDER BY i.updated_at DESC, i.key) - 1 AS rnk
+            """rf_hits AS (
+            SELECT i.prefix, i.key, r.ref
             FROM langmem_items i
-            WHERE (i.value -> 'refs') ?| %(refs)s::text[] AND """
+            CROSS JOIN LATERAL jsonb_array_elements_text(i.value -> 'refs') AS r(ref)
+            WHERE (i.value -> 'refs') ?| %(refs)s::text[] AND r.ref = ANY(%(refs)s::text[])
+              AND """
             + _ELIGIBLE
-            + """
+            + f"""
+        ),
+        rf_df AS (SELECT ref, count(*)::float8 AS df FROM rf_hits GROUP BY ref),
+        rf AS (
+            SELECT h.prefix, h.key,
+                   row_number() OVER (ORDER BY sum(ln(1 + n.n / f.df)) DESC,
+                                               {sim_of} DESC NULLS LAST, h.key) - 1 AS rnk
+            FROM rf_hits h JOIN rf_df f ON f.ref = h.ref CROSS JOIN n_items n
+            {sim_join}
+            WHERE f.df <= greatest(%(ref_cap)s, %(ref_share)s * n.n)
+            GROUP BY h.prefix, h.key
             ORDER BY rnk
             LIMIT %(n)s
         )"""
         )
         sources.append("rf")
+    if window is not None:
+        params.update(w_start=utc_iso(window[0]), w_end=utc_iso(window[1]))
+        tw_sim = "s.sim" if has_vec else "NULL::float8"
+        tw_join = "LEFT JOIN sims s ON s.prefix = i.prefix AND s.key = i.key" if has_vec else ""
+        ctes.append(
+            f"""tw AS (
+            SELECT i.prefix, i.key,
+                   row_number() OVER (ORDER BY {tw_sim} DESC NULLS LAST,
+                                               i.value->>'occurred_at' DESC, i.key) - 1 AS rnk
+            FROM langmem_items i
+            {tw_join}
+            WHERE i.value->>'occurred_at' >= %(w_start)s AND i.value->>'occurred_at' < %(w_end)s
+              AND """
+            + _ELIGIBLE
+            + """
+            ORDER BY rnk
+            LIMIT %(n)s
+        )"""
+        )
+        sources.append("tw")
+    seeded = [s for s in ("vec", "kw", "rf") if s in sources]
+    if seeded and (link_types or open_questions > 0):
+        params.update(seeds=link_seeds, seed_sim=-2.0 if seed_min_similarity is None
+                      else seed_min_similarity)
+        parts = []
+        for s in seeded:
+            if s == "vec":
+                parts.append(
+                    "SELECT v.key, v.rnk FROM vec v JOIN sims s ON s.prefix = v.prefix "
+                    "AND s.key = v.key WHERE v.rnk < %(seeds)s AND s.sim >= %(seed_sim)s")
+            else:
+                parts.append(f"SELECT key, rnk FROM {s} WHERE rnk < %(seeds)s")
+        ctes.append(
+            "seed_best AS (SELECT key, min(rnk) AS rnk FROM ("
+            + " UNION ALL ".join(parts)
+            + ") x GROUP BY key)"
+        )
+    if seeded and link_types:
+        params["link_types"] = list(link_types)
+        ctes.append(
+            """lk_pairs AS (
+            SELECT l.dst_key AS key, sb.rnk FROM seed_best sb
+            JOIN langmem_links l ON l.user_id = %(user_id)s AND l.src_key = sb.key
+                                AND l.link_type = ANY(%(link_types)s::text[])
+            UNION ALL
+            SELECT l.src_key AS key, sb.rnk FROM seed_best sb
+            JOIN langmem_links l ON l.user_id = %(user_id)s AND l.dst_key = sb.key
+                                AND l.link_type = ANY(%(link_types)s::text[])
+        ),
+        lk AS (
+            SELECT i.prefix, i.key, row_number() OVER (ORDER BY min(p.rnk), i.key) - 1 AS rnk
+            FROM lk_pairs p
+            JOIN langmem_items i ON i.user_id = %(user_id)s AND i.key = p.key
+            WHERE """
+            + _ELIGIBLE
+            + """
+            GROUP BY i.prefix, i.key
+            ORDER BY rnk
+            LIMIT %(n)s
+        )"""
+        )
+        sources.append("lk")
+    if open_questions > 0 and (seeded or refs):
+        params.update(oq_limit=open_questions, oq_refs=list(refs))
+        seed_refs = (
+            """SELECT r.ref FROM seed_best sb
+                JOIN langmem_items si ON si.user_id = %(user_id)s AND si.key = sb.key
+                CROSS JOIN LATERAL jsonb_array_elements_text(si.value -> 'refs') AS r(ref)
+                UNION """
+            if seeded
+            else ""
+        )
+        not_seed = "AND i.key NOT IN (SELECT key FROM seed_best)" if seeded else ""
+        ctes.append(
+            f"""oq_refs AS (
+            {seed_refs}SELECT unnest(%(oq_refs)s::text[]) AS ref
+        ),
+        oq AS (
+            SELECT i.prefix, i.key,
+                   row_number() OVER (ORDER BY count(*) DESC, max(i.updated_at) DESC, i.key) - 1
+                       AS rnk
+            FROM langmem_items i
+            CROSS JOIN LATERAL jsonb_array_elements_text(i.value -> 'refs') AS r(ref)
+            WHERE i.value->>'kind' = 'open_loop'
+              AND coalesce(i.value->>'loop_status', 'open') <> 'closed'
+              AND r.ref IN (SELECT ref FROM oq_refs) {not_seed}
+              AND """
+            + _ELIGIBLE
+            + """
+            GROUP BY i.prefix, i.key
+            ORDER BY rnk
+            LIMIT %(oq_limit)s
+        )"""
+        )
+        sources.append("oq")
     ctes.append(
         """pin AS (
             SELECT i.prefix, i.key, row_number() OVER (ORDER BY i.updated_at DESC, i.key) - 1
@@ -140,14 +334,14 @@ def recall_candidates(
     union = " UNION ".join(f"SELECT prefix, key FROM {s}" for s in sources)
     rank_cols = ", ".join(
         f"{s}.rnk AS {s}_rank" if s in sources else f"NULL::bigint AS {s}_rank"
-        for s in ("vec", "kw", "rf", "pin")
+        for s in RECALL_SOURCES
     )
     joins = "\n".join(
         f"LEFT JOIN {s} ON {s}.prefix = c.prefix AND {s}.key = c.key" for s in sources
     )
-    sim_col = "sims.sim" if "vec" in sources else "NULL::float8"
-    sim_join = (
-        "LEFT JOIN sims ON sims.prefix = c.prefix AND sims.key = c.key" if "vec" in sources else ""
+    sim_col = "sims.sim" if has_vec else "NULL::float8"
+    final_sim_join = (
+        "LEFT JOIN sims ON sims.prefix = c.prefix AND sims.key = c.key" if has_vec else ""
     )
     sql = f"""WITH {", ".join(ctes)},
         cand AS ({union})
@@ -155,7 +349,7 @@ def recall_candidates(
                {sim_col} AS similarity, {rank_cols}
         FROM cand c
         JOIN langmem_items i ON i.user_id = %(user_id)s AND i.prefix = c.prefix AND i.key = c.key
-        {sim_join}
+        {final_sim_join}
         {joins}"""
     return sql, params
 

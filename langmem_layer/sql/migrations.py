@@ -150,4 +150,79 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS langmem_embedding_cache_age_idx
         ON langmem_embedding_cache (created_at);
     """,
+    # 8: per-user ANN indexes. A user with many vectors gets an HNSW index of their own
+    # (a partial index on user_id and model_id): searches inside it need no filtering
+    # after the scan, and small users' writes never pay for HNSW upkeep.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_vector_indexes (
+        user_id    text NOT NULL,
+        model_id   text NOT NULL,
+        dims       integer NOT NULL,
+        index_name text NOT NULL,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, model_id)
+    );
+    -- Nearest neighbours through a user's own index. EXECUTE plans with the literal
+    -- user and model, so the partial index's predicate always matches; the SET clauses
+    -- hold only while the function runs: no sort plan (a filter inside the user can
+    -- make the planner think a sort is cheaper), and an iterative scan that keeps
+    -- walking the graph until enough rows pass the namespace filter.
+    CREATE OR REPLACE FUNCTION langmem_user_nearest(
+        p_user text, p_model text, p_dims integer, p_query text,
+        p_prefix text, p_prefix_like text, p_limit integer, p_ef integer)
+    RETURNS TABLE (prefix text, key text, sim double precision)
+    LANGUAGE plpgsql
+    SET enable_sort = off
+    SET hnsw.iterative_scan = 'relaxed_order'
+    SET hnsw.ef_search = 100
+    AS $fn$
+    BEGIN
+        PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true);
+        RETURN QUERY EXECUTE format(
+            'SELECT e.prefix, e.key, 1 - (e.embedding::vector(%1$s) <=> $1::vector(%1$s))
+             FROM langmem_embeddings e
+             WHERE e.user_id = %2$L AND e.model_id = %3$L
+               AND ($2 IS NULL OR e.prefix = $2 OR e.prefix LIKE $3)
+             ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
+             LIMIT $4',
+            p_dims, p_user, p_model)
+        USING p_query, p_prefix, p_prefix_like, p_limit;
+    END
+    $fn$;
+    """,
+    # 9: working memory (R8). Thread activity, so the session sweeper finds threads idle
+    # past the TTL and whose they are (the checkpointer's tables know no user); and the
+    # per-user message log across threads (seed 001's long-term tier, kept 90 days).
+    """
+    CREATE TABLE IF NOT EXISTS langmem_threads (
+        user_id        text NOT NULL,
+        thread_id      text NOT NULL,
+        profile        text NOT NULL,
+        agent_id       text,
+        created_at     timestamptz NOT NULL,
+        last_active_at timestamptz NOT NULL,
+        closed_at      timestamptz,
+        PRIMARY KEY (user_id, thread_id)
+    );
+    CREATE INDEX IF NOT EXISTS langmem_threads_idle_idx
+        ON langmem_threads (last_active_at) WHERE closed_at IS NULL;
+    CREATE TABLE IF NOT EXISTS langmem_messages (
+        user_id    text NOT NULL,
+        id         bigint GENERATED ALWAYS AS IDENTITY,
+        thread_id  text NOT NULL,
+        message_id text NOT NULL,
+        profile    text NOT NULL,
+        role       text NOT NULL,
+        text       text NOT NULL,
+        at         timestamptz NOT NULL,
+        PRIMARY KEY (user_id, id),
+        UNIQUE (user_id, thread_id, message_id)
+    );
+    CREATE INDEX IF NOT EXISTS langmem_messages_recent_idx
+        ON langmem_messages (user_id, profile, at DESC);
+    CREATE INDEX IF NOT EXISTS langmem_messages_age_idx ON langmem_messages (at);
+    -- the user's avoid memories, whose source turns never come back as recent history
+    CREATE INDEX IF NOT EXISTS langmem_items_avoid_idx ON langmem_items (user_id)
+        WHERE is_memory AND (value ->> 'policy') = 'avoid';
+    """,
 ]

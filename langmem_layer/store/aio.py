@@ -15,8 +15,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
-from langmem_layer.store.core import Plan, StoreCore
+from langmem_layer.ops import IndexUserOp, LargeUsersOp, PurgeEmbeddingCacheOp, SweepExpiredOp
+from langmem_layer.store.core import ANN_MIN_USER_VECTORS, Plan, StoreCore
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.embedding import Retry
 from langmem_layer.store.sync import chunked
@@ -166,6 +166,14 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     async def setup(self) -> list[int]:
         """Create or upgrade the schema. Idempotent; returns the versions applied."""
         return (await self._execute(self.setup_plan()))[0]  # type: ignore[no-any-return]
+
+    async def index_large_users(self, *, threshold: int = ANN_MIN_USER_VECTORS) -> list[str]:
+        """Async twin of :meth:`PostgresMemoryStore.index_large_users`."""
+        users: list[tuple[str, int]] = (
+            await self._execute(self.plan([LargeUsersOp(threshold)])))[0]
+        for user_id, _ in users:
+            await self._execute(self.plan([IndexUserOp(user_id)]))
+        return [u for u, _ in users]
 
     async def sweep_ttl(self, *, now: datetime | None = None) -> int:
         """Delete expired items now; returns how many were deleted."""

@@ -30,17 +30,20 @@ from pydantic import ValidationError
 
 from langmem_layer import ops as mops
 from langmem_layer.errors import (
+    ConfigurationError,
     InvalidMemoryError,
     InvalidNamespaceError,
 )
 from langmem_layer.sql import cache as csql
 from langmem_layer.sql import items as isql
 from langmem_layer.sql import memory as msql
+from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
 from langmem_layer.sql.migrations import MIGRATIONS, VERSION_TABLE
 from langmem_layer.store.embedding import CACHE_TTL, RETRY_BASE_DELAY, default_max_input_tokens
 from langmem_layer.store.plan import Embed, Handler, Plan, Query, Step
 from langmem_layer.store.queue_handlers import QueueHandlers
+from langmem_layer.store.working_handlers import WorkingHandlers
 from langmem_layer.types import MEMORY_ROOT, Kind, MemoryRecord
 
 __all__ = ["MemoryIndexConfig", "StoreCore"]
@@ -127,7 +130,14 @@ def _match(path: tuple[str, ...], namespace: tuple[str, ...], suffix: bool) -> b
     return all(p == "*" or n == p for n, p in pairs)
 
 
-class StoreCore(QueueHandlers):
+#: Users with at least this many vectors of the store's model get their own HNSW index
+#: (benchmarks/vector_bench.py: exact search costs ~10 ms p50 at 5k vectors, an index
+#: ~2 ms at any size). Not lower: every partial index adds to the planning of
+#: statements on the embeddings table, so indexes are kept for the few large users.
+ANN_MIN_USER_VECTORS = 5_000
+
+
+class StoreCore(QueueHandlers, WorkingHandlers):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:
@@ -260,8 +270,11 @@ class StoreCore(QueueHandlers):
             mops.ExportOp: self._export,
             mops.ImportOp: self._import,
             mops.SweepExpiredOp: self._sweep,
+            mops.LargeUsersOp: self._large_users,
+            mops.IndexUserOp: self._index_user,
             mops.PurgeEmbeddingCacheOp: lambda op: self._purge_cache(op.now or self.now()),
             **self.queue_handlers(),
+            **self.working_handlers(),
         }
         handler = handlers.get(type(op))
         if handler is None:
@@ -390,8 +403,10 @@ class StoreCore(QueueHandlers):
         user = self.tenant(op.namespace_prefix, prefix=True)
         filter_sql = compile_filter(op.filter)
         qvec = None
+        dims = None
         if op.query and self.embeddings is not None:
             _, (qvec,) = yield Embed([], [op.query])
+            dims = yield from self._ann_dims(user)
         rows = yield Query(
             *isql.search_items(
                 user,
@@ -402,6 +417,7 @@ class StoreCore(QueueHandlers):
                 now=now,
                 query_vector=qvec,
                 model_id=self.model_id,
+                indexed_dims=dims,
             )
         )
         expiring = [(r["prefix"], r["key"]) for r in rows if r["ttl_minutes"] is not None]
@@ -418,6 +434,22 @@ class StoreCore(QueueHandlers):
             )
             for r in rows
         ]
+
+    def _ann_dims(self, user: str) -> Handler:
+        """Dims of the user's own HNSW index; None means search exactly."""
+        rows = yield Query(*vsql.prepare_search(user, self.model_id or ""))
+        return rows[0]["dims"] if rows else None
+
+    def _large_users(self, op: mops.LargeUsersOp) -> Handler:
+        rows = yield Query(*vsql.large_users(self.model_id or "", op.threshold))
+        return [(r["user_id"], r["vectors"]) for r in rows]
+
+    def _index_user(self, op: mops.IndexUserOp) -> Handler:
+        if not self.model_id or not self.dims:
+            raise ConfigurationError("index_user needs a store with an embedding index")
+        yield Query(*vsql.create_user_index(op.user_id, self.model_id, self.dims))
+        yield Query(*vsql.record_user_index(op.user_id, self.model_id, self.dims,
+                                            op.now or self.now()))
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Handler:
         conditions = list(op.match_conditions or ())
@@ -463,9 +495,17 @@ class StoreCore(QueueHandlers):
                 model_id=self.model_id,
                 refs=op.refs,
                 per_source=op.per_source,
+                keyword=op.keyword,
+                window=op.window,
+                link_types=op.link_types,
+                link_seeds=op.link_seeds,
+                seed_min_similarity=op.seed_min_similarity,
+                open_questions=op.open_questions,
+                ref_max_share=op.ref_max_share,
             )
         )
-        names = {"vec": "vector", "kw": "keyword", "rf": "ref", "pin": "pinned"}
+        names = {"vec": "vector", "kw": "keyword", "rf": "ref", "tw": "time", "lk": "link",
+                 "oq": "open_question", "pin": "pinned"}
         return [
             mops.Candidate(
                 namespace=_ns_tuple(r["prefix"]),

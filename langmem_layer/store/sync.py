@@ -17,8 +17,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
-from langmem_layer.store.core import Plan, StoreCore
+from langmem_layer.ops import IndexUserOp, LargeUsersOp, PurgeEmbeddingCacheOp, SweepExpiredOp
+from langmem_layer.store.core import ANN_MIN_USER_VECTORS, Plan, StoreCore
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.embedding import Retry
 
@@ -159,6 +159,18 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     def setup(self) -> list[int]:
         """Create or upgrade the schema. Idempotent; returns the versions applied."""
         return self._execute(self.setup_plan())[0]  # type: ignore[no-any-return]
+
+    def index_large_users(self, *, threshold: int = ANN_MIN_USER_VECTORS) -> list[str]:
+        """Give every user with ``threshold`` or more vectors an HNSW index of their own.
+
+        Run it as a periodic job. Each index is built in its own transaction, which holds
+        writes to the embeddings table for the build (seconds per 100k vectors).
+        Returns the users indexed.
+        """
+        users: list[tuple[str, int]] = self._execute(self.plan([LargeUsersOp(threshold)]))[0]
+        for user_id, _ in users:
+            self._execute(self.plan([IndexUserOp(user_id)]))
+        return [u for u, _ in users]
 
     def sweep_ttl(self, *, now: datetime | None = None) -> int:
         """Delete expired items now; returns how many were deleted."""

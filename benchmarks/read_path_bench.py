@@ -1,0 +1,162 @@
+"""The per-turn read path at scale: load_memory + assemble_context for one large user.
+
+One user holds `--big` memories (100k by default) in a store of `--total` (1M) shared
+by other users. Each timed turn runs the real nodes, `layer.load_memory` then
+`layer.assemble_context`, with the query embedding excluded (vectors are precomputed),
+and reports p50/p95 against the target (p95 <= 15 ms on 2 cores). Side by side in the
+same run: LangGraph's PostgresStore (exact search, `ann_index_config kind=flat`) doing
+the comparable step, a `search(limit=10)` plus joining the hits into a prompt string.
+
+    .venv/bin/python benchmarks/read_path_bench.py [--total 1000000 --big 100000]
+    (--keep reuses a loaded --data-dir; --no-anchor skips PostgresStore)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from langchain_core.messages import HumanMessage
+from langgraph.store.base import PutOp
+from langgraph.store.postgres import PostgresStore
+from store_bench import CachedEmbeddings, HashEmbedder, Log, TextGen, embed_all
+from tqdm import tqdm
+
+from langmem_layer import Kind, Layer, MemoryLayer, MemoryRecord, PostgresMemoryStore
+from langmem_layer.store.embedded import embedded_uri
+
+BIG = "big-user"
+NOW = datetime(2026, 11, 18, tzinfo=UTC)
+TARGET_P95_MS = 15.0
+
+
+def record(text: str) -> dict:
+    return MemoryRecord(content=text, kind=Kind.EPISODIC_EVENT, layer=Layer.EPISODIC,
+                        occurred_at=NOW, last_accessed_at=NOW).to_value()
+
+
+def owner(i: int, big: int, small_size: int) -> str:
+    return BIG if i < big else f"user{(i - big) // small_size:05d}"
+
+
+def load(store: object, texts: list[str], big: int, small_size: int, chunk: int,
+         label: str) -> float:
+    """Put every memory; returns items/s inside store.batch."""
+    spent = 0.0
+    for lo in tqdm(range(0, len(texts), chunk), desc=f"load {label}", file=sys.stderr,
+                   leave=False):
+        ops = [PutOp(("memories", owner(i, big, small_size), "work"), f"m{i}", record(texts[i]))
+               for i in range(lo, min(len(texts), lo + chunk))]
+        t0 = time.perf_counter()
+        store.batch(ops)  # type: ignore[attr-defined]
+        spent += time.perf_counter() - t0
+    return len(texts) / spent
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--total", type=int, default=1_000_000)
+    parser.add_argument("--big", type=int, default=100_000)
+    parser.add_argument("--small-size", type=int, default=1000, help="memories per other user")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--chunk", type=int, default=5000)
+    parser.add_argument("--data-dir", default="/tmp/langmem-read-path-bench")
+    parser.add_argument("--keep", action="store_true", help="reuse an already loaded data dir")
+    parser.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=True)
+    args = parser.parse_args(argv)
+    log = Log()
+    gen = TextGen(seed=23)
+    texts = gen.unique(args.total)
+    queries = gen.unique(args.queries, exclude=set(texts))
+    embedder = HashEmbedder()
+    vectors = embed_all(embedder, texts + queries, "embed", batch=5000)
+    embeddings = CachedEmbeddings(dict(zip(texts + queries, vectors, strict=True)), embedder,
+                                  embedder.name)
+    del vectors
+    log(f"{len(texts)} texts + {len(queries)} queries embedded")
+    uri = embedded_uri(Path(args.data_dir))
+    index = {"embed": embeddings, "dims": embedder.dims, "model_id": embedder.name}
+    rates: dict[str, float] = {}
+    with PostgresMemoryStore.from_conn_string(uri, index=index) as store:
+        store.setup()
+        have = store.conn.execute("SELECT count(*) FROM langmem_items").fetchone()[0]
+        if not (args.keep and have == args.total):
+            store.conn.execute("TRUNCATE langmem_items, langmem_embeddings, langmem_links, "
+                               "langmem_embedding_cache, langmem_vector_indexes")
+            rates["langmem_layer"] = load(store, texts, args.big, args.small_size, args.chunk,
+                                          "langmem_layer")
+            log(f"langmem_layer loaded at {rates['langmem_layer']:.0f} items/s")
+        t0 = time.perf_counter()
+        indexed = store.index_large_users()
+        log(f"index_large_users: {indexed or 'none new'} in {time.perf_counter() - t0:.1f}s")
+        anchor = None
+        if args.anchor:
+            anchor_cm = PostgresStore.from_conn_string(
+                uri, index={"dims": embedder.dims, "embed": embeddings, "fields": ["content"],
+                            "ann_index_config": {"kind": "flat"}})
+            anchor = anchor_cm.__enter__()
+            anchor.setup()
+            row = anchor.conn.execute("SELECT count(*) AS n FROM store").fetchone()
+            have = row["n"] if isinstance(row, dict) else row[0]
+            if not (args.keep and have == args.total):
+                anchor.conn.execute("TRUNCATE store, store_vectors")
+                rates["PostgresStore"] = load(anchor, texts, args.big, args.small_size,
+                                              args.chunk, "PostgresStore")
+                log(f"PostgresStore loaded at {rates['PostgresStore']:.0f} items/s")
+        with psycopg.connect(uri, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
+        layer = MemoryLayer(store, extraction="inline")
+        config = {"configurable": {"user_id": BIG, "thread_id": "bench"}}
+        ours: list[float] = []
+        theirs: list[float] = []
+        placed: list[int] = []
+        for n, q in enumerate(queries[:10] + queries):  # the first 10 warm up
+            state = {"messages": [HumanMessage(q)]}
+            t0 = time.perf_counter()
+            out = layer.load_memory.invoke(state, config)
+            out = layer.assemble_context.invoke({**state, **out}, config)
+            ms = (time.perf_counter() - t0) * 1000
+            if anchor is not None:
+                t0 = time.perf_counter()
+                hits = anchor.search(("memories", BIG), query=q, limit=10)
+                "\n".join(f"- {h.value['content']}" for h in hits)
+                anchor_ms = (time.perf_counter() - t0) * 1000
+            if n >= 10:
+                ours.append(ms)
+                placed.append(len([r for r in out["recalled"] if r["section"]]))
+                if anchor is not None:
+                    theirs.append(anchor_ms)
+        if anchor is not None:
+            anchor_cm.__exit__(None, None, None)
+    print(f"read_path_bench  total={args.total} memories, big user={args.big}, others "
+          f"{args.small_size} each, {args.queries} queries, hash-{embedder.dims}, "
+          "query embedding excluded, machine: 2 cores")
+    for name, rate in rates.items():
+        print(f"  load {name:<14} {rate:>8.0f} items/s")
+    print(f"  {'step':<52} {'p50 ms':>8} {'p95 ms':>8}")
+    print(f"  {'langmem_layer load_memory + assemble_context':<52} {pct(ours, 50):>8.2f} "
+          f"{pct(ours, 95):>8.2f}   target p95 <= {TARGET_P95_MS:.0f} ms: "
+          f"{'met' if pct(ours, 95) <= TARGET_P95_MS else 'NOT met'}; "
+          f"{statistics.mean(placed):.1f} memories placed per turn")
+    if theirs:
+        print(f"  {'PostgresStore (flat) search(limit=10) + join':<52} {pct(theirs, 50):>8.2f} "
+              f"{pct(theirs, 95):>8.2f}")
+        print(f"  {'ratio ours/anchor':<52} {pct(ours, 50) / pct(theirs, 50):>7.2f}x "
+              f"{pct(ours, 95) / pct(theirs, 95):>7.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

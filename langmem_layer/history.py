@@ -1,0 +1,132 @@
+"""The per-user message log across threads (seed 001's long-term tier).
+
+``extract_after_turn`` logs each finished turn's human and assistant messages (tool
+traffic and system prompts are not logged) in the same transaction that queues the
+turn for extraction. ``load_memory`` reads the user's newest messages from their
+OTHER threads (same profile, last 24 h, at most 20) in its round trip, and
+``assemble_context`` adds them to the memory block after the memories, with whatever
+budget the memories left (seed 001's priority 4). The session sweeper deletes messages
+older than the retention (90 days).
+
+Why our own table and not ``langchain_postgres.PostgresChatMessageHistory``: its table
+has no user column (a session id that must be a UUID, one history per session), so
+"this user's other threads" is not a query it can answer, and none of its statements
+could bind the user; it stamps rows with the database's ``now()`` (tests could not
+move time); it knows no retention; and it writes on its own connection, outside the
+transaction that queues the turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from langmem_layer import ops as mops
+from langmem_layer.context import ContextBlock, build_context_block
+from langmem_layer.flows import Env, Flow, StoreCall, require_user
+from langmem_layer.tokens import TokenCounter
+from langmem_layer.types import Policy, Recalled
+
+__all__ = ["clear", "context_block", "log_op", "recent_history", "recent_lines", "recent_op"]
+
+_ROLES: dict[type[BaseMessage], str] = {HumanMessage: "user", AIMessage: "assistant"}
+_WHITESPACE = re.compile(r"\s+")
+
+
+def _role(message: BaseMessage) -> str | None:
+    for kind, role in _ROLES.items():
+        if isinstance(message, kind):
+            return role
+    return None
+
+
+def log_op(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: str | None,
+           thread_id: str | None, now: datetime) -> mops.LogMessagesOp | None:
+    """The op logging a turn's human and assistant text messages (None: nothing to log)."""
+    rows = []
+    for n, m in enumerate(messages):
+        role, text = _role(m), m.text.strip()
+        if role is None or not text:
+            continue  # tool calls, tool results, system prompts: not conversation
+        mid = m.id or "sha:" + hashlib.sha256(
+            f"{now.isoformat()}|{n}|{role}|{text}".encode()).hexdigest()[:32]
+        rows.append({"message_id": mid, "role": role, "text": text})
+    if not rows:
+        return None
+    return mops.LogMessagesOp(require_user(user_id), thread_id or "",
+                              profile or env.settings.default_profile, rows, now)
+
+
+def recent_op(env: Env, user_id: str, *, profile: str | None, thread_id: str | None,
+              now: datetime, hours: float | None = None,
+              limit: int | None = None) -> mops.RecentMessagesOp:
+    """The op reading the user's recent messages outside ``thread_id`` (settings' defaults)."""
+    st = env.settings
+    since = now - timedelta(hours=st.recent_history_hours if hours is None else hours)
+    return mops.RecentMessagesOp(
+        require_user(user_id), profile or st.default_profile, since,
+        st.recent_history_limit if limit is None else limit, thread_id or "")
+
+
+def recent_history(env: Env, user_id: str, *, profile: str | None, thread_id: str | None,
+                   now: datetime, hours: float | None = None,
+                   limit: int | None = None) -> Flow:
+    """The user's logged messages of the last ``hours`` outside one thread, oldest first."""
+    (found,) = yield StoreCall([recent_op(env, user_id, profile=profile, thread_id=thread_id,
+                                          now=now, hours=hours, limit=limit)])
+    return found
+
+
+def clear(user_id: str, *, thread_id: str | None = None) -> Flow:
+    """Delete the user's logged messages (one thread's, or all); returns the count."""
+    (deleted,) = yield StoreCall([mops.ClearMessagesOp(require_user(user_id), thread_id)])
+    return deleted
+
+
+def recent_lines(recent: Sequence[mops.LoggedMessage], counter: TokenCounter, *,
+                 max_line_tokens: int, exclude_texts: Collection[str] = ()) -> list[str]:
+    """Render logged messages as block lines ``user: ...`` / ``assistant: ...``, oldest first.
+
+    Each is cut to ``max_line_tokens``; a message whose text is already in the active
+    thread's short-term window (``exclude_texts``) is skipped.
+    """
+    seen = {_WHITESPACE.sub(" ", t).strip() for t in exclude_texts}
+    lines = []
+    for m in recent:
+        text = _WHITESPACE.sub(" ", m.text).strip()
+        if not text or text in seen:
+            continue
+        lines.append(f"{m.role}: {counter.truncate(text, max_line_tokens)}")
+    return lines
+
+
+def context_block(env: Env, recalled: Sequence[Recalled], *,
+                  recent: Sequence[mops.LoggedMessage] = (),
+                  short_term: Sequence[BaseMessage] = (),
+                  recently_spoken: Sequence[str] = (), now: datetime) -> ContextBlock:
+    """The memory block with the user's recent history from other threads appended.
+
+    Same budget and sections as :func:`langmem_layer.flows.context_block`; the recent
+    history only takes what the memories left. Lines whose message is the source of a
+    recalled ``avoid`` memory are dropped here too (the query already drops turns that
+    are the source of any stored one).
+    """
+    st = env.settings
+    avoided = {r.record.source.message_id for r in recalled
+               if r.record.policy == Policy.AVOID and r.record.source.message_id}
+    lines = recent_lines([m for m in recent if m.message_id not in avoided], env.counter,
+                         max_line_tokens=st.recent_history_line_tokens,
+                         exclude_texts=[m.text for m in short_term])
+    return build_context_block(
+        recalled,
+        budget_tokens=st.context_budget_tokens,
+        counter=env.counter,
+        semantic_share=st.semantic_share,
+        recently_spoken=recently_spoken,
+        now=now,
+        recent_history=lines,
+    )

@@ -1,0 +1,155 @@
+"""SQL for nearest-neighbour search inside one user's vectors, exact or per-user HNSW.
+
+A small user's vectors are scanned exactly (the user's rows are found by the primary
+key, then sorted by distance): every result is correct and ``limit`` results come back
+whenever that many exist. A user with many vectors gets an HNSW index of their own, a
+partial index ``WHERE user_id = … AND model_id = …``; the search then walks only that
+user's graph, so no result is lost to filtering after the scan (the failure of one
+shared index filtered by namespace afterwards). Identifiers and literals of the index
+DDL are composed with :mod:`psycopg.sql`; everything else travels as parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg import sql
+
+__all__ = [
+    "create_user_index",
+    "large_users",
+    "nearest",
+    "prepare_search",
+    "record_user_index",
+    "user_indexes",
+    "vector_literal",
+]
+
+Sql = tuple[Any, list[Any]]
+
+#: hnsw.ef_search floor for per-user indexes: recall >= 0.95 at 100k vectors (measured).
+ANN_EF_SEARCH = 100
+#: HNSW graph parameters of per-user indexes (pgvector defaults).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form. Text keeps the driver free of per-connection type setup."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def index_name(user_id: str, model_id: str) -> str:
+    """A stable, short, identifier-safe name for a user's index."""
+    digest = hashlib.sha256(f"{user_id}\x00{model_id}".encode()).hexdigest()[:20]
+    return f"langmem_emb_hnsw_{digest}"
+
+
+def prepare_search(user_id: str, model_id: str) -> Sql:
+    """The dims of the user's ANN index (no row: search exactly)."""
+    return (
+        "SELECT dims FROM langmem_vector_indexes WHERE user_id = %s AND model_id = %s",
+        [user_id, model_id],
+    )
+
+
+def nearest(
+    user_id: str,
+    model_id: str,
+    query_vector: Sequence[float],
+    *,
+    prefix_sql: tuple[str, list[Any]],
+    prefix_args: tuple[str | None, str | None] = (None, None),
+    limit: int | None,
+    indexed_dims: int | None,
+) -> Sql:
+    """The user's ``limit`` nearest items: rows (prefix, key, sim), best first.
+
+    Args:
+        prefix_sql: A condition on ``e.prefix`` (which namespaces count) and its params,
+            for the exact search.
+        prefix_args: The same condition as (namespace, LIKE pattern) for the indexed
+            search, which runs inside a SQL function; (None, None) for every namespace.
+        limit: How many; ``None`` scores every vector of the user (exact search only),
+            for callers that filter afterwards and must still fill their limit.
+        indexed_dims: The dimensions of the user's HNSW index, or None for exact search.
+    """
+    p_sql, p_params = prefix_sql
+    if indexed_dims is None:
+        cut = "" if limit is None else "LIMIT %s"
+        return (
+            f"""SELECT e.prefix, e.key, max(1 - (e.embedding <=> %s::vector)) AS sim
+            FROM langmem_embeddings e
+            WHERE e.user_id = %s AND e.model_id = %s AND {p_sql}
+            GROUP BY e.prefix, e.key
+            ORDER BY sim DESC, e.key
+            {cut}""",
+            [vector_literal(query_vector), user_id, model_id, *p_params,
+             *([] if limit is None else [limit])],
+        )
+    if limit is None:
+        raise ValueError("an HNSW search needs a limit")
+    # The user's own HNSW graph, walked inside langmem_user_nearest (migration 8).
+    prefix, like = prefix_args
+    vec = vector_literal(query_vector)
+    return (
+        """SELECT prefix, key, max(sim) AS sim
+        FROM langmem_user_nearest(%s, %s, %s, %s, %s, %s, %s, %s)
+        GROUP BY prefix, key
+        ORDER BY sim DESC, key
+        LIMIT %s""",
+        # Over-fetch: an item may carry several vectors (fields), collapsed by max().
+        [user_id, model_id, int(indexed_dims), vec, prefix, like, 2 * limit,
+         max(ANN_EF_SEARCH, 2 * limit), limit],
+    )
+
+
+def user_indexes(user_id: str, model_id: str) -> Sql:
+    """The user's ANN index, if any."""
+    return (
+        "SELECT index_name, dims FROM langmem_vector_indexes WHERE user_id = %s AND model_id = %s",
+        [user_id, model_id],
+    )
+
+
+def large_users(model_id: str, threshold: int) -> Sql:
+    """Users with at least ``threshold`` vectors of a model and no index yet (ids only)."""
+    return (
+        """SELECT e.user_id, count(*) AS vectors FROM langmem_embeddings e
+        WHERE e.model_id = %s
+          AND NOT EXISTS (SELECT 1 FROM langmem_vector_indexes x
+                          WHERE x.user_id = e.user_id AND x.model_id = e.model_id)
+        GROUP BY e.user_id HAVING count(*) >= %s
+        ORDER BY count(*) DESC""",
+        [model_id, threshold],
+    )
+
+
+def create_user_index(user_id: str, model_id: str, dims: int) -> Sql:
+    """``CREATE INDEX`` of one user's HNSW graph (idempotent)."""
+    query = sql.SQL(
+        """CREATE INDEX IF NOT EXISTS {name} ON langmem_embeddings
+        USING hnsw ((embedding::vector({dims})) vector_cosine_ops)
+        WITH (m = {m}, ef_construction = {efc})
+        WHERE user_id = {user} AND model_id = {model}"""
+    ).format(
+        name=sql.Identifier(index_name(user_id, model_id)),
+        dims=sql.SQL(str(int(dims))),
+        m=sql.SQL(str(HNSW_M)),
+        efc=sql.SQL(str(HNSW_EF_CONSTRUCTION)),
+        user=sql.Literal(user_id),
+        model=sql.Literal(model_id),
+    )
+    return query, []
+
+
+def record_user_index(user_id: str, model_id: str, dims: int, now: datetime) -> Sql:
+    """Remember that the user's index exists."""
+    return (
+        """INSERT INTO langmem_vector_indexes (user_id, model_id, dims, index_name, created_at)
+        VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+        [user_id, model_id, dims, index_name(user_id, model_id), now],
+    )
