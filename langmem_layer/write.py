@@ -35,6 +35,7 @@ from langmem_layer.flows import (
     scopes_for,
 )
 from langmem_layer.gate import GateDecision
+from langmem_layer.refs import extract_refs
 from langmem_layer.retrieval import rank_candidates
 from langmem_layer.types import LinkType, MemoryRecord, Recalled, Source, Status, to_utc
 
@@ -246,7 +247,9 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
         review = contested and policy == "review"
         record = new_record(
             op.content, kind=op.kind, layer=op.layer, now=now, policy=op.policy,
-            confidence=op.confidence, salience=op.salience, refs=op.refs,
+            confidence=op.confidence, salience=op.salience,
+            # The extractor's references plus the content's own, for exact lookup (R4.1).
+            refs=[*op.refs, *extract_refs(op.content)],
             due_at=to_utc(op.due_at) if op.due_at else None, subject=op.subject,
             predicate=op.predicate, obj=op.object, source=source,
             metadata={"needs_review": True} if review else None,

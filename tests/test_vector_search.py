@@ -16,6 +16,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import PutOp
 
 from langmem_layer import Kind, Layer, MemoryRecord
+from langmem_layer.ops import RecallOp
 from langmem_layer.sql import vector as vsql
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.conftest import _truncate
@@ -100,3 +101,11 @@ def test_exact_then_per_user_hnsw_keep_limit_and_recall(big_store) -> None:
     with psycopg.connect(store.conn.info.dsn, autocommit=True) as conn:
         after = conn.execute(stats, [name]).fetchone()[0]  # type: ignore[index]
     assert after > before
+    # Recall (the load_memory path) walks it too, and still fills its vector list.
+    (cands,) = store.batch([RecallOp("user7", ("work",), query="query 3", per_source=10)])
+    vector = sorted((c for c in cands if "vector" in c.ranks), key=lambda c: c.ranks["vector"])
+    assert len(vector) == 10
+    assert len({c.key for c in vector} & set(_exact(emb, 7, "query 3"))) >= 9
+    store.conn.execute("SELECT pg_stat_force_next_flush()")
+    with psycopg.connect(store.conn.info.dsn, autocommit=True) as conn:
+        assert conn.execute(stats, [name]).fetchone()[0] > after  # type: ignore[index]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from langmem_layer.sql.items import vector_literal
+from langmem_layer.sql.vector import ANN_EF_SEARCH, vector_literal
 from langmem_layer.types import utc_iso
 
 __all__ = [
@@ -64,6 +64,7 @@ def recall_candidates(
     seed_min_similarity: float | None = None,
     open_questions: int = 0,
     ref_max_share: float = 1.0,
+    indexed_dims: int | None = None,
 ) -> Sql:
     """Candidates from every retrieval strategy in one round trip.
 
@@ -119,14 +120,27 @@ def recall_candidates(
     if has_vec:
         assert query_vector is not None
         params.update(qv=vector_literal(query_vector), model_id=model_id)
-        ctes.append(
-            """sims AS (
+        if indexed_dims is None:  # exact: every vector of the user, in these scopes
+            sims = """sims AS (
             SELECT e.prefix, e.key, max(1 - (e.embedding <=> %(qv)s::vector)) AS sim
             FROM langmem_embeddings e
             WHERE e.user_id = %(user_id)s AND e.model_id = %(model_id)s
               AND e.prefix = ANY(%(prefixes)s::text[])
             GROUP BY e.prefix, e.key
-        ),
+        ),"""
+        else:  # the user's own HNSW graph (sql/vector.py); over-fetch for the filters
+            params.update(dims=int(indexed_dims), ann_n=4 * per_source,
+                          ann_ef=max(ANN_EF_SEARCH, 4 * per_source))
+            sims = """sims AS (
+            SELECT n.prefix, n.key, max(n.sim) AS sim
+            FROM langmem_user_nearest(%(user_id)s, %(model_id)s, %(dims)s, %(qv)s,
+                                      NULL, NULL, %(ann_n)s, %(ann_ef)s) n
+            WHERE n.prefix = ANY(%(prefixes)s::text[])
+            GROUP BY n.prefix, n.key
+        ),"""
+        ctes.append(
+            sims
+            + """
         vec AS (
             SELECT s.prefix, s.key, row_number() OVER (ORDER BY s.sim DESC, s.key) - 1 AS rnk
             FROM sims s

@@ -481,8 +481,10 @@ class StoreCore(QueueHandlers, WorkingHandlers):
     def _recall(self, op: mops.RecallOp) -> Handler:
         now = op.now or self.now()
         qvec = None
+        dims = None
         if op.query and self.embeddings is not None:
             _, (qvec,) = yield Embed([], [op.query])
+            dims = yield from self._ann_dims(op.user_id)
         prefixes = [_ns_text((MEMORY_ROOT, op.user_id, s)) for s in op.scopes]
         rows = yield Query(
             *msql.recall_candidates(
@@ -502,6 +504,7 @@ class StoreCore(QueueHandlers, WorkingHandlers):
                 seed_min_similarity=op.seed_min_similarity,
                 open_questions=op.open_questions,
                 ref_max_share=op.ref_max_share,
+                indexed_dims=dims,
             )
         )
         names = {"vec": "vector", "kw": "keyword", "rf": "ref", "tw": "time", "lk": "link",
