@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -26,7 +26,7 @@ from langmem_layer import flows, history, sessions, working, write
 from langmem_layer.context import ContextBlock
 from langmem_layer.extraction.base import Extractor
 from langmem_layer.extraction.rules import RuleExtractor
-from langmem_layer.flows import Env, Flow, StoreCall
+from langmem_layer.flows import Env, ExtractCall, Flow, StoreCall
 from langmem_layer.gate import WriteGate
 from langmem_layer.ops import IngestLogEntry, LoggedMessage
 from langmem_layer.sessions import PruneStrategy, SessionSweep
@@ -124,17 +124,24 @@ class MemoryLayer:
         """The layer's current time."""
         return self._clock()
 
-    def run(self, flow: Flow) -> Any:
-        """Execute a flow synchronously. A failed request is raised inside the flow."""
+    def run(self, flow: Flow, *, extra: Mapping[type, Callable[[Any], Any]] | None = None
+            ) -> Any:
+        """Execute a flow synchronously. A failed request is raised inside the flow.
+
+        ``extra`` executes request types other than store and extractor calls (the
+        session sweeper's checkpointer calls, for instance).
+        """
         request = next(flow)
         while True:
             reply: Any
             try:
                 if isinstance(request, StoreCall):
                     reply = self.store.batch(request.ops)
-                else:
+                elif isinstance(request, ExtractCall):
                     reply = self.extractor.extract(request.messages, existing=request.existing,
                                                    now=request.now)
+                else:
+                    reply = (extra or {})[type(request)](request)
             except Exception as e:
                 step = lambda e=e: flow.throw(e)  # noqa: E731
             else:
@@ -144,7 +151,8 @@ class MemoryLayer:
             except StopIteration as stop:
                 return stop.value
 
-    async def arun(self, flow: Flow) -> Any:
+    async def arun(self, flow: Flow, *,
+                   extra: Mapping[type, Callable[[Any], Awaitable[Any]]] | None = None) -> Any:
         """Execute a flow on the event loop. A failed request is raised inside the flow."""
         request = next(flow)
         while True:
@@ -152,9 +160,11 @@ class MemoryLayer:
             try:
                 if isinstance(request, StoreCall):
                     reply = await self.store.abatch(request.ops)
-                else:
+                elif isinstance(request, ExtractCall):
                     reply = await self.extractor.aextract(
                         request.messages, existing=request.existing, now=request.now)
+                else:
+                    reply = await (extra or {})[type(request)](request)
             except Exception as e:
                 step = lambda e=e: flow.throw(e)  # noqa: E731
             else:
@@ -321,6 +331,15 @@ class MemoryLayer:
             lease_seconds=st.extraction_lease_seconds,
             retry_base_seconds=st.extraction_retry_base_seconds, user_id=user_id)
 
+    def _after_enqueue(self, entry: int | None, user_id: str, thread_id: str | None
+                       ) -> int | None:
+        # Inline: extract now. Background: wake the worker every N turns of a thread.
+        if self.extraction == "inline":
+            self.process_pending(user_id=user_id)
+        elif self._turn_due(thread_id):
+            self._wake_worker()
+        return entry
+
     def process_pending(self, *, user_id: str | None = None) -> ProcessResult:
         """Extract every queue entry ready now (all users, or one); returns what happened."""
         total = ProcessResult()
@@ -364,11 +383,7 @@ class MemoryLayer:
         entry = self.run(write.enqueue_turn(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now()))
-        if self.extraction == "inline":
-            self.process_pending(user_id=user_id)
-        elif self._turn_due(thread_id):
-            self._wake_worker()
-        return entry  # type: ignore[no-any-return]
+        return self._after_enqueue(entry, user_id, thread_id)
 
     async def asubmit(self, user_id: str, messages: Sequence[BaseMessage], *,
                       profile: str | None = None, thread_id: str | None = None,
@@ -497,11 +512,7 @@ class MemoryLayer:
         entry = self.run(working.record_turn(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now()))
-        if self.extraction == "inline":
-            self.process_pending(user_id=user_id)
-        elif self._turn_due(thread_id):
-            self._wake_worker()
-        return entry  # type: ignore[no-any-return]
+        return self._after_enqueue(entry, user_id, thread_id)
 
     async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage], *,
                            profile: str | None = None, thread_id: str | None = None,

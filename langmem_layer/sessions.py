@@ -205,40 +205,16 @@ def _close(env: Env, thread: mops.ThreadActivity, idle_before: datetime, now: da
 
 def run_sweep(layer: MemoryLayer, checkpointer: Any, flow: SweepFlow) -> Any:
     """Execute a sweep flow with the layer's store and a sync checkpointer."""
-    request = next(flow)
-    while True:
-        reply: Any
-        try:
-            if isinstance(request, CheckpointCall):
-                reply = getattr(checkpointer, request.method)(*request.args, **request.kwargs)
-            else:
-                reply = layer.store.batch(request.ops)
-        except Exception as e:
-            step = lambda e=e: flow.throw(e)  # noqa: E731
-        else:
-            step = lambda reply=reply: flow.send(reply)  # noqa: E731
-        try:
-            request = step()
-        except StopIteration as stop:
-            return stop.value
+    def call(request: CheckpointCall) -> Any:
+        return getattr(checkpointer, request.method)(*request.args, **request.kwargs)
+
+    return layer.run(flow, extra={CheckpointCall: call})  # type: ignore[arg-type]
 
 
 async def arun_sweep(layer: MemoryLayer, checkpointer: Any, flow: SweepFlow) -> Any:
     """Execute a sweep flow with the layer's store and an async checkpointer."""
-    request = next(flow)
-    while True:
-        reply: Any
-        try:
-            if isinstance(request, CheckpointCall):
-                method = getattr(checkpointer, "a" + request.method)
-                reply = await method(*request.args, **request.kwargs)
-            else:
-                reply = await layer.store.abatch(request.ops)
-        except Exception as e:
-            step = lambda e=e: flow.throw(e)  # noqa: E731
-        else:
-            step = lambda reply=reply: flow.send(reply)  # noqa: E731
-        try:
-            request = step()
-        except StopIteration as stop:
-            return stop.value
+    async def call(request: CheckpointCall) -> Any:
+        method = getattr(checkpointer, "a" + request.method)
+        return await method(*request.args, **request.kwargs)
+
+    return await layer.arun(flow, extra={CheckpointCall: call})  # type: ignore[arg-type]
