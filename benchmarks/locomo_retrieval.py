@@ -8,14 +8,17 @@ What is stored, through the real store (``PostgresMemoryStore`` on the embedded
 PostgreSQL 18 + pgvector) and the same write ops the memory layer uses:
 
 * each turn is ONE typed memory of its conversation's user (user id = ``sample_id``),
+  written with ``MemoryLayer.remember(..., thread_id=<session>, now=<session time>)``:
   an ``episodic_event`` in the ``episodic`` layer under ``("memories", user, "work")``,
-  key = its ``dia_id``, content = ``"Speaker: text"`` plus ``[shares <blip_caption>]``
-  when the turn shares an image, ``occurred_at`` = its session's date and time;
+  content = ``"Speaker: text"`` plus ``[shares <blip_caption>]`` when the turn shares an
+  image, ``occurred_at`` = its session's date and time; the benchmark maps each memory
+  key back to the turn's ``dia_id``;
 * ``refs`` = the entities the write path's reference extractor
-  (:func:`langmem_layer.refs.extract_refs`) finds in the turn — what any write path of
-  the layer would store for a conversational memory;
-* one ``elaborates`` link from every turn to the previous turn of the same session
-  (``LinkOp``) — what a memory layer's write path records for consecutive turns.
+  (:func:`langmem_layer.refs.extract_refs`) finds in the turn — what the write path
+  stores for every memory it adds;
+* the layer itself links each memory of a thread to the thread's previous one
+  (``elaborates``; setting ``link_thread_memories``), as its write path does for
+  consecutive turns — so consecutive turns of a session are linked.
 
 Every question is asked through THE SAME retrieval the agent's ``load_memory`` node
 uses: ``MemoryLayer.recall(user, question, limit=20)`` (flows.recall -> RecallOp ->
@@ -71,17 +74,16 @@ from typing import Any
 import numpy as np
 import psycopg
 from langchain_core.embeddings import Embeddings
-from langgraph.store.base import PutOp, SearchOp
+from langgraph.store.base import SearchOp
 from psycopg.conninfo import make_conninfo
 from tqdm import tqdm
 
 from langmem_layer import MemoryLayer
-from langmem_layer.ops import LinkOp
 from langmem_layer.refs import extract_refs
 from langmem_layer.settings import MemorySettings, RankingWeights
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.sync import PostgresMemoryStore
-from langmem_layer.types import Kind, Layer, LinkType, MemoryRecord, memory_namespace
+from langmem_layer.types import Kind, Layer, memory_namespace
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
@@ -341,35 +343,27 @@ def fresh_database(data_dir: str) -> str:
     return make_conninfo(base, dbname=DB_NAME)
 
 
-def ingest(store: PostgresMemoryStore, convs: Sequence[Conversation], *, refs: bool,
-           links: bool) -> None:
-    """Write every turn as a typed memory (PutOp), then the adjacent-turn links (LinkOp)."""
+def ingest(store: PostgresMemoryStore, convs: Sequence[Conversation]) -> dict[str, str]:
+    """Write every turn through ``MemoryLayer.remember`` with its session as the thread.
+
+    The layer links each memory of a thread to the thread's previous one (the write
+    path's ``link_thread_memories``), so consecutive turns of a session are linked.
+    Returns memory key -> dia_id.
+    """
+    layer = MemoryLayer(store)
+    dia_of: dict[str, str] = {}
     total = sum(len(c.turns) for c in convs)
     with tqdm(total=total, desc="ingest turns", unit="turn", file=sys.stderr) as bar:
         for conv in convs:
-            ns = memory_namespace(conv.user, SCOPE)
-            ops: list[Any] = []
             for t in conv.turns:
-                record = MemoryRecord(
-                    content=t.content, kind=Kind.EPISODIC_EVENT, layer=Layer.EPISODIC,
-                    confidence=0.8, salience=0.5, occurred_at=t.occurred_at,
-                    last_accessed_at=t.occurred_at,
-                    refs=extract_refs(t.content) if refs else [],
-                    metadata={"session": t.session, "turn": t.index},
-                )
-                ops.append(PutOp(ns, t.key, record.to_value()))
-            for lo in range(0, len(ops), 250):
-                store.batch(ops[lo : lo + 250])
-                bar.update(len(ops[lo : lo + 250]))
-            if links:
-                prev: Turn | None = None
-                link_ops = []
-                for t in conv.turns:
-                    if prev is not None and prev.session == t.session:
-                        link_ops.append(LinkOp(conv.user, t.key, LinkType.ELABORATES, prev.key,
-                                               t.occurred_at))
-                    prev = t
-                store.batch(link_ops)
+                memory = layer.remember(
+                    conv.user, t.content, profile=SCOPE, kind=Kind.EPISODIC_EVENT,
+                    layer=Layer.EPISODIC, confidence=0.8, salience=0.5,
+                    refs=extract_refs(t.content), thread_id=f"session-{t.session}",
+                    now=t.occurred_at)
+                dia_of[memory.key] = t.key
+                bar.update()
+    return dia_of
 
 
 # --------------------------------------------------------------------------------------
@@ -417,6 +411,8 @@ for _name, _label, _change in _STEPS:
 assert MemorySettings(**CONFIGS["final"][1]) == MemorySettings(**FINAL_SETTINGS)
 CONFIGS.update({
     "defaults": ("library defaults (spec k, floors, weights)", {}),
+    "defaults_k5": ("library defaults, RRF k = 5", {"rrf_k": 5}),
+    "defaults_k10": ("library defaults, RRF k = 10", {"rrf_k": 10}),
     "final_k60": ("final, RRF k = 60", {**FINAL_SETTINGS, "rrf_k": 60}),
     "final_floors": ("final, floors 0.70 / 0.72",
                      {**FINAL_SETTINGS, "similarity_floor": 0.70,
@@ -435,13 +431,13 @@ FINAL = "final"
 
 
 def run_layer(layer: MemoryLayer, questions: Sequence[Question], now_of: dict[str, datetime],
-              name: str, limit: int = 20) -> Result:
+              name: str, dia_of: dict[str, str], limit: int = 20) -> Result:
     res = Result(name)
     for q in tqdm(questions, desc=name, unit="q", file=sys.stderr, leave=False, mininterval=2):
         t0 = time.perf_counter()
         found = layer.recall(q.user, q.text, limit=limit, now=now_of[q.user])
         res.seconds.append(time.perf_counter() - t0)
-        res.add(q, [r.key for r in found if not r.record.pinned])
+        res.add(q, [dia_of[r.key] for r in found if not r.record.pinned])
     return res
 
 
@@ -548,31 +544,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     with PostgresMemoryStore.from_conn_string(uri, index=index) as store:  # type: ignore[arg-type]
         store.setup()
         t0 = time.perf_counter()
-        ingest(store, convs, refs=True, links=True)
+        dia_of = ingest(store, convs)
         ingest_s = time.perf_counter() - t0
         with psycopg.connect(uri, autocommit=True) as conn:
             conn.execute("ANALYZE")
         search = Result("b_search")
         for q in questions:
             found = store.batch([SearchOp(memory_namespace(q.user, SCOPE), None, 20, 0, q.text)])
-            search.add(q, [i.key for i in found[0]])
+            search.add(q, [dia_of[i.key] for i in found[0]])
         base["b_search"] = search
         for name in names:
             label, overrides = CONFIGS[name]
             labels[name] = label
             layer = MemoryLayer(store, settings=MemorySettings(**overrides))
-            results[name] = run_layer(layer, questions, now_of, name)
+            results[name] = run_layer(layer, questions, now_of, name, dia_of)
         latency["excluded"] = results[final].seconds
         if not args.no_latency:
             embedder.live_queries = True
             layer = MemoryLayer(store, settings=MemorySettings(**CONFIGS[final][1]))
-            live = run_layer(layer, questions, now_of, final + " (live embedding)")
+            live = run_layer(layer, questions, now_of, final + " (live embedding)", dia_of)
             latency["included"] = live.seconds
             latency["only (the model)"] = embedder.query_seconds
 
-    print(f"ingest through the store: {turns} turns in {ingest_s:.1f}s (PutOps of typed "
-          "memories with refs, then one 'elaborates' LinkOp per adjacent turn pair; vectors "
-          "precomputed)")
+    print(f"ingest: {turns} turns in {ingest_s:.1f}s through MemoryLayer.remember(thread_id="
+          "session), which stores refs and links each turn to its session's previous one; "
+          "vectors precomputed)")
     print("recall@k = |evidence ∩ top-k| / |evidence|, mean over questions; cN@10 = recall@10 "
           f"of category N ({', '.join(f'{c} {n}' for c, n in CATEGORIES.items())})")
     print()

@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         have = store.conn.execute("SELECT count(*) FROM langmem_items").fetchone()[0]
         if not (args.keep and have == args.total):
             store.conn.execute("TRUNCATE langmem_items, langmem_embeddings, langmem_links, "
-                               "langmem_embedding_cache, langmem_vector_indexes")
+                               "langmem_embedding_cache, langmem_vector_indexes, langmem_terms")
             rates["langmem_layer"] = load(store, texts, args.big, args.small_size, args.chunk,
                                           "langmem_layer")
             log(f"langmem_layer loaded at {rates['langmem_layer']:.0f} items/s")

@@ -29,6 +29,7 @@ from langmem_layer.types import (
     IDENTITY_SCOPE,
     Kind,
     Layer,
+    LinkType,
     LoopStatus,
     MemoryRecord,
     Policy,
@@ -172,13 +173,25 @@ def to_recalled(item: Item) -> Recalled:
 
 
 def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: datetime,
-             **fields: Any) -> Flow:
-    """Write one memory directly (no extractor, no gate); returns it as Recalled."""
+             thread_id: str | None = None, **fields: Any) -> Flow:
+    """Write one memory directly (no extractor, no gate); returns it as Recalled.
+
+    With ``thread_id`` the memory records its thread and, like the write path's, is
+    linked to the thread's previous memory (``link_thread_memories``).
+    """
     user_id = require_user(user_id)
-    record = new_record(check_content(env, content), now=now, **fields)
+    content = check_content(env, content)
+    if thread_id is not None:
+        fields["source"] = Source(thread_id=thread_id)
+    record = new_record(content, now=now, **fields)
     key = str(uuid.uuid4())
     op = put_record(user_id, profile or env.settings.default_profile, key, record)
-    yield StoreCall([op])
+    ops: list[Any] = [op]
+    if thread_id is not None and env.settings.link_thread_memories:
+        (previous,) = yield StoreCall([mops.ThreadTailOp(user_id, thread_id)])
+        if previous is not None:
+            ops.append(mops.LinkOp(user_id, key, LinkType.ELABORATES, previous, now))
+    yield StoreCall(ops)
     return Recalled(key, op.namespace, record)
 
 

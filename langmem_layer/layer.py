@@ -180,27 +180,30 @@ class MemoryLayer:
                  kind: Kind = Kind.PROFILE_FACT, layer: Layer | None = None,
                  policy: Policy = Policy.SPEAK, pinned: bool = False, confidence: float = 0.8,
                  salience: float = 0.5, refs: Sequence[str] = (), due_at: datetime | None = None,
-                 now: datetime | None = None) -> Recalled:
+                 thread_id: str | None = None, now: datetime | None = None) -> Recalled:
         """Write one memory directly, bypassing extraction and the gate.
 
         Identity-layer memories are stored global to the user; others in ``profile``.
+        With ``thread_id`` the memory is part of that thread: it records it and is linked
+        to the thread's previous memory, as the write path does.
         """
         return self.run(flows.remember(
             self.env, user_id, content, profile=profile, now=now or self.now(), kind=kind,
             layer=layer, policy=policy, pinned=pinned, confidence=confidence,
-            salience=salience, refs=refs, due_at=due_at))
+            salience=salience, refs=refs, due_at=due_at, thread_id=thread_id))
 
     async def aremember(self, user_id: str, content: str, *, profile: str | None = None,
                         kind: Kind = Kind.PROFILE_FACT, layer: Layer | None = None,
                         policy: Policy = Policy.SPEAK, pinned: bool = False,
                         confidence: float = 0.8, salience: float = 0.5,
                         refs: Sequence[str] = (), due_at: datetime | None = None,
+                        thread_id: str | None = None,
                         now: datetime | None = None) -> Recalled:
         """Async twin of :meth:`remember`."""
         return await self.arun(flows.remember(
             self.env, user_id, content, profile=profile, now=now or self.now(), kind=kind,
             layer=layer, policy=policy, pinned=pinned, confidence=confidence,
-            salience=salience, refs=refs, due_at=due_at))
+            salience=salience, refs=refs, due_at=due_at, thread_id=thread_id))
 
     def recall(self, user_id: str, query: str | None, *, profile: str | None = None,
                limit: int | None = None, refs: Sequence[str] = (),

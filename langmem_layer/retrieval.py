@@ -209,8 +209,13 @@ def rank_candidates(
         factor = decay_weight(record, now, half_life_days=settings.summary_half_life_days) * (
             (trust or {}).get(agent or "", 0.5)
         )
+        decayed = (
+            decay_score(record, now, half_life_days=settings.summary_half_life_days)
+            < settings.decay_flag_below
+        )
         scored.append(
-            Recalled(c.key, c.namespace, record, composite * factor, c.similarity, dict(c.ranks))
+            Recalled(c.key, c.namespace, record, composite * factor, c.similarity, dict(c.ranks),
+                     decayed=decayed)
         )
     # The pinned weight is part of the composite; pinned memories also bypass ranking.
     pinned = [

@@ -61,7 +61,11 @@ class MemorySettings(BaseModel):
     )
     episodic_similarity_floor: float = Field(default=0.72, ge=-1, le=1)
     recall_limit: int = Field(default=10, ge=1)
-    decay_flag_below: float = Field(default=0.15, ge=0, le=1)
+    decay_flag_below: float = Field(
+        default=0.15, ge=0, le=1,
+        description="A recalled memory whose decay score (R5.1) is below this is flagged "
+        "Recalled.decayed; decay deprioritises it, it is never hidden.",
+    )
     context_window_tokens: int = Field(default=128_000, ge=256)
     context_budget_fraction: float = Field(
         default=0.20, gt=0, le=1, description="Share of the window for the memory block (R6.1)."
@@ -133,6 +137,12 @@ class MemorySettings(BaseModel):
         default=("elaborates", "caused_by", "derived_from"),
         description="Recall walks one hop over these link types from its best hits (R4.1); "
         "empty: no walk.",
+    )
+    link_thread_memories: bool = Field(
+        default=True,
+        description="The write path links each memory it adds from a thread ('elaborates') "
+        "to the thread's previous memory, so the link walk brings back a hit's "
+        "conversational context.",
     )
     link_seeds: int = Field(
         default=10, ge=0, description="Best hits of each strategy the link walk starts from."

@@ -230,6 +230,8 @@ class Recalled:
         similarity: Cosine similarity to the query, when it was found by vector search.
         sources: Ranks by strategy, e.g. ``{"vector": 0, "keyword": 3}`` (0-based).
         section: Where the context block placed it, once assembled.
+        decayed: Its decay score (R5.1) fell below ``decay_flag_below``: it is
+            deprioritised, not hidden, and a lifecycle job may review it.
     """
 
     key: str
@@ -239,6 +241,7 @@ class Recalled:
     similarity: float | None = None
     sources: dict[str, int] = field(default_factory=dict)
     section: str | None = None
+    decayed: bool = False
 
     @property
     def scope(self) -> str:

@@ -168,7 +168,11 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
             yield StoreCall(finish)
         return result
     scopes = scopes_for(env, profile)
-    (cands,) = yield StoreCall([mops.RecallOp(user_id, scopes, query=text, now=now)])
+    chain = bool(thread_id and env.settings.link_thread_memories)
+    cands, *tail = yield StoreCall(
+        [mops.RecallOp(user_id, scopes, query=text, now=now),
+         *([mops.ThreadTailOp(user_id, thread_id)] if chain and thread_id else [])])
+    previous: str | None = tail[0] if tail else None
     existing = rank_candidates(cands, now=now, settings=env.settings, limit=20)
     proposed: list[MemoryOperation] = yield ExtractCall(messages, existing, now)
     probes = [i for i, p in enumerate(proposed)
@@ -204,6 +208,12 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
         if isinstance(plan, str):  # a conflict policy declined it
             decisions[n] = GateDecision(op, decision.proposed, False, plan)
         elif plan.ops:
+            if chain:  # the thread's memories in order, for the link walk
+                for key in plan.written:
+                    if previous is not None:
+                        plan.ops.append(mops.LinkOp(user_id, key, LinkType.ELABORATES,
+                                                    previous, now))
+                    previous = key
             planned.append(plan)
             batch.append(mops.ApplyOnceOp(user_id, plan.op_id, tuple(plan.ops), now))
     result.decisions = decisions

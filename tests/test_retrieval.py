@@ -300,8 +300,9 @@ def test_decayed_memory_is_deprioritised_not_dropped(store: PostgresMemoryStore,
     fresh = fact(layer, "Favourite dog breed is the beagle, truly.", confidence=1.0)
     record = layer.get("u1", old).record
     assert decay_score(record, clock.now) < layer.settings.decay_flag_below
-    found = keys(layer.recall("u1", "favourite dog breed beagle"))
-    assert found == [fresh, old]
+    recalled = layer.recall("u1", "favourite dog breed beagle")
+    assert keys(recalled) == [fresh, old]
+    assert [r.decayed for r in recalled] == [False, True]  # flagged, still returned
 
 
 # -- filters ---------------------------------------------------------------------------

@@ -1,8 +1,7 @@
-"""SQL for typed-memory operations: hybrid candidates, reinforcement, status, links, export.
+"""SQL for typed-memory operations: reinforcement, status, links, threads, export.
 
 Builders return ``(sql, params)`` with named parameters and do no I/O. Each
-statement binds ``user_id``; candidates are further limited to the caller's
-scopes (namespaces) and statuses.
+statement binds ``user_id``. Recall's candidates are in :mod:`langmem_layer.sql.recall`.
 """
 
 from __future__ import annotations
@@ -11,362 +10,22 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from langmem_layer.sql.vector import ANN_EF_SEARCH, vector_literal
 from langmem_layer.types import utc_iso
 
 __all__ = [
-    "RECALL_SOURCES",
     "delete_links_of",
     "delete_memory",
     "find_memory",
     "insert_link",
     "links_of",
-    "recall_candidates",
     "set_status",
+    "thread_tail",
     "touch",
     "user_items",
     "user_links",
 ]
 
 Sql = tuple[str, dict[str, Any]]
-
-_ELIGIBLE = """i.user_id = %(user_id)s AND i.prefix = ANY(%(prefixes)s::text[]) AND i.is_memory
-          AND i.value->>'status' = ANY(%(statuses)s::text[])
-          AND (i.expires_at IS NULL OR i.expires_at > %(now)s)"""
-
-
-#: Sources of :func:`recall_candidates`: CTE name -> result column prefix.
-RECALL_SOURCES = ("vec", "kw", "rf", "tw", "lk", "oq", "pin")
-#: BM25 parameters of the keyword strategy (Robertson & Zaragoza's usual values).
-BM25_K1 = 1.2
-BM25_B = 0.75
-#: A reference carried by more than this many memories, and by more than
-#: ``ref_max_share`` of the user's memories, does not discriminate (like a stop word).
-REF_MIN_CAP = 10
-
-
-def recall_candidates(
-    user_id: str,
-    prefixes: Sequence[str],
-    *,
-    now: datetime,
-    statuses: Sequence[str] = ("active",),
-    query_text: str | None = None,
-    query_vector: Sequence[float] | None = None,
-    model_id: str | None = None,
-    refs: Sequence[str] = (),
-    per_source: int = 40,
-    pinned_limit: int = 50,
-    keyword: str = "bm25",
-    window: tuple[datetime, datetime] | None = None,
-    link_types: Sequence[str] = (),
-    link_seeds: int = 10,
-    seed_min_similarity: float | None = None,
-    open_questions: int = 0,
-    ref_max_share: float = 1.0,
-    indexed_dims: int | None = None,
-) -> Sql:
-    """Candidates from every retrieval strategy in one round trip.
-
-    Strategies (each a CTE giving ``prefix, key, rnk``, the 0-based rank in its list):
-
-    * ``vec``: vector similarity (exact cosine over the user's vectors; ``sims`` holds
-      the similarity of every scored memory);
-    * ``kw``: full-text, any query term. ``keyword="bm25"`` ranks by Okapi BM25 over
-      the user's memories (term frequency from the tsvector positions, document
-      frequency among the matching memories, ``N`` the user's item count, length
-      normalised by the matching memories' mean length), so a term most memories
-      share (a name said in every turn) weighs little; ``"cover_density"`` ranks by
-      ``ts_rank_cd`` as before;
-    * ``rf``: exact reference match (GIN on ``value -> 'refs'``), ranked by the summed
-      rarity ``ln(1 + N / df)`` of the references matched, then by similarity; a
-      reference carried by more than ``ref_max_share`` of the user's memories (and
-      by more than ``REF_MIN_CAP`` of them) is ignored;
-    * ``tw``: memories whose ``occurred_at`` lies in ``window`` ([start, end)), ranked
-      by similarity (then newest first);
-    * ``lk``: one hop over ``link_types`` links, in both directions, from the seeds —
-      the top ``link_seeds`` of ``vec`` (only those with similarity of at least
-      ``seed_min_similarity``), ``kw`` and ``rf`` — ranked by their best seed's rank;
-    * ``oq``: up to ``open_questions`` open loops (not closed) whose references overlap
-      the references of the seeds or ``refs`` (R4.5), ranked by overlap;
-    * ``pin``: pinned memories.
-
-    Only memories of the user, in ``prefixes``, with a status in ``statuses`` and not
-    expired are ever returned. Each row carries its rank per strategy (``<cte>_rank``,
-    NULL where that strategy did not find it) and its cosine similarity when known, so
-    fusion and ranking happen in Python over the union.
-    """
-    params: dict[str, Any] = {
-        "user_id": user_id,
-        "prefixes": list(prefixes),
-        "statuses": list(statuses),
-        "now": now,
-        "n": per_source,
-        "pinned_limit": pinned_limit,
-    }
-    ctes: list[str] = []
-    sources: list[str] = []
-    has_vec = query_vector is not None
-    has_kw = bool(query_text and query_text.strip())
-    if has_vec or has_kw or refs:
-        # The user's item count, from the (user_id, prefix) index: BM25's and the
-        # reference rarity's N.
-        ctes.append(
-            """n_items AS (
-            SELECT greatest(count(*), 1)::float8 AS n FROM langmem_items
-            WHERE user_id = %(user_id)s AND prefix = ANY(%(prefixes)s::text[])
-        )"""
-        )
-    if has_vec:
-        assert query_vector is not None
-        params.update(qv=vector_literal(query_vector), model_id=model_id)
-        if indexed_dims is None:  # exact: every vector of the user, in these scopes
-            sims = """sims AS (
-            SELECT e.prefix, e.key, max(1 - (e.embedding <=> %(qv)s::vector)) AS sim
-            FROM langmem_embeddings e
-            WHERE e.user_id = %(user_id)s AND e.model_id = %(model_id)s
-              AND e.prefix = ANY(%(prefixes)s::text[])
-            GROUP BY e.prefix, e.key
-        ),"""
-        else:  # the user's own HNSW graph (sql/vector.py); over-fetch for the filters
-            params.update(dims=int(indexed_dims), ann_n=4 * per_source,
-                          ann_ef=max(ANN_EF_SEARCH, 4 * per_source))
-            sims = """sims AS (
-            SELECT n.prefix, n.key, max(n.sim) AS sim
-            FROM langmem_user_nearest(%(user_id)s, %(model_id)s, %(dims)s, %(qv)s,
-                                      NULL, NULL, %(ann_n)s, %(ann_ef)s) n
-            WHERE n.prefix = ANY(%(prefixes)s::text[])
-            GROUP BY n.prefix, n.key
-        ),"""
-        ctes.append(
-            sims
-            + """
-        vec AS (
-            SELECT s.prefix, s.key, row_number() OVER (ORDER BY s.sim DESC, s.key) - 1 AS rnk
-            FROM sims s
-            JOIN langmem_items i ON i.user_id = %(user_id)s AND i.prefix = s.prefix
-                                AND i.key = s.key
-            WHERE """
-            + _ELIGIBLE
-            + """
-            ORDER BY s.sim DESC, s.key
-            LIMIT %(n)s
-        )"""
-        )
-        sources.append("vec")
-    if has_kw:
-        params["qt"] = query_text
-        # OR the query's terms: a memory sharing any content word is a candidate.
-        ctes.append(
-            """tsq AS (
-            SELECT replace(plainto_tsquery('english', %(qt)s)::text, '&', '|') AS q
-        )"""
-        )
-        if keyword == "bm25":
-            params.update(k1=BM25_K1, b=BM25_B)
-            ctes.append(
-                """kw_docs AS (
-            SELECT i.prefix, i.key, i.tsv
-            FROM langmem_items i, tsq t
-            WHERE t.q <> '' AND i.tsv @@ t.q::tsquery AND """
-                + _ELIGIBLE
-                + """
-        ),
-        kw_terms AS (
-            SELECT d.prefix, d.key, u.lexeme,
-                   coalesce(cardinality(u.positions), 1)::float8 AS tf,
-                   length(d.tsv)::float8 AS dl
-            FROM kw_docs d CROSS JOIN LATERAL unnest(d.tsv) AS u(lexeme, positions, weights)
-            WHERE u.lexeme IN (SELECT q.lexeme FROM unnest(to_tsvector('english', %(qt)s)) q)
-        ),
-        kw_df AS (SELECT lexeme, count(*)::float8 AS df FROM kw_terms GROUP BY lexeme),
-        kw_len AS (SELECT greatest(avg(length(tsv)), 1)::float8 AS avgdl FROM kw_docs),
-        kw AS (
-            SELECT t.prefix, t.key,
-                   row_number() OVER (ORDER BY sum(
-                       ln(1 + (greatest(n.n - f.df, 0) + 0.5) / (f.df + 0.5))
-                       * t.tf * (%(k1)s + 1)
-                       / (t.tf + %(k1)s * (1 - %(b)s + %(b)s * t.dl / l.avgdl))) DESC, t.key) - 1
-                       AS rnk
-            FROM kw_terms t JOIN kw_df f ON f.lexeme = t.lexeme, kw_len l, n_items n
-            GROUP BY t.prefix, t.key
-            ORDER BY rnk
-            LIMIT %(n)s
-        )"""
-            )
-        else:
-            ctes.append(
-                """kw AS (
-            SELECT i.prefix, i.key,
-                   row_number() OVER (ORDER BY ts_rank_cd(i.tsv, t.q::tsquery) DESC, i.key) - 1
-                       AS rnk
-            FROM langmem_items i, tsq t
-            WHERE t.q <> '' AND i.tsv @@ t.q::tsquery AND """
-                + _ELIGIBLE
-                + """
-            ORDER BY rnk
-            LIMIT %(n)s
-        )"""
-            )
-        sources.append("kw")
-    sim_of = "max(s.sim)" if has_vec else "NULL::float8"
-    sim_join = "LEFT JOIN sims s ON s.prefix = h.prefix AND s.key = h.key" if has_vec else ""
-    if refs:
-        params.update(refs=list(refs), ref_share=ref_max_share, ref_cap=REF_MIN_CAP)
-        ctes.append(
-            """rf_hits AS (
-            SELECT i.prefix, i.key, r.ref
-            FROM langmem_items i
-            CROSS JOIN LATERAL jsonb_array_elements_text(i.value -> 'refs') AS r(ref)
-            WHERE (i.value -> 'refs') ?| %(refs)s::text[] AND r.ref = ANY(%(refs)s::text[])
-              AND """
-            + _ELIGIBLE
-            + f"""
-        ),
-        rf_df AS (SELECT ref, count(*)::float8 AS df FROM rf_hits GROUP BY ref),
-        rf AS (
-            SELECT h.prefix, h.key,
-                   row_number() OVER (ORDER BY sum(ln(1 + n.n / f.df)) DESC,
-                                               {sim_of} DESC NULLS LAST, h.key) - 1 AS rnk
-            FROM rf_hits h JOIN rf_df f ON f.ref = h.ref CROSS JOIN n_items n
-            {sim_join}
-            WHERE f.df <= greatest(%(ref_cap)s, %(ref_share)s * n.n)
-            GROUP BY h.prefix, h.key
-            ORDER BY rnk
-            LIMIT %(n)s
-        )"""
-        )
-        sources.append("rf")
-    if window is not None:
-        params.update(w_start=utc_iso(window[0]), w_end=utc_iso(window[1]))
-        tw_sim = "s.sim" if has_vec else "NULL::float8"
-        tw_join = "LEFT JOIN sims s ON s.prefix = i.prefix AND s.key = i.key" if has_vec else ""
-        ctes.append(
-            f"""tw AS (
-            SELECT i.prefix, i.key,
-                   row_number() OVER (ORDER BY {tw_sim} DESC NULLS LAST,
-                                               i.value->>'occurred_at' DESC, i.key) - 1 AS rnk
-            FROM langmem_items i
-            {tw_join}
-            WHERE i.value->>'occurred_at' >= %(w_start)s AND i.value->>'occurred_at' < %(w_end)s
-              AND """
-            + _ELIGIBLE
-            + """
-            ORDER BY rnk
-            LIMIT %(n)s
-        )"""
-        )
-        sources.append("tw")
-    seeded = [s for s in ("vec", "kw", "rf") if s in sources]
-    if seeded and (link_types or open_questions > 0):
-        params.update(seeds=link_seeds, seed_sim=-2.0 if seed_min_similarity is None
-                      else seed_min_similarity)
-        parts = []
-        for s in seeded:
-            if s == "vec":
-                parts.append(
-                    "SELECT v.key, v.rnk FROM vec v JOIN sims s ON s.prefix = v.prefix "
-                    "AND s.key = v.key WHERE v.rnk < %(seeds)s AND s.sim >= %(seed_sim)s")
-            else:
-                parts.append(f"SELECT key, rnk FROM {s} WHERE rnk < %(seeds)s")
-        ctes.append(
-            "seed_best AS (SELECT key, min(rnk) AS rnk FROM ("
-            + " UNION ALL ".join(parts)
-            + ") x GROUP BY key)"
-        )
-    if seeded and link_types:
-        params["link_types"] = list(link_types)
-        ctes.append(
-            """lk_pairs AS (
-            SELECT l.dst_key AS key, sb.rnk FROM seed_best sb
-            JOIN langmem_links l ON l.user_id = %(user_id)s AND l.src_key = sb.key
-                                AND l.link_type = ANY(%(link_types)s::text[])
-            UNION ALL
-            SELECT l.src_key AS key, sb.rnk FROM seed_best sb
-            JOIN langmem_links l ON l.user_id = %(user_id)s AND l.dst_key = sb.key
-                                AND l.link_type = ANY(%(link_types)s::text[])
-        ),
-        lk AS (
-            SELECT i.prefix, i.key, row_number() OVER (ORDER BY min(p.rnk), i.key) - 1 AS rnk
-            FROM lk_pairs p
-            JOIN langmem_items i ON i.user_id = %(user_id)s AND i.key = p.key
-            WHERE """
-            + _ELIGIBLE
-            + """
-            GROUP BY i.prefix, i.key
-            ORDER BY rnk
-            LIMIT %(n)s
-        )"""
-        )
-        sources.append("lk")
-    if open_questions > 0 and (seeded or refs):
-        params.update(oq_limit=open_questions, oq_refs=list(refs))
-        seed_refs = (
-            """SELECT r.ref FROM seed_best sb
-                JOIN langmem_items si ON si.user_id = %(user_id)s AND si.key = sb.key
-                CROSS JOIN LATERAL jsonb_array_elements_text(si.value -> 'refs') AS r(ref)
-                UNION """
-            if seeded
-            else ""
-        )
-        not_seed = "AND i.key NOT IN (SELECT key FROM seed_best)" if seeded else ""
-        ctes.append(
-            f"""oq_refs AS (
-            {seed_refs}SELECT unnest(%(oq_refs)s::text[]) AS ref
-        ),
-        oq AS (
-            SELECT i.prefix, i.key,
-                   row_number() OVER (ORDER BY count(*) DESC, max(i.updated_at) DESC, i.key) - 1
-                       AS rnk
-            FROM langmem_items i
-            CROSS JOIN LATERAL jsonb_array_elements_text(i.value -> 'refs') AS r(ref)
-            WHERE i.value->>'kind' = 'open_loop'
-              AND coalesce(i.value->>'loop_status', 'open') <> 'closed'
-              AND r.ref IN (SELECT ref FROM oq_refs) {not_seed}
-              AND """
-            + _ELIGIBLE
-            + """
-            GROUP BY i.prefix, i.key
-            ORDER BY rnk
-            LIMIT %(oq_limit)s
-        )"""
-        )
-        sources.append("oq")
-    ctes.append(
-        """pin AS (
-            SELECT i.prefix, i.key, row_number() OVER (ORDER BY i.updated_at DESC, i.key) - 1
-                AS rnk
-            FROM langmem_items i
-            WHERE (i.value -> 'pinned') = 'true'::jsonb AND """
-        + _ELIGIBLE
-        + """
-            ORDER BY rnk
-            LIMIT %(pinned_limit)s
-        )"""
-    )
-    sources.append("pin")
-    union = " UNION ".join(f"SELECT prefix, key FROM {s}" for s in sources)
-    rank_cols = ", ".join(
-        f"{s}.rnk AS {s}_rank" if s in sources else f"NULL::bigint AS {s}_rank"
-        for s in RECALL_SOURCES
-    )
-    joins = "\n".join(
-        f"LEFT JOIN {s} ON {s}.prefix = c.prefix AND {s}.key = c.key" for s in sources
-    )
-    sim_col = "sims.sim" if has_vec else "NULL::float8"
-    final_sim_join = (
-        "LEFT JOIN sims ON sims.prefix = c.prefix AND sims.key = c.key" if has_vec else ""
-    )
-    sql = f"""WITH {", ".join(ctes)},
-        cand AS ({union})
-        SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at,
-               {sim_col} AS similarity, {rank_cols}
-        FROM cand c
-        JOIN langmem_items i ON i.user_id = %(user_id)s AND i.prefix = c.prefix AND i.key = c.key
-        {final_sim_join}
-        {joins}"""
-    return sql, params
-
 
 def touch(user_id: str, keys: Sequence[str], now: datetime) -> Sql:
     """Reinforce retrieved memories: access_count + 1, last_accessed_at = now (R4.4)."""
@@ -378,6 +37,19 @@ def touch(user_id: str, keys: Sequence[str], now: datetime) -> Sql:
                 '{last_accessed_at}', to_jsonb(%(now_iso)s::text))
         WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory""",
         {"user_id": user_id, "keys": list(keys), "now_iso": utc_iso(now)},
+    )
+
+
+def thread_tail(user_id: str, thread_id: str) -> Sql:
+    """The newest active memory written from ``thread_id``."""
+    return (
+        """SELECT i.key FROM langmem_items i
+        WHERE i.user_id = %(user_id)s AND i.is_memory
+          AND i.value -> 'source' ->> 'thread_id' = %(thread_id)s
+          AND i.value ->> 'status' = 'active'
+        ORDER BY i.created_at DESC, i.key DESC
+        LIMIT 1""",
+        {"user_id": user_id, "thread_id": thread_id},
     )
 
 

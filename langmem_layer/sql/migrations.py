@@ -225,4 +225,115 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS langmem_items_avoid_idx ON langmem_items (user_id)
         WHERE is_memory AND (value ->> 'policy') = 'avoid';
     """,
+    # 10: the large-user read path (issue: read p95 at 100k memories for one user).
+    # Per-(user, scope) document frequencies of lexemes, kept by triggers in the writing
+    # transaction, so BM25 reads df and N (the '' row counts the scope's memories)
+    # instead of counting a large user's matches at query time. Pinned memories and open
+    # loops get partial indexes: recall looks them up on every turn. The time window
+    # gets an index on occurred_at, and a thread's newest memory (the write path links
+    # the thread's next one to it) an index on the source thread.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_terms (
+        user_id text NOT NULL,
+        prefix  text NOT NULL,
+        lexeme  text NOT NULL,
+        df      bigint NOT NULL,
+        PRIMARY KEY (user_id, prefix, lexeme)
+    );
+    CREATE OR REPLACE FUNCTION langmem_terms_of(p_tsv tsvector) RETURNS SETOF text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+    $fn$ SELECT unnest(tsvector_to_array(p_tsv)) UNION ALL SELECT '' $fn$;
+    CREATE OR REPLACE FUNCTION langmem_terms_add() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+        -- sorted, so concurrent writers of one user take the row locks in one order
+        INSERT INTO langmem_terms AS t (user_id, prefix, lexeme, df)
+        SELECT n.user_id, n.prefix, l.lexeme, count(*)
+        FROM new_rows n CROSS JOIN LATERAL langmem_terms_of(n.tsv) AS l(lexeme)
+        WHERE n.is_memory
+        GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT (user_id, prefix, lexeme) DO UPDATE SET df = t.df + EXCLUDED.df;
+        RETURN NULL;
+    END $fn$;
+    CREATE OR REPLACE FUNCTION langmem_terms_remove() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+        UPDATE langmem_terms t SET df = t.df - d.n
+        FROM (SELECT o.user_id, o.prefix, l.lexeme, count(*) AS n
+              FROM old_rows o CROSS JOIN LATERAL langmem_terms_of(o.tsv) AS l(lexeme)
+              WHERE o.is_memory
+              GROUP BY 1, 2, 3 ORDER BY 1, 2, 3) d
+        WHERE t.user_id = d.user_id AND t.prefix = d.prefix AND t.lexeme = d.lexeme;
+        RETURN NULL;
+    END $fn$;
+    CREATE OR REPLACE FUNCTION langmem_terms_change() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+        IF OLD.is_memory THEN
+            UPDATE langmem_terms t SET df = t.df - 1
+            WHERE t.user_id = OLD.user_id AND t.prefix = OLD.prefix
+              AND t.lexeme IN (SELECT langmem_terms_of(OLD.tsv));
+        END IF;
+        IF NEW.is_memory THEN
+            INSERT INTO langmem_terms AS t (user_id, prefix, lexeme, df)
+            SELECT NEW.user_id, NEW.prefix, l.lexeme, 1
+            FROM langmem_terms_of(NEW.tsv) AS l(lexeme) ORDER BY 3
+            ON CONFLICT (user_id, prefix, lexeme) DO UPDATE SET df = t.df + 1;
+        END IF;
+        RETURN NULL;
+    END $fn$;
+    CREATE OR REPLACE FUNCTION langmem_terms_reset() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+        DELETE FROM langmem_terms;
+        RETURN NULL;
+    END $fn$;
+    DROP TRIGGER IF EXISTS langmem_terms_truncate ON langmem_items;
+    CREATE TRIGGER langmem_terms_truncate AFTER TRUNCATE ON langmem_items
+        FOR EACH STATEMENT EXECUTE FUNCTION langmem_terms_reset();
+    DROP TRIGGER IF EXISTS langmem_terms_insert ON langmem_items;
+    CREATE TRIGGER langmem_terms_insert AFTER INSERT ON langmem_items
+        REFERENCING NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION langmem_terms_add();
+    DROP TRIGGER IF EXISTS langmem_terms_delete ON langmem_items;
+    CREATE TRIGGER langmem_terms_delete AFTER DELETE ON langmem_items
+        REFERENCING OLD TABLE AS old_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION langmem_terms_remove();
+    DROP TRIGGER IF EXISTS langmem_terms_update ON langmem_items;
+    CREATE TRIGGER langmem_terms_update AFTER UPDATE OF search_text, is_memory ON langmem_items
+        FOR EACH ROW WHEN (OLD.tsv IS DISTINCT FROM NEW.tsv
+                           OR OLD.is_memory IS DISTINCT FROM NEW.is_memory)
+        EXECUTE FUNCTION langmem_terms_change();
+    -- A large user's memories matching a full-text query. EXECUTE plans with the user
+    -- as a literal, so the user's own partial GIN index (made with their HNSW index) is
+    -- used instead of the shared one.
+    CREATE OR REPLACE FUNCTION langmem_user_matches(
+        p_user text, p_query tsquery, p_prefixes text[], p_statuses text[],
+        p_now timestamptz, p_limit integer)
+    RETURNS TABLE (prefix text, key text, tsv tsvector)
+    LANGUAGE plpgsql STABLE AS $fn$
+    BEGIN
+        RETURN QUERY EXECUTE format(
+            'SELECT i.prefix, i.key, i.tsv FROM langmem_items i
+             WHERE i.user_id = %L AND i.is_memory AND i.tsv @@ $1
+               AND i.prefix = ANY($2) AND i.value->>''status'' = ANY($3)
+               AND (i.expires_at IS NULL OR i.expires_at > $4)
+             LIMIT $5', p_user)
+        USING p_query, p_prefixes, p_statuses, p_now, p_limit;
+    END
+    $fn$;
+    -- absolute counts, so running this entry again changes nothing
+    INSERT INTO langmem_terms AS t (user_id, prefix, lexeme, df)
+    SELECT i.user_id, i.prefix, l.lexeme, count(*)
+    FROM langmem_items i CROSS JOIN LATERAL langmem_terms_of(i.tsv) AS l(lexeme)
+    WHERE i.is_memory
+    GROUP BY 1, 2, 3
+    ON CONFLICT (user_id, prefix, lexeme) DO UPDATE SET df = EXCLUDED.df;
+    CREATE INDEX IF NOT EXISTS langmem_items_pinned_idx ON langmem_items (user_id, updated_at)
+        WHERE is_memory AND (value -> 'pinned') = 'true'::jsonb;
+    CREATE INDEX IF NOT EXISTS langmem_items_open_loops_idx ON langmem_items (user_id)
+        WHERE is_memory AND (value ->> 'kind') = 'open_loop'
+          AND coalesce(value ->> 'loop_status', 'open') <> 'closed';
+    CREATE INDEX IF NOT EXISTS langmem_items_thread_idx
+        ON langmem_items (user_id, (value -> 'source' ->> 'thread_id'), created_at)
+        WHERE is_memory;
+    CREATE INDEX IF NOT EXISTS langmem_items_occurred_idx
+        ON langmem_items (user_id, (value ->> 'occurred_at')) WHERE is_memory;
+    """,
 ]

@@ -115,13 +115,20 @@ def user_indexes(user_id: str, model_id: str) -> Sql:
     )
 
 
+def keyword_index_name(user_id: str, model_id: str) -> str:
+    """The name of the user's full-text index, made with their HNSW index."""
+    return index_name(user_id, model_id) + "_kw"
+
+
 def large_users(model_id: str, threshold: int) -> Sql:
-    """Users with at least ``threshold`` vectors of a model and no index yet (ids only)."""
+    """Users with at least ``threshold`` vectors of a model and no indexes yet (or an HNSW
+    index made before the keyword one existed)."""
     return (
         """SELECT e.user_id, count(*) AS vectors FROM langmem_embeddings e
         WHERE e.model_id = %s
           AND NOT EXISTS (SELECT 1 FROM langmem_vector_indexes x
-                          WHERE x.user_id = e.user_id AND x.model_id = e.model_id)
+                          WHERE x.user_id = e.user_id AND x.model_id = e.model_id
+                            AND to_regclass(quote_ident(x.index_name || '_kw')) IS NOT NULL)
         GROUP BY e.user_id HAVING count(*) >= %s
         ORDER BY count(*) DESC""",
         [model_id, threshold],
@@ -143,6 +150,17 @@ def create_user_index(user_id: str, model_id: str, dims: int) -> Sql:
         user=sql.Literal(user_id),
         model=sql.Literal(model_id),
     )
+    return query, []
+
+
+def create_user_keyword_index(user_id: str, model_id: str) -> Sql:
+    """``CREATE INDEX`` of one user's own GIN over full text (idempotent): a large user's
+    keyword search reads only their posting lists (``langmem_user_matches``)."""
+    query = sql.SQL(
+        """CREATE INDEX IF NOT EXISTS {name} ON langmem_items USING gin (tsv)
+        WHERE user_id = {user} AND is_memory"""
+    ).format(name=sql.Identifier(keyword_index_name(user_id, model_id)),
+             user=sql.Literal(user_id))
     return query, []
 
 

@@ -37,6 +37,7 @@ from langmem_layer.errors import (
 from langmem_layer.sql import cache as csql
 from langmem_layer.sql import items as isql
 from langmem_layer.sql import memory as msql
+from langmem_layer.sql import recall as rsql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
 from langmem_layer.sql.migrations import MIGRATIONS, VERSION_TABLE
@@ -264,6 +265,7 @@ class StoreCore(QueueHandlers, WorkingHandlers):
             mops.TouchOp: self._touch,
             mops.SetStatusOp: self._set_status,
             mops.FindMemoryOp: self._find,
+            mops.ThreadTailOp: self._thread_tail,
             mops.DeleteMemoryOp: self._delete_memory,
             mops.LinkOp: self._link,
             mops.LinksOp: self._links,
@@ -448,6 +450,7 @@ class StoreCore(QueueHandlers, WorkingHandlers):
         if not self.model_id or not self.dims:
             raise ConfigurationError("index_user needs a store with an embedding index")
         yield Query(*vsql.create_user_index(op.user_id, self.model_id, self.dims))
+        yield Query(*vsql.create_user_keyword_index(op.user_id, self.model_id))
         yield Query(*vsql.record_user_index(op.user_id, self.model_id, self.dims,
                                             op.now or self.now()))
 
@@ -487,7 +490,7 @@ class StoreCore(QueueHandlers, WorkingHandlers):
             dims = yield from self._ann_dims(op.user_id)
         prefixes = [_ns_text((MEMORY_ROOT, op.user_id, s)) for s in op.scopes]
         rows = yield Query(
-            *msql.recall_candidates(
+            *rsql.recall_candidates(
                 op.user_id,
                 prefixes,
                 now=now,
@@ -539,6 +542,10 @@ class StoreCore(QueueHandlers, WorkingHandlers):
     def _find(self, op: mops.FindMemoryOp) -> Handler:
         rows = yield Query(*msql.find_memory(op.user_id, op.key))
         return _row_to_item(rows[0]) if rows else None
+
+    def _thread_tail(self, op: mops.ThreadTailOp) -> Handler:
+        rows = yield Query(*msql.thread_tail(op.user_id, op.thread_id))
+        return rows[0]["key"] if rows else None
 
     def _delete_memory(self, op: mops.DeleteMemoryOp) -> Handler:
         deleted: list[dict[str, Any]] = []
