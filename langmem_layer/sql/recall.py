@@ -27,11 +27,14 @@ RECALL_SOURCES = ("vec", "kw", "rf", "tw", "lk", "oq", "pin")
 #: BM25 parameters of the keyword strategy (Robertson & Zaragoza's usual values).
 BM25_K1 = 1.2
 BM25_B = 0.75
+#: The per-user HNSW walk returns this many times ``per_source`` neighbours, so that
+#: memories filtered out afterwards (other scopes, inactive, expired) leave enough.
+ANN_OVERFETCH = 2
 #: For a large user, BM25 scores at most this many memories: those holding the query's
 #: rarest terms (by the document frequencies in ``langmem_terms``), taken rarest first
 #: while their summed frequency fits. A memory sharing only common terms with the query
 #: scores little under BM25 anyway; vector search still sees it.
-KW_DOC_BUDGET = 1000
+KW_DOC_BUDGET = 300
 #: A reference carried by more than this many memories, and by more than
 #: ``ref_max_share`` of the user's memories, does not discriminate (like a stop word).
 REF_MIN_CAP = 10
@@ -199,8 +202,8 @@ def recall_candidates(
             GROUP BY e.prefix, e.key
         ),"""
         else:  # the user's own HNSW graph (sql/vector.py); over-fetch for the filters
-            params.update(dims=int(indexed_dims), ann_n=4 * per_source,
-                          ann_ef=max(ANN_EF_SEARCH, 4 * per_source))
+            params.update(dims=int(indexed_dims), ann_n=ANN_OVERFETCH * per_source,
+                          ann_ef=max(ANN_EF_SEARCH, ANN_OVERFETCH * per_source))
             sims = """sims AS (
             SELECT n.prefix, n.key, max(n.sim) AS sim
             FROM langmem_user_nearest(%(user_id)s, %(model_id)s, %(dims)s, %(qv)s,

@@ -49,9 +49,16 @@ def index_name(user_id: str, model_id: str) -> str:
 
 
 def prepare_search(user_id: str, model_id: str) -> Sql:
-    """The dims of the user's ANN index (no row: search exactly)."""
+    """The dims of the user's ANN index (no row: search exactly).
+
+    For a user with an index, the rest of the transaction also switches to generic plans:
+    their per-user indexes are reached through functions that plan with the user as a
+    literal, so the search or recall statement itself plans alike for every query, and a
+    cached generic plan saves the several milliseconds recall's CTEs take to plan.
+    """
     return (
-        "SELECT dims FROM langmem_vector_indexes WHERE user_id = %s AND model_id = %s",
+        """SELECT dims, set_config('plan_cache_mode', 'force_generic_plan', true) AS plans
+        FROM langmem_vector_indexes WHERE user_id = %s AND model_id = %s""",
         [user_id, model_id],
     )
 
