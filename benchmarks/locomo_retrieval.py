@@ -568,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"ingest: {turns} turns in {ingest_s:.1f}s through MemoryLayer.remember(thread_id="
           "session), which stores refs and links each turn to its session's previous one; "
-          "vectors precomputed)")
+          "vectors precomputed")
     print("recall@k = |evidence ∩ top-k| / |evidence|, mean over questions; cN@10 = recall@10 "
           f"of category N ({', '.join(f'{c} {n}' for c, n in CATEGORIES.items())})")
     print()

@@ -7,10 +7,13 @@ the environment with :meth:`MemorySettings.from_env` (``LANGMEM_SIMILARITY_FLOOR
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from langmem_layer.errors import ConfigurationError
 
 __all__ = ["GateSettings", "MemorySettings", "RankingWeights"]
 
@@ -188,14 +191,31 @@ class MemorySettings(BaseModel):
     def from_env(cls, prefix: str = "LANGMEM_", **overrides: Any) -> MemorySettings:
         """Build settings from ``LANGMEM_*`` environment variables plus ``overrides``.
 
-        Only top-level scalar fields are read from the environment; nested settings
+        Top-level fields are read from the environment: lists comma-separated
+        (``LANGMEM_LINK_TYPES=elaborates,caused_by``), mappings as JSON
+        (``LANGMEM_SOURCE_WEIGHTS='{"link": 0.3}'``), the rest as text. Nested settings
         (``gate``, ``weights``) are passed as overrides.
+
+        Raises:
+            ConfigurationError: A mapping variable is not JSON (a ValueError).
+            pydantic.ValidationError: A value is invalid (also a ValueError).
         """
         values: dict[str, Any] = {}
         for name, info in cls.model_fields.items():
-            raw = os.environ.get(prefix + name.upper())
+            var = prefix + name.upper()
+            raw = os.environ.get(var)
             if raw is None or info.annotation in (GateSettings, RankingWeights):
                 continue
-            values[name] = tuple(raw.split(",")) if name == "profiles" else raw
+            origin = get_origin(info.annotation)
+            if origin is tuple:
+                values[name] = tuple(p.strip() for p in raw.split(",") if p.strip())
+            elif origin is dict:
+                try:
+                    values[name] = json.loads(raw)
+                except json.JSONDecodeError as e:
+                    raise ConfigurationError(
+                        f"{var} must be a JSON object, e.g. '{{\"link\": 0.3}}'") from e
+            else:
+                values[name] = raw
         values.update(overrides)
         return cls.model_validate(values)
