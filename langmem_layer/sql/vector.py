@@ -38,8 +38,12 @@ HNSW_EF_CONSTRUCTION = 64
 
 
 def vector_literal(vector: Sequence[float]) -> str:
-    """pgvector's text form. Text keeps the driver free of per-connection type setup."""
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    """pgvector's text form. Text keeps the driver free of per-connection type setup.
+
+    Nine significant digits: pgvector stores float32, which they round-trip exactly,
+    and they format in half the time of ``repr`` (formatting dominated bulk puts).
+    """
+    return "[" + ",".join(map("{:.9g}".format, vector)) + "]"
 
 
 def index_name(user_id: str, model_id: str) -> str:
