@@ -343,6 +343,17 @@ class MemoryLayer:
             self._wake_worker()
         return entry
 
+    async def _aafter_enqueue(self, entry: int | None, user_id: str, thread_id: str | None
+                              ) -> int | None:
+        # As _after_enqueue; the background pass is a task on the running loop.
+        if self.extraction == "inline":
+            await self.aprocess_pending(user_id=user_id)
+        elif self._turn_due(thread_id):
+            task = asyncio.get_running_loop().create_task(self._aworker_pass())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return entry
+
     def process_pending(self, *, user_id: str | None = None) -> ProcessResult:
         """Extract every queue entry ready now (all users, or one); returns what happened."""
         total = ProcessResult()
@@ -395,13 +406,7 @@ class MemoryLayer:
         entry = await self.arun(write.enqueue_turn(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now()))
-        if self.extraction == "inline":
-            await self.aprocess_pending(user_id=user_id)
-        elif self._turn_due(thread_id):
-            task = asyncio.get_running_loop().create_task(self._aworker_pass())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return entry  # type: ignore[no-any-return]
+        return await self._aafter_enqueue(entry, user_id, thread_id)
 
     async def _aworker_pass(self) -> None:
         try:
@@ -525,13 +530,7 @@ class MemoryLayer:
         entry = await self.arun(working.record_turn(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now()))
-        if self.extraction == "inline":
-            await self.aprocess_pending(user_id=user_id)
-        elif self._turn_due(thread_id):
-            task = asyncio.get_running_loop().create_task(self._aworker_pass())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return entry  # type: ignore[no-any-return]
+        return await self._aafter_enqueue(entry, user_id, thread_id)
 
     def recent_history(self, user_id: str, *, thread_id: str | None = None,
                        profile: str | None = None, hours: float | None = None,

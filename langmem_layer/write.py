@@ -168,10 +168,11 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
             yield StoreCall(finish)
         return result
     scopes = scopes_for(env, profile)
-    chain = bool(thread_id and env.settings.link_thread_memories)
-    cands, *tail = yield StoreCall(
-        [mops.RecallOp(user_id, scopes, query=text, now=now),
-         *([mops.ThreadTailOp(user_id, thread_id)] if chain and thread_id else [])])
+    tail_op = ([mops.ThreadTailOp(user_id, thread_id)]
+               if thread_id and env.settings.link_thread_memories else [])
+    chain = bool(tail_op)
+    cands, *tail = yield StoreCall([mops.RecallOp(user_id, scopes, query=text, now=now),
+                                    *tail_op])
     previous: str | None = tail[0] if tail else None
     existing = rank_candidates(cands, now=now, settings=env.settings, limit=20)
     proposed: list[MemoryOperation] = yield ExtractCall(messages, existing, now)

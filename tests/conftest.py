@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg import conninfo
 
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
@@ -83,4 +84,19 @@ async def astore(pg_uri: str, index: dict, clock: Clock) -> AsyncIterator[AsyncP
     """The async twin of ``store``."""
     _truncate(pg_uri)
     async with AsyncPostgresMemoryStore.from_conn_string(pg_uri, index=index, clock=clock) as s:
+        yield s
+
+
+@pytest.fixture
+def clean_working_tables(pg_uri: str) -> None:
+    """Empty working memory's tables, for tests that do not take ``store``."""
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute("TRUNCATE langmem_threads, langmem_messages")
+
+
+@pytest.fixture
+def saver(pg_uri: str) -> Iterator[PostgresSaver]:
+    """LangGraph's own PostgreSQL checkpointer on the test database."""
+    with PostgresSaver.from_conn_string(pg_uri) as s:
+        s.setup()
         yield s

@@ -11,7 +11,6 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.store.base import BaseStore
 
 from langmem_layer import MemoryLayer, MemorySettings
@@ -26,17 +25,7 @@ COUNTER = get_token_counter("o200k_base")
 SECTION = f"### {RECENT_HISTORY}"
 
 
-@pytest.fixture(autouse=True)
-def clean_working_tables(pg_uri: str) -> None:
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute("TRUNCATE langmem_threads, langmem_messages")
-
-
-@pytest.fixture
-def saver(pg_uri: str):
-    with PostgresSaver.from_conn_string(pg_uri) as s:
-        s.setup()
-        yield s
+pytestmark = pytest.mark.usefixtures("clean_working_tables")
 
 
 def say(graph: Any, user: str, thread: str, text: str, clock: Clock,

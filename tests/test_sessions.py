@@ -25,17 +25,7 @@ from tests.test_working import build_graph, queue_entries
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def clean_working_tables(pg_uri: str) -> None:
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute("TRUNCATE langmem_threads, langmem_messages")
-
-
-@pytest.fixture
-def saver(pg_uri: str):
-    with PostgresSaver.from_conn_string(pg_uri) as s:
-        s.setup()
-        yield s
+pytestmark = pytest.mark.usefixtures("clean_working_tables")
 
 
 def say(graph: Any, user: str, thread: str, *texts: str, clock: Clock) -> dict[str, Any]:

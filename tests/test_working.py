@@ -7,7 +7,7 @@ import json
 import random
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -35,18 +35,7 @@ WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel
          "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo"]
 
 
-@pytest.fixture(autouse=True)
-def clean_working_tables(pg_uri: str) -> None:
-    """The suite truncates its own tables; these are working memory's."""
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute("TRUNCATE langmem_threads, langmem_messages")
-
-
-@pytest.fixture
-def saver(pg_uri: str) -> Iterator[PostgresSaver]:
-    with PostgresSaver.from_conn_string(pg_uri) as s:
-        s.setup()
-        yield s
+pytestmark = pytest.mark.usefixtures("clean_working_tables")
 
 
 # -- a scripted agent with tools -------------------------------------------------------

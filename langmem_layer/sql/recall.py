@@ -86,6 +86,7 @@ _LARGE_BM25 = [
             SELECT q.lexeme, coalesce(sum(t.df), 0)::float8 AS df
             FROM kw_q q LEFT JOIN langmem_terms t
               ON t.user_id = %(user_id)s AND t.prefix = ANY(%(prefixes)s::text[])
+             -- the ANY() lets the planner probe the primary key per lexeme
              AND t.lexeme = ANY(ARRAY(SELECT lexeme FROM kw_q)) AND t.lexeme = q.lexeme
             GROUP BY q.lexeme
         ),

@@ -161,7 +161,8 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         return self._execute(self.setup_plan())[0]  # type: ignore[no-any-return]
 
     def index_large_users(self, *, threshold: int = ANN_MIN_USER_VECTORS) -> list[str]:
-        """Give every user with ``threshold`` or more vectors an HNSW index of their own.
+        """Give every user with ``threshold`` or more vectors an HNSW index and a full-text
+        (GIN) index of their own; recall then takes the large-user path.
 
         Run it as a periodic job. Each index is built in its own transaction, which holds
         writes to the embeddings table for the build (seconds per 100k vectors).
