@@ -425,6 +425,10 @@ CONFIGS.update({
     "final_notime": ("final - time window", {**FINAL_SETTINGS, "temporal_window": False}),
     "final_refs_all": ("final, refs without the 5 % share cap",
                        {**FINAL_SETTINGS, "ref_max_share": 1.0}),
+    "final_ps20": ("final, 20 candidates per strategy",
+                   {**FINAL_SETTINGS, "candidates_per_source": 20}),
+    "final_ps40": ("final, 40 candidates per strategy",
+                   {**FINAL_SETTINGS, "candidates_per_source": 40}),
 })
 BUILD_UP = [name for name, _, _ in _STEPS]
 FINAL = "final"

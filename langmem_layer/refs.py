@@ -2,7 +2,7 @@
 
 One extractor shared by the write path (a memory's ``refs``) and the read path (the
 references of a question, see :mod:`langmem_layer.query`), so both sides produce the
-same normalised strings and a GIN lookup on ``value -> 'refs'`` can match them.
+same normalised strings and the GIN lookup on memories' references can match them.
 
 What counts as a reference: a run of capitalised words (``Caroline``, ``New York``,
 ``LGBTQ``, ``Eternal Sunshine``) that does not open a sentence (or a ``Speaker:``

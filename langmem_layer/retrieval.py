@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Protocol
 
 from langmem_layer.ops import Candidate
 from langmem_layer.settings import MemorySettings
@@ -33,6 +35,8 @@ from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Recalled,
 __all__ = [
     "DEFAULT_SOURCE_WEIGHTS",
     "HALF_LIFE_KINDS",
+    "Facts",
+    "Rankable",
     "decay_score",
     "decay_weight",
     "link_scores",
@@ -54,11 +58,83 @@ DEFAULT_SOURCE_WEIGHTS: Mapping[str, float] = {
 MIN_DECAY_WEIGHT = 0.25
 
 
+class Rankable(Protocol):
+    """What ranking reads of a memory: a :class:`MemoryRecord` or its :class:`Facts`."""
+
+    @property
+    def kind(self) -> Kind: ...
+    @property
+    def layer(self) -> Layer: ...
+    @property
+    def pinned(self) -> bool: ...
+    @property
+    def confidence(self) -> float: ...
+    @property
+    def loop_status(self) -> LoopStatus | None: ...
+    @property
+    def due_at(self) -> datetime | None: ...
+    @property
+    def last_accessed_at(self) -> datetime: ...
+    @property
+    def access_count(self) -> int: ...
+
+
+def _when(text: str | None) -> datetime | None:
+    return None if text is None else to_utc(datetime.fromisoformat(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """The fields ranking reads, taken from a stored value without validating the rest.
+
+    Ranking scores every candidate but returns a few, so only the returned ones are
+    validated into a :class:`MemoryRecord` (pydantic validation of each candidate was
+    most of ranking's time).
+    """
+
+    kind: Kind
+    layer: Layer
+    pinned: bool
+    confidence: float
+    salience: float
+    loop_status: LoopStatus | None
+    due_at: datetime | None
+    occurred_at: datetime
+    last_accessed_at: datetime
+    access_count: int
+    agent_id: str | None
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any]) -> Facts:
+        """Read a stored value; a malformed one raises the full validation error."""
+        try:
+            loop = value.get("loop_status")
+            return cls(
+                kind=Kind(value["kind"]),
+                layer=Layer(value["layer"]),
+                pinned=value.get("pinned") is True,
+                confidence=float(value.get("confidence", 0.8)),
+                salience=float(value.get("salience", 0.5)),
+                loop_status=None if loop is None else LoopStatus(loop),
+                due_at=_when(value.get("due_at")),
+                occurred_at=to_utc(datetime.fromisoformat(value["occurred_at"])),
+                last_accessed_at=to_utc(datetime.fromisoformat(value["last_accessed_at"])),
+                access_count=int(value.get("access_count", 0)),
+                agent_id=(value.get("source") or {}).get("agent_id"),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            record = MemoryRecord.model_validate(value)  # raises the precise error
+            return cls(record.kind, record.layer, record.pinned, record.confidence,
+                       record.salience, record.loop_status, record.due_at,
+                       record.occurred_at, record.last_accessed_at, record.access_count,
+                       record.source.agent_id)
+
+
 def _days(later: datetime, earlier: datetime) -> float:
     return max(0.0, (to_utc(later) - to_utc(earlier)).total_seconds() / 86400.0)
 
 
-def decay_score(record: MemoryRecord, now: datetime, *, half_life_days: float = 180.0) -> float:
+def decay_score(record: Rankable, now: datetime, *, half_life_days: float = 180.0) -> float:
     """The decay score of R5.1 (1.0 means no decay).
 
     Semantic, procedural and identity memories: ``confidence × e^(−t/S)`` with ``t``
@@ -74,7 +150,7 @@ def decay_score(record: MemoryRecord, now: datetime, *, half_life_days: float = 
     return record.confidence * math.exp(-t / stability)
 
 
-def decay_weight(record: MemoryRecord, now: datetime, *, half_life_days: float = 180.0) -> float:
+def decay_weight(record: Rankable, now: datetime, *, half_life_days: float = 180.0) -> float:
     """Multiplier applied to the composite score: the decay without confidence, floored."""
     if record.layer == Layer.EPISODIC or record.pinned:
         return 1.0
@@ -83,7 +159,7 @@ def decay_weight(record: MemoryRecord, now: datetime, *, half_life_days: float =
     return max(MIN_DECAY_WEIGHT, base)
 
 
-def urgency(record: MemoryRecord, now: datetime) -> float:
+def urgency(record: Rankable, now: datetime) -> float:
     """Open-loop urgency in [0, 1]: 1 when due within a day or overdue, fading over 14 days."""
     if record.kind != Kind.OPEN_LOOP or record.loop_status == LoopStatus.CLOSED:
         return 0.0
@@ -172,59 +248,57 @@ def rank_candidates(
     """
     w = settings.weights
     weights = _weights(settings.source_weights)
-    pinned: list[Recalled] = []
-    kept: list[tuple[Candidate, MemoryRecord]] = []
+    half_life = settings.summary_half_life_days
+    pinned: list[tuple[Candidate, Facts]] = []
+    kept: list[tuple[Candidate, Facts]] = []
     for c in candidates:
-        record = MemoryRecord.model_validate(c.value)
-        if record.pinned:
-            pinned.append(Recalled(c.key, c.namespace, record, 1.0, c.similarity, dict(c.ranks)))
+        facts = Facts.of(c.value)
+        if facts.pinned:
+            pinned.append((c, facts))
             continue
         floor = (
             settings.episodic_similarity_floor
-            if record.layer == Layer.EPISODIC
+            if facts.layer == Layer.EPISODIC
             else settings.similarity_floor
         )
         lexical = any(s in c.ranks for s in _LEXICAL_SOURCES)
         if not lexical and (c.similarity is None or c.similarity < floor):
             continue
-        kept.append((c, record))
+        kept.append((c, facts))
     fused = rrf_scores([c for c, _ in kept], settings.rrf_k, weights)
     last_place = 1.0 / (settings.rrf_k + settings.candidates_per_source)
     spread = link_scores(fused, links or {}, weights["link"], last_place)
     total = {key: fused[key] + spread.get(key, 0.0) for key in fused}
     top = max(total.values(), default=0.0) or 1.0
-    scored: list[Recalled] = []
-    for c, record in kept:
+    scored: list[tuple[float, str, Candidate, Facts]] = []
+    for c, f in kept:
         relevance = total[c.key] / top
-        recency = math.exp(-_days(now, record.occurred_at) / 30.0)
+        recency = math.exp(-_days(now, f.occurred_at) / 30.0)
         composite = (
             w.relevance * relevance
-            + w.salience * record.salience
-            + w.urgency * urgency(record, now)
-            + w.confidence * record.confidence
+            + w.salience * f.salience
+            + w.urgency * urgency(f, now)
+            + w.confidence * f.confidence
             + w.recency * recency
         )
-        agent = record.source.agent_id
         # R7.2: an agent with no history has trust 0.5.
-        factor = decay_weight(record, now, half_life_days=settings.summary_half_life_days) * (
-            (trust or {}).get(agent or "", 0.5)
+        factor = decay_weight(f, now, half_life_days=half_life) * (
+            (trust or {}).get(f.agent_id or "", 0.5)
         )
-        decayed = (
-            decay_score(record, now, half_life_days=settings.summary_half_life_days)
-            < settings.decay_flag_below
-        )
-        scored.append(
-            Recalled(c.key, c.namespace, record, composite * factor, c.similarity, dict(c.ranks),
-                     decayed=decayed)
-        )
-    # The pinned weight is part of the composite; pinned memories also bypass ranking.
-    pinned = [
-        Recalled(p.key, p.namespace, p.record, w.pinned + p.record.salience * w.salience,
-                 p.similarity, p.sources)
-        for p in pinned
-    ]
-    pinned.sort(key=lambda r: (-r.score, r.key))
-    scored.sort(key=lambda r: (-r.score, r.key))
+        scored.append((composite * factor, c.key, c, f))
+    scored.sort(key=lambda t: (-t[0], t[1]))
     best = scored[:limit]
-    open_questions = [r for r in scored[limit:] if "open_question" in r.sources]
-    return pinned + best + open_questions[: settings.open_question_limit]
+    open_questions = [t for t in scored[limit:] if "open_question" in t[2].ranks]
+    chosen = best + open_questions[: settings.open_question_limit]
+
+    def recalled(c: Candidate, f: Facts, score: float) -> Recalled:
+        decayed = not f.pinned and (
+            decay_score(f, now, half_life_days=half_life) < settings.decay_flag_below
+        )
+        return Recalled(c.key, c.namespace, MemoryRecord.model_validate(c.value), score,
+                        c.similarity, dict(c.ranks), decayed=decayed)
+
+    # The pinned weight is part of the composite; pinned memories also bypass ranking.
+    first = sorted(((w.pinned + f.salience * w.salience, c.key, c, f) for c, f in pinned),
+                   key=lambda t: (-t[0], t[1]))
+    return [recalled(c, f, score) for score, _, c, f in first + chosen]

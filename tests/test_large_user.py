@@ -79,14 +79,16 @@ def test_term_frequencies_follow_inserts_updates_and_deletes(
     assert ("u2", "memories.u2.work", "hike") not in kept
 
 
-def _large_user(store: PostgresMemoryStore) -> None:
-    ns = ("memories", "big", "work")
+def _large_user(store: PostgresMemoryStore, user: str = "big") -> None:
+    ns = ("memories", user, "work")
     ops = [PutOp(ns, f"f{i}", _value(f"weekly status meeting notes number {i}")) for i in range(60)]
-    ops.append(PutOp(ns, "rare", _value("the zanzibar status meeting moved")))
+    ops.append(PutOp(ns, "rare", _value("the zanzibar status meeting moved",
+                                        refs=["zanzibar"])))
     ops.append(PutOp(ns, "pin", _value("allergic to peanuts", pinned=True)))
     store.batch(ops)
-    store.index_large_users(threshold=50)  # [] when an earlier test indexed "big" already
-    dims = store.conn.execute("SELECT dims FROM langmem_vector_indexes WHERE user_id = 'big'")
+    store.index_large_users(threshold=50)  # [] when an earlier test indexed the user already
+    dims = store.conn.execute("SELECT dims FROM langmem_vector_indexes WHERE user_id = %s",
+                              (user,))
     assert dims.fetchall()
 
 
@@ -114,6 +116,24 @@ def test_large_user_keyword_search_stays_in_the_user(store: PostgresMemoryStore)
     (cands,) = store.batch([RecallOp("big", ("work",), query="zanzibar", now=NOW)])
     assert {c.key for c in cands if "keyword" in c.ranks} == {"rare"}
     assert all(c.namespace[1] == "big" for c in cands)
+
+
+@pytest.mark.parametrize("user", ["big", "o'brien %s 100%"])
+def test_large_user_recall_uses_every_strategy_and_stays_in_the_user(
+    store: PostgresMemoryStore, user: str
+) -> None:
+    # The large-user statement names the user as a literal (for the partial indexes):
+    # quotes and psycopg's '%' must survive it.
+    _large_user(store, user)
+    store.put(("memories", "small", "work"), "s", _value("zanzibar trip", refs=["zanzibar"]))
+    (cands,) = store.batch([RecallOp(user, ("work",), query="zanzibar status meeting",
+                                     refs=("zanzibar",), now=NOW)])
+    found = {c.key: c.ranks for c in cands}
+    assert {"vector", "keyword", "ref"} <= set(found["rare"])
+    assert {k for k, r in found.items() if "ref" in r} == {"rare"}
+    assert "pinned" in found["pin"]
+    assert all(c.namespace[1] == user for c in cands)
+    assert len([c for c in cands if "vector" in c.ranks]) == 40  # per_source
 
 
 def _elaborates(layer: MemoryLayer, key: str) -> list[str]:

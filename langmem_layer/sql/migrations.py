@@ -336,4 +336,53 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS langmem_items_occurred_idx
         ON langmem_items (user_id, (value ->> 'occurred_at')) WHERE is_memory;
     """,
+    # 11: references indexed per user. The shared index on value -> 'refs' finds every
+    # user's memories naming "bob" and leaves the user to a second index; this one
+    # holds 'user.ref' elements (user ids have no '.'), so a lookup reads only the
+    # user's own matches.
+    """
+    CREATE OR REPLACE FUNCTION langmem_user_refs(p_user text, p_refs jsonb)
+    RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+        SELECT coalesce(array_agg(p_user || '.' || r), '{}')
+        FROM jsonb_array_elements_text(
+            CASE WHEN jsonb_typeof(p_refs) = 'array' THEN p_refs ELSE '[]' END) r
+    $fn$;
+    -- A short pending list: every lookup scans it, and reinforcement rewrites rows.
+    CREATE INDEX IF NOT EXISTS langmem_items_user_refs_idx
+        ON langmem_items USING gin (langmem_user_refs(user_id, value -> 'refs'))
+        WITH (gin_pending_list_limit = 256) WHERE is_memory;
+    DROP INDEX IF EXISTS langmem_items_refs_idx;
+    -- A large user's memories naming any of p_user_refs (each 'user.ref'). Like
+    -- langmem_user_matches, EXECUTE plans for these values: a generic plan would AND
+    -- the lookup with a scan of the user's whole prefix index.
+    CREATE OR REPLACE FUNCTION langmem_user_ref_matches(
+        p_user text, p_user_refs text[], p_prefixes text[], p_statuses text[],
+        p_now timestamptz)
+    RETURNS TABLE (prefix text, key text, refs jsonb)
+    LANGUAGE plpgsql STABLE AS $fn$
+    BEGIN
+        RETURN QUERY EXECUTE format(
+            'SELECT i.prefix, i.key, i.value -> ''refs'' FROM langmem_items i
+             WHERE i.user_id = %L AND i.is_memory
+               AND langmem_user_refs(i.user_id, i.value -> ''refs'') && $1
+               AND i.prefix = ANY($2) AND i.value->>''status'' = ANY($3)
+               AND (i.expires_at IS NULL OR i.expires_at > $4)', p_user)
+        USING p_user_refs, p_prefixes, p_statuses, p_now;
+    END
+    $fn$;
+    """,
+    # 12: large users' keyword indexes without a pending list (see
+    # sql/vector.create_user_keyword_index); the entries already pending are merged.
+    """
+    DO $do$
+    DECLARE r record;
+    BEGIN
+        FOR r IN SELECT x.index_name || '_kw' AS kw FROM langmem_vector_indexes x
+                 WHERE to_regclass(quote_ident(x.index_name || '_kw')) IS NOT NULL LOOP
+            EXECUTE format('ALTER INDEX %I SET (fastupdate = off)', r.kw);
+            PERFORM gin_clean_pending_list(quote_ident(r.kw)::regclass);
+        END LOOP;
+    END
+    $do$;
+    """,
 ]

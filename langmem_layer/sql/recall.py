@@ -6,11 +6,14 @@ strategy binds ``user_id`` and the caller's scopes (namespaces) and statuses.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from langmem_layer.sql.vector import ANN_EF_SEARCH, vector_literal
+from psycopg import sql
+
+from langmem_layer.sql.vector import vector_literal
 from langmem_layer.types import utc_iso
 
 __all__ = ["KW_DOC_BUDGET", "RECALL_SOURCES", "recall_candidates"]
@@ -29,12 +32,12 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 #: The per-user HNSW walk returns this many times ``per_source`` neighbours, so that
 #: memories filtered out afterwards (other scopes, inactive, expired) leave enough.
-ANN_OVERFETCH = 2
+ANN_OVERFETCH = 1.5
 #: For a large user, BM25 scores at most this many memories: those holding the query's
 #: rarest terms (by the document frequencies in ``langmem_terms``), taken rarest first
 #: while their summed frequency fits. A memory sharing only common terms with the query
 #: scores little under BM25 anyway; vector search still sees it.
-KW_DOC_BUDGET = 300
+KW_DOC_BUDGET = 200
 #: A reference carried by more than this many memories, and by more than
 #: ``ref_max_share`` of the user's memories, does not discriminate (like a stop word).
 REF_MIN_CAP = 10
@@ -45,12 +48,14 @@ _KW_Q = """kw_q AS (
             SELECT DISTINCT q.lexeme FROM unnest(to_tsvector('english', %(qt)s)) q
         )"""
 # Term frequency and length of each scored memory (kw_docs) for the query's lexemes:
-_KW_TERMS = """kw_terms AS (
+# (materialized, the lexemes as one array: each memory's tsvector is unnested once
+# whatever row counts a generic plan guesses)
+_KW_TERMS = """kw_terms AS MATERIALIZED (
             SELECT d.prefix, d.key, u.lexeme,
                    coalesce(cardinality(u.positions), 1)::float8 AS tf,
                    length(d.tsv)::float8 AS dl
             FROM kw_docs d CROSS JOIN LATERAL unnest(d.tsv) AS u(lexeme, positions, weights)
-            WHERE u.lexeme IN (SELECT lexeme FROM kw_q)
+            WHERE u.lexeme = ANY(ARRAY(SELECT lexeme FROM kw_q))
         )"""
 # Okapi BM25 over kw_terms with df from kw_df and N from n_items:
 _KW_RANK = """kw_len AS (SELECT greatest(avg(length(tsv)), 1)::float8 AS avgdl FROM kw_docs),
@@ -80,6 +85,7 @@ _SMALL_BM25 = [
 ]
 # A user with an index of their own (see KW_DOC_BUDGET): df and N read from
 # langmem_terms, the memories of the rarest terms scored, from the user's own GIN index.
+# {user} is the user as a literal (see _literal).
 _LARGE_BM25 = [
     _KW_Q,
     """kw_df AS (
@@ -98,15 +104,31 @@ _LARGE_BM25 = [
             ) r WHERE upto <= %(kw_budget)s OR nth = 1
         ),
         kw_docs AS (
-            SELECT m.prefix, m.key, m.tsv
-            FROM langmem_user_matches(
-                %(user_id)s,
-                (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM kw_pick),
-                %(prefixes)s::text[], %(statuses)s::text[], %(now)s, %(kw_budget)s) m
+            SELECT i.prefix, i.key, i.tsv
+            FROM langmem_items i
+            WHERE i.tsv @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery
+                            FROM kw_pick)
+              AND i.user_id = {user} AND i.is_memory
+              AND i.prefix = ANY(%(prefixes)s::text[])
+              AND i.value->>'status' = ANY(%(statuses)s::text[])
+              AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
+            LIMIT %(kw_budget)s
         )""",
     _KW_TERMS,
     _KW_RANK,
 ]
+
+
+def _literal(value: str | None) -> str:
+    """A quoted SQL literal, for the user and model of a large user's statement.
+
+    Their own indexes are partial (``WHERE user_id = 'alice'``), and a plan can use a
+    partial index only when the query names the same constant: as a parameter, the
+    user would leave every plan on the shared indexes. The statement text is then one
+    per large user, so its generic plan is cached per user.
+    """
+    # '%' doubled: the statement goes through psycopg's %(name)s placeholders.
+    return sql.Literal(value).as_string(None).replace("%", "%%")
 
 
 def recall_candidates(
@@ -145,7 +167,7 @@ def recall_candidates(
       holding the query's rarest terms are scored (``KW_DOC_BUDGET``);
       ``"cover_density"`` ranks by
       ``ts_rank_cd`` as before;
-    * ``rf``: exact reference match (GIN on ``value -> 'refs'``), ranked by the summed
+    * ``rf``: exact reference match (the per-user GIN of migration 11), ranked by the summed
       rarity ``ln(1 + N / df)`` of the references matched, then by similarity; a
       reference carried by more than ``ref_max_share`` of the user's memories (and
       by more than ``REF_MIN_CAP`` of them) is ignored;
@@ -203,12 +225,17 @@ def recall_candidates(
             GROUP BY e.prefix, e.key
         ),"""
         else:  # the user's own HNSW graph (sql/vector.py); over-fetch for the filters
-            params.update(dims=int(indexed_dims), ann_n=ANN_OVERFETCH * per_source,
-                          ann_ef=max(ANN_EF_SEARCH, ANN_OVERFETCH * per_source))
-            sims = """sims AS (
-            SELECT n.prefix, n.key, max(n.sim) AS sim
-            FROM langmem_user_nearest(%(user_id)s, %(model_id)s, %(dims)s, %(qv)s,
-                                      NULL, NULL, %(ann_n)s, %(ann_ef)s) n
+            params["ann_n"] = math.ceil(ANN_OVERFETCH * per_source)
+            vec_t = f"vector({int(indexed_dims)})"
+            sims = f"""sims AS (
+            SELECT n.prefix, n.key, max(n.sim) AS sim FROM (
+                SELECT e.prefix, e.key,
+                       1 - (e.embedding::{vec_t} <=> %(qv)s::{vec_t}) AS sim
+                FROM langmem_embeddings e
+                WHERE e.user_id = {_literal(user_id)} AND e.model_id = {_literal(model_id)}
+                ORDER BY e.embedding::{vec_t} <=> %(qv)s::{vec_t}
+                LIMIT %(ann_n)s
+            ) n
             WHERE n.prefix = ANY(%(prefixes)s::text[])
             GROUP BY n.prefix, n.key
         ),"""
@@ -238,7 +265,8 @@ def recall_candidates(
         )
         if keyword == "bm25":
             params.update(k1=BM25_K1, b=BM25_B, kw_budget=KW_DOC_BUDGET)
-            ctes.extend(_LARGE_BM25 if large else _SMALL_BM25)
+            ctes.extend([c.replace("{user}", _literal(user_id)) for c in _LARGE_BM25]
+                        if large else _SMALL_BM25)
         else:
             ctes.append(
                 """kw AS (
@@ -257,15 +285,25 @@ def recall_candidates(
     sim_of = "max(s.sim)" if has_vec else "NULL::float8"
     sim_join = "LEFT JOIN sims s ON s.prefix = h.prefix AND s.key = h.key" if has_vec else ""
     if refs:
-        params.update(refs=list(refs), ref_share=ref_max_share, ref_cap=REF_MIN_CAP)
-        ctes.append(
-            """rf_hits AS (
+        params.update(refs=list(refs), ref_share=ref_max_share, ref_cap=REF_MIN_CAP,
+                      user_refs=[f"{user_id}.{r}" for r in refs])
+        if large:
+            hits = """rf_hits AS (
+            SELECT m.prefix, m.key, r.ref
+            FROM langmem_user_ref_matches(%(user_id)s, %(user_refs)s::text[],
+                                          %(prefixes)s::text[], %(statuses)s::text[],
+                                          %(now)s) m
+            CROSS JOIN LATERAL jsonb_array_elements_text(m.refs) AS r(ref)
+            WHERE r.ref = ANY(%(refs)s::text[])"""
+        else:
+            hits = """rf_hits AS (
             SELECT i.prefix, i.key, r.ref
             FROM langmem_items i
             CROSS JOIN LATERAL jsonb_array_elements_text(i.value -> 'refs') AS r(ref)
-            WHERE (i.value -> 'refs') ?| %(refs)s::text[] AND r.ref = ANY(%(refs)s::text[])
-              AND """
-            + _ELIGIBLE
+            WHERE langmem_user_refs(i.user_id, i.value -> 'refs') && %(user_refs)s::text[]
+              AND r.ref = ANY(%(refs)s::text[]) AND """ + _ELIGIBLE
+        ctes.append(
+            hits
             + f"""
         ),
         rf_df AS (SELECT ref, count(*)::float8 AS df FROM rf_hits GROUP BY ref),
@@ -400,26 +438,33 @@ def recall_candidates(
         )"""
     )
     sources.append("pin")
-    union = " UNION ".join(f"SELECT prefix, key FROM {s}" for s in sources)
+    # One hash aggregate over the tagged lists (rather than a join per list) gives each
+    # candidate its rank in every list and its similarity; sims rows alone are not
+    # candidates. The rows are then fetched by (user, key), the prefix compared behind
+    # an OFFSET 0 fence: given the prefix too, a generic plan (large users) can pick
+    # the (user_id, prefix) index and scan the user's whole scope once per candidate.
+    parts = [f"SELECT {n} AS src, prefix, key, rnk, NULL::float8 AS sim FROM {s}"
+             for n, s in enumerate(sources)]
+    if has_vec:
+        parts.append(f"SELECT {len(sources)}, prefix, key, NULL::bigint, sim FROM sims")
     rank_cols = ", ".join(
-        f"{s}.rnk AS {s}_rank" if s in sources else f"NULL::bigint AS {s}_rank"
+        f"min(rnk) FILTER (WHERE src = {sources.index(s)}) AS {s}_rank" if s in sources
+        else f"NULL::bigint AS {s}_rank"
         for s in RECALL_SOURCES
     )
-    joins = "\n".join(
-        f"LEFT JOIN {s} ON {s}.prefix = c.prefix AND {s}.key = c.key" for s in sources
-    )
-    sim_col = "sims.sim" if has_vec else "NULL::float8"
-    final_sim_join = (
-        "LEFT JOIN sims ON sims.prefix = c.prefix AND sims.key = c.key" if has_vec else ""
-    )
     sql = f"""WITH {", ".join(ctes)},
-        cand AS ({union})
-        SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at,
-               {sim_col} AS similarity, {rank_cols}
-        FROM cand c
-        JOIN langmem_items i ON i.user_id = %(user_id)s AND i.prefix = c.prefix AND i.key = c.key
-        {final_sim_join}
-        {joins}"""
+        cand AS (
+            SELECT prefix, key, max(sim) AS similarity, {rank_cols}
+            FROM ({" UNION ALL ".join(parts)}) x
+            GROUP BY prefix, key
+            HAVING bool_or(src < {len(sources)})
+        )
+        SELECT * FROM (
+            SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, c.similarity,
+                   {", ".join(f"c.{s}_rank" for s in RECALL_SOURCES)}, c.prefix AS cand_prefix
+            FROM cand c JOIN langmem_items i ON i.user_id = %(user_id)s AND i.key = c.key
+            OFFSET 0
+        ) r WHERE r.prefix = r.cand_prefix"""
     return sql, params
 
 

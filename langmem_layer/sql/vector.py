@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 Sql = tuple[Any, list[Any]]
+Ddl = tuple[Any, None]  # a Composed statement, run without parameters
 
 #: hnsw.ef_search floor for per-user indexes: recall >= 0.95 at 100k vectors (measured).
 ANN_EF_SEARCH = 100
@@ -56,14 +57,18 @@ def prepare_search(user_id: str, model_id: str) -> Sql:
     """The dims of the user's ANN index (no row: search exactly).
 
     For a user with an index, the rest of the transaction also switches to generic plans:
-    their per-user indexes are reached through functions that plan with the user as a
-    literal, so the search or recall statement itself plans alike for every query, and a
-    cached generic plan saves the several milliseconds recall's CTEs take to plan.
+    their per-user indexes are reached by naming the user as a literal (recall) or
+    through functions that plan with it (search), so the statement plans alike for every
+    query, and a cached generic plan saves the several milliseconds recall's CTEs take
+    to plan. HNSW walks in the transaction use ``ANN_EF_SEARCH`` and, past it, pgvector's
+    iterative scan.
     """
     return (
-        """SELECT dims, set_config('plan_cache_mode', 'force_generic_plan', true) AS plans
+        """SELECT dims, set_config('plan_cache_mode', 'force_generic_plan', true) AS plans,
+               set_config('hnsw.ef_search', %s, true) AS ef,
+               set_config('hnsw.iterative_scan', 'relaxed_order', true) AS scan
         FROM langmem_vector_indexes WHERE user_id = %s AND model_id = %s""",
-        [user_id, model_id],
+        [str(ANN_EF_SEARCH), user_id, model_id],
     )
 
 
@@ -146,7 +151,7 @@ def large_users(model_id: str, threshold: int) -> Sql:
     )
 
 
-def create_user_index(user_id: str, model_id: str, dims: int) -> Sql:
+def create_user_index(user_id: str, model_id: str, dims: int) -> Ddl:
     """``CREATE INDEX`` of one user's HNSW graph (idempotent)."""
     query = sql.SQL(
         """CREATE INDEX IF NOT EXISTS {name} ON langmem_embeddings
@@ -161,18 +166,24 @@ def create_user_index(user_id: str, model_id: str, dims: int) -> Sql:
         user=sql.Literal(user_id),
         model=sql.Literal(model_id),
     )
-    return query, []
+    # No parameters (None, not []): psycopg then reads no '%' in the user id as one.
+    return query, None
 
 
-def create_user_keyword_index(user_id: str, model_id: str) -> Sql:
+def create_user_keyword_index(user_id: str, model_id: str) -> Ddl:
     """``CREATE INDEX`` of one user's own GIN over full text (idempotent): a large user's
-    keyword search reads only their posting lists (``langmem_user_matches``)."""
+    keyword search reads only their posting lists (``langmem_user_matches``).
+
+    Without a pending list (``fastupdate = off``): every search would otherwise scan
+    the list of recent entries, which reinforcement (an update per returned memory)
+    keeps full, for milliseconds per turn. Writes go to the posting lists instead.
+    """
     query = sql.SQL(
         """CREATE INDEX IF NOT EXISTS {name} ON langmem_items USING gin (tsv)
-        WHERE user_id = {user} AND is_memory"""
+        WITH (fastupdate = off) WHERE user_id = {user} AND is_memory"""
     ).format(name=sql.Identifier(keyword_index_name(user_id, model_id)),
              user=sql.Literal(user_id))
-    return query, []
+    return query, None  # see create_user_index
 
 
 def record_user_index(user_id: str, model_id: str, dims: int, now: datetime) -> Sql:
