@@ -85,7 +85,6 @@ _SMALL_BM25 = [
 ]
 # A user with an index of their own (see KW_DOC_BUDGET): df and N read from
 # langmem_terms, the memories of the rarest terms scored, from the user's own GIN index.
-# {user} is the user as a literal (see _literal).
 _LARGE_BM25 = [
     _KW_Q,
     """kw_df AS (
@@ -104,15 +103,13 @@ _LARGE_BM25 = [
             ) r WHERE upto <= %(kw_budget)s OR nth = 1
         ),
         kw_docs AS (
-            SELECT i.prefix, i.key, i.tsv
-            FROM langmem_items i
-            WHERE i.tsv @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery
-                            FROM kw_pick)
-              AND i.user_id = {user} AND i.is_memory
-              AND i.prefix = ANY(%(prefixes)s::text[])
-              AND i.value->>'status' = ANY(%(statuses)s::text[])
-              AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
-            LIMIT %(kw_budget)s
+            -- planned per call (EXECUTE): a cached generic plan may AND the shared
+            -- full-text index with the user's whole scope instead of using theirs
+            SELECT m.prefix, m.key, m.tsv
+            FROM langmem_user_matches(
+                %(user_id)s,
+                (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM kw_pick),
+                %(prefixes)s::text[], %(statuses)s::text[], %(now)s, %(kw_budget)s) m
         )""",
     _KW_TERMS,
     _KW_RANK,
@@ -120,12 +117,13 @@ _LARGE_BM25 = [
 
 
 def _literal(value: str | None) -> str:
-    """A quoted SQL literal, for the user and model of a large user's statement.
+    """A quoted SQL literal, for the user and model of a large user's HNSW walk.
 
-    Their own indexes are partial (``WHERE user_id = 'alice'``), and a plan can use a
-    partial index only when the query names the same constant: as a parameter, the
-    user would leave every plan on the shared indexes. The statement text is then one
-    per large user, so its generic plan is cached per user.
+    Their HNSW index is partial (``WHERE user_id = 'alice' AND model_id = ...``), and a
+    plan can use a partial index only when the query names the same constants. The
+    statement text is then one per large user, so its generic plan is cached per user
+    (no planning per turn). The keyword and reference lookups, where a generic plan
+    can pick the wrong index, stay in functions that plan per call.
     """
     # '%' doubled: the statement goes through psycopg's %(name)s placeholders.
     return sql.Literal(value).as_string(None).replace("%", "%%")
@@ -265,8 +263,7 @@ def recall_candidates(
         )
         if keyword == "bm25":
             params.update(k1=BM25_K1, b=BM25_B, kw_budget=KW_DOC_BUDGET)
-            ctes.extend([c.replace("{user}", _literal(user_id)) for c in _LARGE_BM25]
-                        if large else _SMALL_BM25)
+            ctes.extend(_LARGE_BM25 if large else _SMALL_BM25)
         else:
             ctes.append(
                 """kw AS (

@@ -172,7 +172,7 @@ def create_user_index(user_id: str, model_id: str, dims: int) -> Ddl:
 
 def create_user_keyword_index(user_id: str, model_id: str) -> Ddl:
     """``CREATE INDEX`` of one user's own GIN over full text (idempotent): a large user's
-    keyword search reads only their posting lists (``langmem_user_matches``).
+    keyword search reads only their posting lists (recall names the user as a literal).
 
     Without a pending list (``fastupdate = off``): every search would otherwise scan
     the list of recent entries, which reinforcement (an update per returned memory)
