@@ -123,11 +123,9 @@ class Facts:
                 agent_id=(value.get("source") or {}).get("agent_id"),
             )
         except (KeyError, TypeError, ValueError, AttributeError):
-            record = MemoryRecord.model_validate(value)  # raises the precise error
-            return cls(record.kind, record.layer, record.pinned, record.confidence,
-                       record.salience, record.loop_status, record.due_at,
-                       record.occurred_at, record.last_accessed_at, record.access_count,
-                       record.source.agent_id)
+            # Raises the precise error; a value pydantic accepts is read in its
+            # canonical form.
+            return cls.of(MemoryRecord.model_validate(value).to_value())
 
 
 def _days(later: datetime, earlier: datetime) -> float:

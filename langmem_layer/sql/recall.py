@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from psycopg import sql
-
-from langmem_layer.sql.vector import vector_literal
+from langmem_layer.sql.vector import user_walk, vector_literal
 from langmem_layer.types import utc_iso
 
 __all__ = ["KW_DOC_BUDGET", "RECALL_SOURCES", "recall_candidates"]
@@ -116,19 +114,6 @@ _LARGE_BM25 = [
 ]
 
 
-def _literal(value: str | None) -> str:
-    """A quoted SQL literal, for the user and model of a large user's HNSW walk.
-
-    Their HNSW index is partial (``WHERE user_id = 'alice' AND model_id = ...``), and a
-    plan can use a partial index only when the query names the same constants. The
-    statement text is then one per large user, so its generic plan is cached per user
-    (no planning per turn). The keyword and reference lookups, where a generic plan
-    can pick the wrong index, stay in functions that plan per call.
-    """
-    # '%' doubled: the statement goes through psycopg's %(name)s placeholders.
-    return sql.Literal(value).as_string(None).replace("%", "%%")
-
-
 def recall_candidates(
     user_id: str,
     prefixes: Sequence[str],
@@ -224,15 +209,9 @@ def recall_candidates(
         ),"""
         else:  # the user's own HNSW graph (sql/vector.py); over-fetch for the filters
             params["ann_n"] = math.ceil(ANN_OVERFETCH * per_source)
-            vec_t = f"vector({int(indexed_dims)})"
             sims = f"""sims AS (
             SELECT n.prefix, n.key, max(n.sim) AS sim FROM (
-                SELECT e.prefix, e.key,
-                       1 - (e.embedding::{vec_t} <=> %(qv)s::{vec_t}) AS sim
-                FROM langmem_embeddings e
-                WHERE e.user_id = {_literal(user_id)} AND e.model_id = {_literal(model_id)}
-                ORDER BY e.embedding::{vec_t} <=> %(qv)s::{vec_t}
-                LIMIT %(ann_n)s
+                {user_walk(user_id, model_id or "", indexed_dims)}
             ) n
             WHERE n.prefix = ANY(%(prefixes)s::text[])
             GROUP BY n.prefix, n.key
@@ -282,22 +261,23 @@ def recall_candidates(
     sim_of = "max(s.sim)" if has_vec else "NULL::float8"
     sim_join = "LEFT JOIN sims s ON s.prefix = h.prefix AND s.key = h.key" if has_vec else ""
     if refs:
-        params.update(refs=list(refs), ref_share=ref_max_share, ref_cap=REF_MIN_CAP,
-                      user_refs=[f"{user_id}.{r}" for r in refs])
+        params.update(refs=list(refs), ref_share=ref_max_share, ref_cap=REF_MIN_CAP)
+        # the lookup keys in the index's own form ('user.ref'), made by the same function
+        user_refs = "langmem_user_refs(%(user_id)s, to_jsonb(%(refs)s::text[]))"
         if large:
-            hits = """rf_hits AS (
+            hits = f"""rf_hits AS (
             SELECT m.prefix, m.key, r.ref
-            FROM langmem_user_ref_matches(%(user_id)s, %(user_refs)s::text[],
+            FROM langmem_user_ref_matches(%(user_id)s, {user_refs},
                                           %(prefixes)s::text[], %(statuses)s::text[],
                                           %(now)s) m
             CROSS JOIN LATERAL jsonb_array_elements_text(m.refs) AS r(ref)
             WHERE r.ref = ANY(%(refs)s::text[])"""
         else:
-            hits = """rf_hits AS (
+            hits = f"""rf_hits AS (
             SELECT i.prefix, i.key, r.ref
             FROM langmem_items i
             CROSS JOIN LATERAL jsonb_array_elements_text(i.value -> 'refs') AS r(ref)
-            WHERE langmem_user_refs(i.user_id, i.value -> 'refs') && %(user_refs)s::text[]
+            WHERE langmem_user_refs(i.user_id, i.value -> 'refs') && {user_refs}
               AND r.ref = ANY(%(refs)s::text[]) AND """ + _ELIGIBLE
         ctes.append(
             hits

@@ -25,6 +25,7 @@ __all__ = [
     "prepare_search",
     "record_user_index",
     "user_indexes",
+    "user_walk",
     "vector_literal",
 ]
 
@@ -70,6 +71,26 @@ def prepare_search(user_id: str, model_id: str) -> Sql:
         FROM langmem_vector_indexes WHERE user_id = %s AND model_id = %s""",
         [str(ANN_EF_SEARCH), user_id, model_id],
     )
+
+
+def user_walk(user_id: str, model_id: str, dims: int) -> str:
+    """A SELECT of the user's nearest vectors through their own HNSW index, for recall.
+
+    Rows (prefix, key, sim), best first; named parameters ``qv`` (the query vector as
+    text) and ``ann_n`` (how many). The user and model are quoted literals: the index is
+    partial (see :func:`create_user_index`), and a plan can use a partial index only when
+    the query names the same constants. The statement text is then one per large user,
+    so its generic plan is cached per user and nothing is planned per turn.
+    """
+    vec = f"vector({int(dims)})"
+    # '%' doubled: the text goes through psycopg's %(name)s placeholders.
+    user, model = (sql.Literal(v).as_string(None).replace("%", "%%")
+                   for v in (user_id, model_id))
+    return f"""SELECT e.prefix, e.key, 1 - (e.embedding::{vec} <=> %(qv)s::{vec}) AS sim
+                FROM langmem_embeddings e
+                WHERE e.user_id = {user} AND e.model_id = {model}
+                ORDER BY e.embedding::{vec} <=> %(qv)s::{vec}
+                LIMIT %(ann_n)s"""
 
 
 def nearest(
@@ -172,7 +193,7 @@ def create_user_index(user_id: str, model_id: str, dims: int) -> Ddl:
 
 def create_user_keyword_index(user_id: str, model_id: str) -> Ddl:
     """``CREATE INDEX`` of one user's own GIN over full text (idempotent): a large user's
-    keyword search reads only their posting lists (recall names the user as a literal).
+    keyword search reads only their posting lists (``langmem_user_matches``).
 
     Without a pending list (``fastupdate = off``): every search would otherwise scan
     the list of recent entries, which reinforcement (an update per returned memory)
