@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -22,6 +23,7 @@ from langmem_layer import (
     Status,
 )
 from langmem_layer.ops import ExportOp, LinkOp, LinksOp
+from langmem_layer.sql import memory as msql
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.fakes import Clock
 
@@ -63,6 +65,40 @@ def test_recall_reinforces_returned_memories(layer: MemoryLayer, clock: Clock) -
     after = layer.get("u1", m.key).record
     assert after.access_count == 1
     assert after.last_accessed_at == clock.now
+
+
+def test_reinforcement_writes_no_index_entry(layer: MemoryLayer, pg_uri: str,
+                                             clock: Clock) -> None:
+    m = layer.remember("u1", "Prefers morning meetings.", kind=Kind.PREFERENCE)
+    sql, params = msql.touch("u1", [m.key], clock.now)
+    with psycopg.connect(pg_uri) as conn:
+        conn.execute(sql, params)
+        upd, hot = conn.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
+            " WHERE relname = 'langmem_items'").fetchone() or (0, 0)
+        conn.rollback()
+    assert (upd, hot) == (1, 1)  # heap-only: no index of the row was written
+
+
+def test_reinforced_fields_in_every_read_until_the_value_is_written(
+        layer: MemoryLayer, store: PostgresMemoryStore, clock: Clock) -> None:
+    m = layer.remember("u1", "Prefers morning meetings.", kind=Kind.PREFERENCE)
+    for _ in range(2):
+        clock.advance(days=1)
+        assert [r.key for r in layer.recall("u1", "morning meetings")] == [m.key]
+    ns = layer.recall("u1", "morning meetings")[0].namespace
+    clock.advance(days=1)
+    assert [i.key for i in store.search(ns, filter={"access_count": 3})] == [m.key]
+    exported = {i["key"]: i["value"] for i in layer.export("u1")["items"]}
+    assert exported[m.key]["access_count"] == 3
+    item = store.get(ns, m.key)
+    assert item is not None and item.value["access_count"] == 3
+    # A write of the value is authoritative: it replaces the reinforced fields.
+    store.put(ns, m.key, {**item.value, "access_count": 0})
+    assert layer.get("u1", m.key).record.access_count == 0
+    layer.recall("u1", "morning meetings")
+    assert layer.get("u1", m.key).record.access_count == 1
+    assert layer.get("u1", m.key).record.last_accessed_at == clock.now
 
 
 def test_pinned_always_included_and_first(layer: MemoryLayer) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from langmem_layer.sql.vector import nearest, vector_literal
 
 __all__ = [
+    "VALUE",
     "Sql",
     "delete_embeddings",
     "delete_items",
@@ -32,6 +33,11 @@ __all__ = [
 Sql = tuple[str, list[Any]]
 
 _LIVE = "(i.expires_at IS NULL OR i.expires_at > %s)"
+
+#: An item's value as every reader sees it (alias ``i``): reinforcement keeps the access
+#: fields in the ``access`` column (migration 13, see :func:`~langmem_layer.sql.memory.touch`),
+#: and a write of the value clears it.
+VALUE = "(i.value || coalesce(i.access, '{}'::jsonb))"
 
 
 def _escape_like(text: str) -> str:
@@ -55,7 +61,7 @@ def prefix_args(prefix: str) -> tuple[str | None, str | None]:
 def get_items(user_id: str, prefix: str, keys: Sequence[str], now: datetime) -> Sql:
     """Fetch live items of one namespace by key."""
     return (
-        f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at
         FROM langmem_items i
         WHERE i.user_id = %s AND i.prefix = %s AND i.key = ANY(%s::text[]) AND {_LIVE}""",
         [user_id, prefix, list(keys), now],
@@ -108,6 +114,7 @@ def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
             created_at = CASE WHEN i.expires_at IS NOT NULL AND i.expires_at <= EXCLUDED.updated_at
                               THEN EXCLUDED.created_at ELSE i.created_at END,
             value = EXCLUDED.value,
+            access = NULL,
             is_memory = EXCLUDED.is_memory,
             search_text = EXCLUDED.search_text,
             updated_at = EXCLUDED.updated_at,
@@ -202,7 +209,7 @@ def search_items(
     f_sql, f_params = filter_sql
     if query_vector is None:
         return (
-            f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, i.ttl_minutes,
+            f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
                    NULL::float8 AS score
             FROM langmem_items i
             WHERE i.user_id = %s AND {ns_sql} AND {_LIVE} AND {f_sql}
@@ -222,7 +229,7 @@ def search_items(
         indexed_dims=indexed_dims,
     )
     return (
-        f"""SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, i.ttl_minutes,
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
                s.sim AS score
         FROM ({near_sql}) s
         JOIN langmem_items i ON i.user_id = %s AND i.prefix = s.prefix AND i.key = s.key

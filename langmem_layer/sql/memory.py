@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from langmem_layer.sql.items import VALUE
 from langmem_layer.types import utc_iso
 
 __all__ = [
@@ -28,13 +29,18 @@ __all__ = [
 Sql = tuple[str, dict[str, Any]]
 
 def touch(user_id: str, keys: Sequence[str], now: datetime) -> Sql:
-    """Reinforce retrieved memories: access_count + 1, last_accessed_at = now (R4.4)."""
+    """Reinforce retrieved memories: access_count + 1, last_accessed_at = now (R4.4).
+
+    Only the unindexed ``access`` column changes (readers see it through
+    :data:`~langmem_layer.sql.items.VALUE`), so the row is updated in place (HOT)
+    when its page has room, and no index entry is written.
+    """
     return (
         """UPDATE langmem_items i
-        SET value = jsonb_set(
-                jsonb_set(i.value, '{access_count}',
-                          to_jsonb(coalesce((i.value->>'access_count')::int, 0) + 1)),
-                '{last_accessed_at}', to_jsonb(%(now_iso)s::text))
+        SET access = jsonb_build_object(
+                'access_count', coalesce((i.access->>'access_count')::int,
+                                         (i.value->>'access_count')::int, 0) + 1,
+                'last_accessed_at', %(now_iso)s::text)
         WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory""",
         {"user_id": user_id, "keys": list(keys), "now_iso": utc_iso(now)},
     )
@@ -69,7 +75,7 @@ def set_status(user_id: str, keys: Sequence[str], status: str, now: datetime) ->
 def find_memory(user_id: str, key: str) -> Sql:
     """One typed memory by id, whatever its scope."""
     return (
-        """SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at
         FROM langmem_items i
         WHERE i.user_id = %(user_id)s AND i.key = %(key)s AND i.is_memory""",
         {"user_id": user_id, "key": key},
@@ -141,7 +147,7 @@ def links_of(user_id: str, keys: Sequence[str]) -> Sql:
 def user_items(user_id: str) -> Sql:
     """Every item of a tenant (memories and generic items), for export."""
     return (
-        """SELECT i.prefix, i.key, i.value, i.is_memory, i.created_at, i.updated_at,
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.is_memory, i.created_at, i.updated_at,
                i.expires_at, i.ttl_minutes
         FROM langmem_items i WHERE i.user_id = %(user_id)s ORDER BY i.prefix, i.key""",
         {"user_id": user_id},

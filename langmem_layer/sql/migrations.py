@@ -385,4 +385,13 @@ MIGRATIONS: list[str] = [
     END
     $do$;
     """,
+    # 13: reinforcement (R4.4) writes a memory's access_count and last_accessed_at to
+    # their own unindexed column, which readers lay over the value (sql/items.VALUE).
+    # Rewriting the indexed value made every recall's UPDATE insert new entries into
+    # every index of the row (its full-text ones included); changing only this column
+    # lets PostgreSQL update in place (HOT), given free room on the page: fillfactor.
+    """
+    ALTER TABLE langmem_items ADD COLUMN IF NOT EXISTS access jsonb;
+    ALTER TABLE langmem_items SET (fillfactor = 90);
+    """,
 ]

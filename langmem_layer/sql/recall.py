@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from langmem_layer.sql.items import VALUE
 from langmem_layer.sql.vector import user_walk, vector_literal
 from langmem_layer.types import utc_iso
 
-__all__ = ["KW_DOC_BUDGET", "RECALL_SOURCES", "recall_candidates"]
+__all__ = ["KW_DOC_BUDGET", "RECALL_SOURCES", "ann_depth", "recall_candidates"]
 
 Sql = tuple[str, dict[str, Any]]
 
@@ -31,6 +32,20 @@ BM25_B = 0.75
 #: The per-user HNSW walk returns this many times ``per_source`` neighbours, so that
 #: memories filtered out afterwards (other scopes, inactive, expired) leave enough.
 ANN_OVERFETCH = 1.5
+
+
+def ann_depth(per_source: int) -> int:
+    """How many neighbours recall's HNSW walk returns, and its ``hnsw.ef_search``.
+
+    The walk feeds one RRF list, not a final top-k, so it searches no deeper than it
+    returns. Measured at 100k vectors of one user (``benchmarks/read_path_bench.py``
+    data, 40 queries): ef_search 45 keeps 0.943 of the exact top 30 among its 45, against
+    0.975 at the 100 store searches use (``ANN_EF_SEARCH``), in 0.6x the time. pgvector's
+    iterative scan still fills the list when filters drop rows.
+    """
+    return math.ceil(ANN_OVERFETCH * per_source)
+
+
 #: For a large user, BM25 scores at most this many memories: those holding the query's
 #: rarest terms (by the document frequencies in ``langmem_terms``), taken rarest first
 #: while their summed frequency fits. A memory sharing only common terms with the query
@@ -208,7 +223,7 @@ def recall_candidates(
             GROUP BY e.prefix, e.key
         ),"""
         else:  # the user's own HNSW graph (sql/vector.py); over-fetch for the filters
-            params["ann_n"] = math.ceil(ANN_OVERFETCH * per_source)
+            params["ann_n"] = ann_depth(per_source)
             sims = f"""sims AS (
             SELECT n.prefix, n.key, max(n.sim) AS sim FROM (
                 {user_walk(user_id, model_id or "", indexed_dims)}
@@ -437,7 +452,7 @@ def recall_candidates(
             HAVING bool_or(src < {len(sources)})
         )
         SELECT * FROM (
-            SELECT i.prefix, i.key, i.value, i.created_at, i.updated_at, c.similarity,
+            SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, c.similarity,
                    {", ".join(f"c.{s}_rank" for s in RECALL_SOURCES)}, c.prefix AS cand_prefix
             FROM cand c JOIN langmem_items i ON i.user_id = %(user_id)s AND i.key = c.key
             OFFSET 0

@@ -54,22 +54,22 @@ def index_name(user_id: str, model_id: str) -> str:
     return f"langmem_emb_hnsw_{digest}"
 
 
-def prepare_search(user_id: str, model_id: str) -> Sql:
+def prepare_search(user_id: str, model_id: str, *, ef_search: int = ANN_EF_SEARCH) -> Sql:
     """The dims of the user's ANN index (no row: search exactly).
 
     For a user with an index, the rest of the transaction also switches to generic plans:
     their per-user indexes are reached by naming the user as a literal (recall) or
     through functions that plan with it (search), so the statement plans alike for every
     query, and a cached generic plan saves the several milliseconds recall's CTEs take
-    to plan. HNSW walks in the transaction use ``ANN_EF_SEARCH`` and, past it, pgvector's
-    iterative scan.
+    to plan. HNSW walks in the transaction use ``ef_search`` (clamped to pgvector's
+    1..1000) and, past it, pgvector's iterative scan.
     """
     return (
         """SELECT dims, set_config('plan_cache_mode', 'force_generic_plan', true) AS plans,
                set_config('hnsw.ef_search', %s, true) AS ef,
                set_config('hnsw.iterative_scan', 'relaxed_order', true) AS scan
         FROM langmem_vector_indexes WHERE user_id = %s AND model_id = %s""",
-        [str(ANN_EF_SEARCH), user_id, model_id],
+        [str(min(max(ef_search, 1), 1000)), user_id, model_id],
     )
 
 

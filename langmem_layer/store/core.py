@@ -403,7 +403,7 @@ class StoreCore(QueueHandlers, WorkingHandlers):
     def _search(self, op: SearchOp) -> Handler:
         now = self.now()
         user = self.tenant(op.namespace_prefix, prefix=True)
-        filter_sql = compile_filter(op.filter)
+        filter_sql = compile_filter(op.filter, column=isql.VALUE)
         qvec = None
         dims = None
         if op.query and self.embeddings is not None:
@@ -437,9 +437,9 @@ class StoreCore(QueueHandlers, WorkingHandlers):
             for r in rows
         ]
 
-    def _ann_dims(self, user: str) -> Handler:
+    def _ann_dims(self, user: str, *, ef_search: int = vsql.ANN_EF_SEARCH) -> Handler:
         """Dims of the user's own HNSW index; None means search exactly."""
-        rows = yield Query(*vsql.prepare_search(user, self.model_id or ""))
+        rows = yield Query(*vsql.prepare_search(user, self.model_id or "", ef_search=ef_search))
         return rows[0]["dims"] if rows else None
 
     def _large_users(self, op: mops.LargeUsersOp) -> Handler:
@@ -487,7 +487,8 @@ class StoreCore(QueueHandlers, WorkingHandlers):
         dims = None
         if op.query and self.embeddings is not None:
             _, (qvec,) = yield Embed([], [op.query])
-            dims = yield from self._ann_dims(op.user_id)
+            dims = yield from self._ann_dims(op.user_id,
+                                             ef_search=rsql.ann_depth(op.per_source))
         prefixes = [_ns_text((MEMORY_ROOT, op.user_id, s)) for s in op.scopes]
         rows = yield Query(
             *rsql.recall_candidates(
