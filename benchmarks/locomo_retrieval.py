@@ -49,8 +49,12 @@ rows "final, one change" show how much each choice matters, and the neighbourhoo
 each value (k 3-10, link weight 0.3-0.5, slack 3-14 days, 20-80 candidates per
 strategy) gives recall@10 within 0.01 of the final row.
 
+``--large-path`` then runs the same rows on the path of large users (per-user HNSW and
+full-text indexes, BM25 over the rarest terms' memories): the five conversations are
+far below its threshold, so it is forced with ``index_large_users(threshold=1)``.
+
 Run:  .venv/bin/python benchmarks/locomo_retrieval.py [--vector-cache FILE]
-      [--data-dir DIR] [--configs name,name] [--questions N]
+      [--data-dir DIR] [--configs name,name] [--questions N] [--large-path]
 """
 
 from __future__ import annotations
@@ -462,6 +466,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--questions", type=int, default=0, help="only the first N questions")
     p.add_argument("--no-latency", action="store_true",
                    help="skip the latency pass with live question embedding")
+    p.add_argument("--large-path", action="store_true",
+                   help="then give every user the large-user indexes (index_large_users, "
+                        "threshold 1) and run the configurations again on that path")
     return p.parse_args(argv)
 
 
@@ -563,6 +570,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             layer = MemoryLayer(store, settings=MemorySettings(**overrides))
             results[name] = run_layer(layer, questions, now_of, name, dia_of)
         latency["excluded"] = results[final].seconds
+        large: list[Result] = []
+        if args.large_path:
+            # The path of users past ANN_MIN_USER_VECTORS: their own HNSW graph (walked to
+            # ann_depth), their own full-text index, BM25 over at most KW_DOC_BUDGET
+            # memories of the rarest terms with document frequencies from langmem_terms.
+            store.index_large_users(threshold=1)
+            for name in names:
+                layer = MemoryLayer(store, settings=MemorySettings(**CONFIGS[name][1]))
+                large.append(run_layer(layer, questions, now_of, name + "@large", dia_of))
+                labels[name + "@large"] = CONFIGS[name][0][:34] + " [large]"
         if not args.no_latency:
             embedder.live_queries = True
             layer = MemoryLayer(store, settings=MemorySettings(**CONFIGS[final][1]))
@@ -585,6 +602,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     rest = [results[n] for n in names if n not in BUILD_UP]
     if rest:
         print_table(rest, labels, "MemoryLayer.recall — the final settings with one change")
+    if large:
+        print_table(large, labels, "The same rows on the large-user path (every user given "
+                    "the per-user indexes of index_large_users)")
     print(f"final settings = MemorySettings defaults + {FINAL_SETTINGS}")
     print(f"latency per query of MemoryLayer.recall(limit=20) with '{final}' "
           "(one store round trip, a second for links when the walk finds any, the reinforce "

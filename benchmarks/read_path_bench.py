@@ -6,6 +6,8 @@ by other users. Each timed turn runs the real nodes, `layer.load_memory` then
 and reports p50/p95 against the target (p95 <= 15 ms on 2 cores). Side by side in the
 same run: LangGraph's PostgresStore (exact search, `ann_index_config kind=flat`) doing
 the comparable step, a `search(limit=10)` plus joining the hits into a prompt string.
+The nodes write the turn's reinforcement (R4.4) with extract_after_turn, after the read
+path; it is timed on its own row (a `TouchOp` of the recalled memories).
 
     .venv/bin/python benchmarks/read_path_bench.py [--total 1000000 --big 100000]
     (--keep reuses a loaded --data-dir; --no-anchor skips PostgresStore)
@@ -30,6 +32,7 @@ from store_bench import CachedEmbeddings, HashEmbedder, Log, TextGen, embed_all
 from tqdm import tqdm
 
 from langmem_layer import Kind, Layer, MemoryLayer, MemoryRecord, PostgresMemoryStore
+from langmem_layer.ops import TouchOp
 from langmem_layer.store.embedded import embedded_uri
 
 BIG = "big-user"
@@ -122,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ours: list[float] = []
         theirs: list[float] = []
         placed: list[int] = []
+        touch: list[float] = []
         # One store after the other: the anchor's exact scans would evict our pages from
         # the shared cache between turns. The first 10 queries of each warm up.
         for n, q in enumerate(queries[:10] + queries):
@@ -130,8 +134,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = layer.load_memory.invoke(state, config)
             out = layer.assemble_context.invoke({**state, **out}, config)
             ms = (time.perf_counter() - t0) * 1000
+            # The nodes leave reinforcement (R4.4) to extract_after_turn's transaction;
+            # timed here on its own (its own BEGIN/COMMIT, so an upper bound).
+            t0 = time.perf_counter()
+            store.batch([TouchOp(BIG, tuple(r["key"] for r in out["recalled"]), NOW)])
             if n >= 10:
                 ours.append(ms)
+                touch.append((time.perf_counter() - t0) * 1000)
                 placed.append(len([r for r in out["recalled"] if r["section"]]))
         for n, q in enumerate(queries[:10] + queries if anchor is not None else []):
             t0 = time.perf_counter()
@@ -151,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{pct(ours, 95):>8.2f}   target p95 <= {TARGET_P95_MS:.0f} ms: "
           f"{'met' if pct(ours, 95) <= TARGET_P95_MS else 'NOT met'}; "
           f"{statistics.mean(placed):.1f} memories placed per turn")
+    print(f"  {'reinforcement, written by extract_after_turn':<52} {pct(touch, 50):>8.2f} "
+          f"{pct(touch, 95):>8.2f}   (after the read path; alone, in its own transaction)")
     if theirs:
         print(f"  {'PostgresStore (flat) search(limit=10) + join':<52} {pct(theirs, 50):>8.2f} "
               f"{pct(theirs, 95):>8.2f}")

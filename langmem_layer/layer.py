@@ -487,49 +487,57 @@ class MemoryLayer:
     def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
                     query: str | None = None, *, profile: str | None = None,
                     thread_id: str | None = None, agent_id: str | None = None,
-                    limit: int | None = None, now: datetime | None = None) -> WorkingLoad:
+                    limit: int | None = None, now: datetime | None = None,
+                    reinforce: bool = True) -> WorkingLoad:
         """What ``load_memory`` does, in one round trip (R8.1).
 
         Plans the trim of ``messages`` to ``settings.history_max_tokens`` (keeping
         ``history_min_turns``), queues each dropped turn for extraction, stamps the
         thread's activity, recalls for ``query`` and reads the user's recent messages
         from other threads. Remove ``result.trim.removals`` from the thread only after
-        this returns: a turn is always queued before it leaves.
+        this returns: a turn is always queued before it leaves. With
+        ``reinforce=False`` the recalled memories are not reinforced here: pass their
+        keys to :meth:`record_turn` (the nodes do).
         """
         return self.run(working.load_thread(  # type: ignore[no-any-return]
             self.env, user_id, messages, query, profile=profile, thread_id=thread_id,
-            agent_id=agent_id, now=now or self.now(), limit=limit or self.settings.recall_limit))
+            agent_id=agent_id, now=now or self.now(), limit=limit or self.settings.recall_limit,
+            reinforce=reinforce))
 
     async def aload_thread(self, user_id: str, messages: Sequence[BaseMessage],
                            query: str | None = None, *, profile: str | None = None,
                            thread_id: str | None = None, agent_id: str | None = None,
-                           limit: int | None = None, now: datetime | None = None) -> WorkingLoad:
+                           limit: int | None = None, now: datetime | None = None,
+                           reinforce: bool = True) -> WorkingLoad:
         """Async twin of :meth:`load_thread`."""
         return await self.arun(working.load_thread(  # type: ignore[no-any-return]
             self.env, user_id, messages, query, profile=profile, thread_id=thread_id,
-            agent_id=agent_id, now=now or self.now(), limit=limit or self.settings.recall_limit))
+            agent_id=agent_id, now=now or self.now(), limit=limit or self.settings.recall_limit,
+            reinforce=reinforce))
 
     def record_turn(self, user_id: str, messages: Sequence[BaseMessage], *,
                     profile: str | None = None, thread_id: str | None = None,
-                    agent_id: str | None = None, now: datetime | None = None) -> int | None:
-        """:meth:`submit`, plus the turn's messages into the user's message log.
+                    agent_id: str | None = None, now: datetime | None = None,
+                    reinforce: Sequence[str] = ()) -> int | None:
+        """:meth:`submit`, plus the turn's messages into the user's message log, plus
+        the reinforcement (R4.4) of the memories keyed in ``reinforce``.
 
-        Both in one transaction; what ``extract_after_turn`` does. Returns the queue
+        All in one transaction; what ``extract_after_turn`` does. Returns the queue
         entry id (None when the turn was queued before).
         """
         entry = self.run(working.record_turn(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
-            agent_id=agent_id, now=now or self.now()))
+            agent_id=agent_id, now=now or self.now(), reinforce=reinforce))
         return self._after_enqueue(entry, user_id, thread_id)
 
     async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage], *,
                            profile: str | None = None, thread_id: str | None = None,
-                           agent_id: str | None = None,
-                           now: datetime | None = None) -> int | None:
+                           agent_id: str | None = None, now: datetime | None = None,
+                           reinforce: Sequence[str] = ()) -> int | None:
         """Async twin of :meth:`record_turn`."""
         entry = await self.arun(working.record_turn(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
-            agent_id=agent_id, now=now or self.now()))
+            agent_id=agent_id, now=now or self.now(), reinforce=reinforce))
         return await self._aafter_enqueue(entry, user_id, thread_id)
 
     def recent_history(self, user_id: str, *, thread_id: str | None = None,

@@ -108,6 +108,10 @@ def _load(state: list[dict[str, Any]]) -> list[Recalled]:
     ]
 
 
+def _recalled_keys(state: MemoryState) -> list[str]:
+    return [d["key"] for d in state.get("recalled") or []]
+
+
 def _recently_spoken(state: MemoryState) -> set[str]:
     # Spoken in each of the last two turns: the third time it goes silent (R6.3).
     history = state.get("memory_spoken") or []
@@ -142,7 +146,9 @@ def build_nodes(layer: MemoryLayer) -> tuple[RunnableLambda, RunnableLambda, Run
 
     ``load_memory`` trims the thread to the history budget (R8.1), handing the turns
     that leave to extraction, and recalls; ``assemble_context`` renders the memory
-    block; ``extract_after_turn`` queues the turn and logs its messages.
+    block; ``extract_after_turn`` queues the turn, logs its messages and reinforces
+    (R4.4) the memories recalled for it, in one transaction: the turn's reads wait on
+    no write of their own.
     """
 
     def load_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
@@ -150,14 +156,14 @@ def build_nodes(layer: MemoryLayer) -> tuple[RunnableLambda, RunnableLambda, Run
         return _loaded(layer.load_thread(
             who["user_id"], state.get("messages") or [], _query(state),
             profile=who.get("profile"), thread_id=who.get("thread_id"),
-            agent_id=who.get("agent_id"), now=layer.now()))
+            agent_id=who.get("agent_id"), now=layer.now(), reinforce=False))
 
     async def aload_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who = run_identity(config)
         return _loaded(await layer.aload_thread(
             who["user_id"], state.get("messages") or [], _query(state),
             profile=who.get("profile"), thread_id=who.get("thread_id"),
-            agent_id=who.get("agent_id"), now=layer.now()))
+            agent_id=who.get("agent_id"), now=layer.now(), reinforce=False))
 
     def assemble_context(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         run_identity(config)
@@ -190,7 +196,7 @@ def build_nodes(layer: MemoryLayer) -> tuple[RunnableLambda, RunnableLambda, Run
         if turn:
             layer.record_turn(who["user_id"], turn, profile=who.get("profile"),
                               thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
-                              now=layer.now())
+                              now=layer.now(), reinforce=_recalled_keys(state))
         return {}
 
     async def aextract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
@@ -198,7 +204,8 @@ def build_nodes(layer: MemoryLayer) -> tuple[RunnableLambda, RunnableLambda, Run
         if turn:
             await layer.arecord_turn(who["user_id"], turn, profile=who.get("profile"),
                                      thread_id=who.get("thread_id"),
-                                     agent_id=who.get("agent_id"), now=layer.now())
+                                     agent_id=who.get("agent_id"), now=layer.now(),
+                                     reinforce=_recalled_keys(state))
         return {}
 
     return (

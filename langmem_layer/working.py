@@ -307,11 +307,13 @@ def handoff(env: Env, user_id: str, turns: Sequence[Sequence[BaseMessage]], *,
 
 def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: str | None,
                 *, profile: str | None, thread_id: str | None, agent_id: str | None,
-                now: datetime, limit: int) -> Flow:
+                now: datetime, limit: int, reinforce: bool = True) -> Flow:
     """Trim the thread, hand dropped turns to extraction, recall, read recent history.
 
     The enqueues, the thread's activity stamp, the recall and the recent-history read
     share one round trip; the caller removes the dropped messages only after it.
+    ``reinforce=False`` leaves the recalled memories' reinforcement to the caller
+    (the nodes write it with the turn, see :func:`record_turn`).
     """
     user_id = require_user(user_id)
     st = env.settings
@@ -324,7 +326,8 @@ def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: 
     if st.recent_history_limit:
         extra.append(recent_op(env, user_id, profile=profile, thread_id=thread_id, now=now))
     recalled, extra_results, *enqueued = yield from gather(
-        flows.recall(env, user_id, query, profile=profile, limit=limit, now=now),
+        flows.recall(env, user_id, query, profile=profile, limit=limit, now=now,
+                     reinforce=reinforce),
         ops_flow(extra),
         *handoff(env, user_id, plan.dropped, profile=profile, thread_id=thread_id,
                  agent_id=agent_id, turn_at=now),
@@ -335,15 +338,19 @@ def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: 
 
 def record_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
                 profile: str | None, thread_id: str | None, agent_id: str | None,
-                now: datetime) -> Flow:
-    """Queue a finished turn for extraction and add it to the user's message log.
+                now: datetime, reinforce: Sequence[str] = ()) -> Flow:
+    """Queue a finished turn for extraction, add it to the user's message log and
+    reinforce (R4.4) the memories recalled for it (``reinforce``, their keys).
 
     One transaction; returns the queue entry id (None when queued before).
     """
     log = log_op(env, user_id, messages, profile=profile, thread_id=thread_id, now=now)
+    extra: list[Any] = [log] if log is not None else []
+    if reinforce:
+        extra.append(mops.TouchOp(user_id, tuple(dict.fromkeys(reinforce)), now))
     entry, _ = yield from gather(
         write.enqueue_turn(env, user_id, messages, profile=profile, thread_id=thread_id,
                            agent_id=agent_id, now=now),
-        ops_flow([log] if log is not None else []),
+        ops_flow(extra),
     )
     return entry

@@ -227,6 +227,32 @@ async def test_nodes_in_async_graph_background_extraction(astore, clock: Clock) 
     assert "Prefers morning meetings." in out["memory_context"]
 
 
+def test_nodes_reinforce_with_the_turn_they_recalled_for(layer: MemoryLayer, store,
+                                                        clock: Clock) -> None:
+    m = layer.remember("u1", "Works at Acme Robotics.")
+    cfg = {"configurable": {"user_id": "u1", "thread_id": "t"}}
+    state = {"messages": [HumanMessage("Tell me about Acme Robotics.")]}
+    loaded = layer.load_memory.invoke(state, cfg)
+    assert [r["key"] for r in loaded["recalled"]] == [m.key]
+    assert layer.get("u1", m.key).record.access_count == 0  # the read path wrote nothing
+    clock.advance(minutes=1)
+    layer.extract_after_turn.invoke({**state, **loaded}, cfg)
+    after = layer.get("u1", m.key).record
+    assert (after.access_count, after.last_accessed_at) == (1, clock.now)
+    graph = _graph(layer).compile(store=store)
+    graph.invoke(state, cfg)
+    assert layer.get("u1", m.key).record.access_count == 2
+
+
+async def test_async_nodes_reinforce_with_the_turn(astore, clock: Clock) -> None:
+    layer = MemoryLayer(astore, extraction="inline", clock=clock)
+    m = await layer.aremember("u1", "Works at Acme Robotics.")
+    await _graph(layer).compile(store=astore).ainvoke(
+        {"messages": [HumanMessage("Tell me about Acme Robotics.")]},
+        {"configurable": {"user_id": "u1", "thread_id": "t"}})
+    assert (await layer.aget("u1", m.key)).record.access_count == 1
+
+
 def test_missing_user_fails_with_instructions(layer: MemoryLayer, store) -> None:
     graph = _graph(layer).compile(store=store)
     with pytest.raises(MissingUserError, match="configurable"):
