@@ -579,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in names:
                 layer = MemoryLayer(store, settings=MemorySettings(**CONFIGS[name][1]))
                 large.append(run_layer(layer, questions, now_of, name + "@large", dia_of))
-                labels[name + "@large"] = CONFIGS[name][0][:34] + " [large]"
+                labels[name + "@large"] = CONFIGS[name][0][:36] + " [large]"
         if not args.no_latency:
             embedder.live_queries = True
             layer = MemoryLayer(store, settings=MemorySettings(**CONFIGS[final][1]))
