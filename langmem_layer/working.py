@@ -347,7 +347,7 @@ def record_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
     log = log_op(env, user_id, messages, profile=profile, thread_id=thread_id, now=now)
     extra: list[Any] = [log] if log is not None else []
     if reinforce:
-        extra.append(mops.TouchOp(user_id, tuple(dict.fromkeys(reinforce)), now))
+        extra.append(mops.TouchOp(user_id, tuple(reinforce), now))
     entry, _ = yield from gather(
         write.enqueue_turn(env, user_id, messages, profile=profile, thread_id=thread_id,
                            agent_id=agent_id, now=now),

@@ -170,7 +170,6 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     scopes = scopes_for(env, profile)
     tail_op = ([mops.ThreadTailOp(user_id, thread_id)]
                if thread_id and env.settings.link_thread_memories else [])
-    chain = bool(tail_op)
     cands, *tail = yield StoreCall([mops.RecallOp(user_id, scopes, query=text, now=now),
                                     *tail_op])
     previous: str | None = tail[0] if tail else None
@@ -209,7 +208,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
         if isinstance(plan, str):  # a conflict policy declined it
             decisions[n] = GateDecision(op, decision.proposed, False, plan)
         elif plan.ops:
-            if chain:  # the thread's memories in order, for the link walk
+            if tail_op:  # the thread's memories in order, for the link walk
                 for key in plan.written:
                     if previous is not None:
                         plan.ops.append(mops.LinkOp(user_id, key, LinkType.ELABORATES,

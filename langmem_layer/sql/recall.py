@@ -164,9 +164,8 @@ def recall_candidates(
       normalised by the matching memories' mean length), so a term most memories
       share (a name said in every turn) weighs little. For a large user (one with
       ``indexed_dims``), df and N come from ``langmem_terms`` and only the memories
-      holding the query's rarest terms are scored (``KW_DOC_BUDGET``);
-      ``"cover_density"`` ranks by
-      ``ts_rank_cd`` as before;
+      holding the query's rarest terms are scored (``KW_DOC_BUDGET``).
+      ``"cover_density"`` ranks by ``ts_rank_cd`` as before;
     * ``rf``: exact reference match (the per-user GIN of migration 11), ranked by the summed
       rarity ``ln(1 + N / df)`` of the references matched, then by similarity; a
       reference carried by more than ``ref_max_share`` of the user's memories (and
