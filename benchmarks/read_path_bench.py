@@ -142,6 +142,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ours.append(ms)
                 touch.append((time.perf_counter() - t0) * 1000)
                 placed.append(len([r for r in out["recalled"] if r["section"]]))
+        # A user of --small-size memories in the same store (the exact-search path).
+        small: list[float] = []
+        small_config = {"configurable": {"user_id": owner(args.big, args.big, args.small_size),
+                                         "thread_id": "bench"}}
+        for n, q in enumerate(queries[:10] + queries if args.total > args.big else []):
+            state = {"messages": [HumanMessage(q)]}
+            t0 = time.perf_counter()
+            out = layer.load_memory.invoke(state, small_config)
+            layer.assemble_context.invoke({**state, **out}, small_config)
+            if n >= 10:
+                small.append((time.perf_counter() - t0) * 1000)
         for n, q in enumerate(queries[:10] + queries if anchor is not None else []):
             t0 = time.perf_counter()
             hits = anchor.search(("memories", BIG), query=q, limit=10)  # type: ignore[union-attr]
@@ -162,6 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{statistics.mean(placed):.1f} memories placed per turn")
     print(f"  {'reinforcement, written by extract_after_turn':<52} {pct(touch, 50):>8.2f} "
           f"{pct(touch, 95):>8.2f}   (after the read path; alone, in its own transaction)")
+    if small:
+        print(f"  {f'the same for a user of {args.small_size} memories':<52} "
+              f"{pct(small, 50):>8.2f} {pct(small, 95):>8.2f}   (exact search, shared indexes)")
     if theirs:
         print(f"  {'PostgresStore (flat) search(limit=10) + join':<52} {pct(theirs, 50):>8.2f} "
               f"{pct(theirs, 95):>8.2f}")

@@ -55,21 +55,24 @@ def index_name(user_id: str, model_id: str) -> str:
 
 
 def prepare_search(user_id: str, model_id: str, *, ef_search: int = ANN_EF_SEARCH) -> Sql:
-    """The dims of the user's ANN index (no row: search exactly).
+    """One row: the dims of the user's ANN index (NULL: search exactly).
 
-    For a user with an index, the rest of the transaction also switches to generic plans:
-    their per-user indexes are reached by naming the user as a literal (recall) or
-    through functions that plan with it (search), so the statement plans alike for every
-    query, and a cached generic plan saves the several milliseconds recall's CTEs take
-    to plan. HNSW walks in the transaction use ``ef_search`` (clamped to pgvector's
-    1..1000) and, past it, pgvector's iterative scan.
+    The rest of the transaction also switches to generic plans, which saves the
+    milliseconds recall's CTEs take to plan on every turn. A large user's indexes are
+    reached by naming the user as a literal (recall) or through functions that plan with
+    it (search), so the statement plans alike for every query. A small user's rows are
+    reached through the (user_id, ...) indexes whatever the plan, and the statements
+    parse the query vector and text once (scalar subqueries), so a generic plan runs as
+    fast as a custom one. HNSW walks in the transaction use ``ef_search`` (clamped to
+    pgvector's 1..1000) and, past it, pgvector's iterative scan.
     """
     return (
-        """SELECT dims, set_config('plan_cache_mode', 'force_generic_plan', true) AS plans,
+        """SELECT (SELECT dims FROM langmem_vector_indexes
+                WHERE user_id = %s AND model_id = %s) AS dims,
+               set_config('plan_cache_mode', 'force_generic_plan', true) AS plans,
                set_config('hnsw.ef_search', %s, true) AS ef,
-               set_config('hnsw.iterative_scan', 'relaxed_order', true) AS scan
-        FROM langmem_vector_indexes WHERE user_id = %s AND model_id = %s""",
-        [str(min(max(ef_search, 1), 1000)), user_id, model_id],
+               set_config('hnsw.iterative_scan', 'relaxed_order', true) AS scan""",
+        [user_id, model_id, str(min(max(ef_search, 1), 1000))],
     )
 
 
@@ -86,10 +89,11 @@ def user_walk(user_id: str, model_id: str, dims: int) -> str:
     # '%' doubled: the text goes through psycopg's %(name)s placeholders.
     user, model = (sql.Literal(v).as_string(None).replace("%", "%%")
                    for v in (user_id, model_id))
-    return f"""SELECT e.prefix, e.key, 1 - (e.embedding::{vec} <=> %(qv)s::{vec}) AS sim
-                FROM langmem_embeddings e
+    # (SELECT ...): the text is parsed into a vector once, not again for every row.
+    return f"""SELECT e.prefix, e.key, 1 - (e.embedding::{vec} <=> q.v) AS sim
+                FROM langmem_embeddings e, (SELECT %(qv)s::{vec} AS v) q
                 WHERE e.user_id = {user} AND e.model_id = {model}
-                ORDER BY e.embedding::{vec} <=> %(qv)s::{vec}
+                ORDER BY e.embedding::{vec} <=> (SELECT %(qv)s::{vec})
                 LIMIT %(ann_n)s"""
 
 
@@ -118,7 +122,9 @@ def nearest(
     if indexed_dims is None:
         cut = "" if limit is None else "LIMIT %s"
         return (
-            f"""SELECT e.prefix, e.key, max(1 - (e.embedding <=> %s::vector)) AS sim
+            # (SELECT ...): the text is parsed into a vector once, not again for every row
+            # (a generic plan would parse it per row).
+            f"""SELECT e.prefix, e.key, max(1 - (e.embedding <=> (SELECT %s::vector))) AS sim
             FROM langmem_embeddings e
             WHERE e.user_id = %s AND e.model_id = %s AND {p_sql}
             GROUP BY e.prefix, e.key

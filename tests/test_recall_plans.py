@@ -1,0 +1,93 @@
+"""Recall under cached generic plans: every user's transaction plans generically, and a
+generic plan finds exactly what a custom plan finds, ranks included.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from langgraph.store.base import PutOp
+from psycopg.rows import dict_row
+
+from langmem_layer import Kind, Layer, MemoryRecord
+from langmem_layer.sql import recall as rsql
+from langmem_layer.sql import vector as vsql
+from langmem_layer.store.sync import PostgresMemoryStore
+
+NOW = datetime(2026, 11, 18, tzinfo=UTC)
+TEXTS = [
+    "weekly status meeting with the design team",
+    "status meeting moved to thursday",
+    "the zanzibar trip is booked for may",
+    "dinner with ana and the design team",
+    "status report for the zanzibar project",
+    "ana prefers short status meetings",
+    "meeting notes: zanzibar budget approved",
+    "the design review meeting ran long",
+]
+
+
+def _value(i: int, content: str) -> dict[str, Any]:
+    return MemoryRecord(
+        content=content,
+        kind=Kind.EPISODIC_EVENT,
+        layer=Layer.EPISODIC,
+        occurred_at=NOW - timedelta(days=i),
+        last_accessed_at=NOW,
+        refs=["zanzibar"] if "zanzibar" in content else ["ana"] if "ana" in content else [],
+    ).to_value()
+
+
+def _fill(store: PostgresMemoryStore, user: str) -> None:
+    # Every text twice, under two keys: equal BM25 scores, which must tie (by key).
+    store.batch([PutOp(("memories", user, "work"), f"m{n}{i}", _value(i, t))
+                 for n in range(2) for i, t in enumerate(TEXTS)])
+
+
+def _rows(conn: psycopg.Connection[Any], mode: str, sql: str,
+          params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        cur.execute("SELECT set_config('plan_cache_mode', %s, true)", [mode])
+        cur.execute(sql, params, prepare=True)  # prepared: planned as the mode says
+        return sorted((r["key"], r["vec_rank"], r["kw_rank"], r["rf_rank"], r["tw_rank"])
+                      for r in cur.fetchall())
+
+
+def test_prepare_search_plans_generically_for_users_without_an_index(
+    store: PostgresMemoryStore,
+) -> None:
+    with store.conn.transaction():
+        rows = store.conn.execute(*vsql.prepare_search("nobody", "m", ef_search=30)).fetchall()
+        mode = store.conn.execute("SHOW plan_cache_mode").fetchone()
+    assert [r[0] for r in rows] == [None]  # one row: search exactly
+    assert mode == ("force_generic_plan",)
+
+
+def test_small_user_recall_is_the_same_under_generic_and_custom_plans(
+    store: PostgresMemoryStore, embedder: Any
+) -> None:
+    _fill(store, "u1")
+    _fill(store, "u2")  # another user's matching memories must stay out
+    sql, params = rsql.recall_candidates(
+        "u1", ["memories.u1.work"], now=NOW, query_text="zanzibar status meeting",
+        query_vector=embedder.embed_query("zanzibar status meeting"),
+        model_id=store.model_id, refs=["zanzibar"], per_source=5,
+        window=(NOW - timedelta(days=5), NOW))
+    conn = store.conn
+    custom = _rows(conn, "force_custom_plan", sql, params)
+    conn.execute("DEALLOCATE ALL")
+    generic = _rows(conn, "force_generic_plan", sql, params)
+    assert generic == custom
+    assert {k for k, *_ in custom} <= {f"m{n}{i}" for n in range(2) for i in range(len(TEXTS))}
+    kw = sorted((r[2], r[0]) for r in custom if r[2] is not None)
+    assert len(kw) == 5
+    # Equal scores tie and the key breaks the tie: each pair of twins is ranked in key
+    # order, next to each other.
+    ranks = {key: rank for rank, key in kw}
+    for key in ranks:
+        twin = re.sub(r"^m0", "m1", key)
+        if key.startswith("m0") and twin in ranks:
+            assert ranks[twin] == ranks[key] + 1
