@@ -385,9 +385,9 @@ SHIPPED: dict[str, Any] = {
 #: * similarity floors 0.30: calibrated for all-MiniLM-L6-v2, whose cosines between a
 #:   question and the turn answering it are 0.25-0.65 (median 0.48): 0.30 keeps ~90 % of
 #:   such pairs, the spec's 0.70/0.72 (meant for other embedders) under 5 %;
-#: * RRF k = 5: three or four short lists (40 each) are fused, not hundreds of long
-#:   ones; a small k keeps the head of each list decisive (k = 60 flattens rank 1 vs 40
-#:   to 1/61 vs 1/100);
+#: * RRF k = 5: three or four short lists (20 each) are fused, not hundreds of long
+#:   ones; a small k keeps the head of each list decisive (k = 60 flattens rank 1 vs 20
+#:   to 1/61 vs 1/80);
 #: * recency weight 0: questions about a conversation's whole history, asked after it.
 #:   The other composite terms (salience, confidence, urgency) are equal across turns.
 FINAL_SETTINGS: dict[str, Any] = {
@@ -429,8 +429,8 @@ CONFIGS.update({
     "final_notime": ("final - time window", {**FINAL_SETTINGS, "temporal_window": False}),
     "final_refs_all": ("final, refs without the 5 % share cap",
                        {**FINAL_SETTINGS, "ref_max_share": 1.0}),
-    "final_ps20": ("final, 20 candidates per strategy",
-                   {**FINAL_SETTINGS, "candidates_per_source": 20}),
+    "final_ps30": ("final, 30 candidates per strategy",
+                   {**FINAL_SETTINGS, "candidates_per_source": 30}),
     "final_ps40": ("final, 40 candidates per strategy",
                    {**FINAL_SETTINGS, "candidates_per_source": 40}),
 })

@@ -59,9 +59,10 @@ class MemorySettings(BaseModel):
     weights: RankingWeights = Field(default_factory=RankingWeights)
     rrf_k: int = Field(default=60, ge=1, description="Reciprocal Rank Fusion constant (R4.1).")
     candidates_per_source: int = Field(
-        default=30, ge=1,
+        default=20, ge=1,
         description="Length of each strategy's candidate list before fusion (LoCoMo "
-        "recall@10 is the same at 30 and 40; fewer candidates cost less to rank).",
+        "recall@10 0.716 at 20, 0.718 at 30, 0.720 at 40; at 100k memories a turn's "
+        "read path takes ~17 % less time at 20 than at 30).",
     )
     similarity_floor: float = Field(
         default=0.7, ge=-1, le=1, description="Vector hits below this are dropped (R4.3)."
