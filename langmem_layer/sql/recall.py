@@ -88,6 +88,10 @@ _KW_RANK = """kw_len AS (SELECT greatest(avg(length(tsv)), 1)::float8 AS avgdl F
             ORDER BY rnk
             LIMIT %(n)s
         )"""
+# The query's terms OR-ed: a memory sharing any content word is a candidate.
+_TSQ = """tsq AS (
+            SELECT replace(plainto_tsquery('english', %(qt)s)::text, '&', '|') AS q
+        )"""
 # A small user's memories are matched one by one: ts_match_vq is @@ in a form the
 # shared full-text index cannot serve. Through that index, a query's common terms
 # match across every user of the store (66k rows at 1M memories, 11 ms) before the
@@ -96,6 +100,7 @@ _KW_RANK = """kw_len AS (SELECT greatest(avg(length(tsv)), 1)::float8 AS avgdl F
 _SMALL_MATCH = "ts_match_vq(i.tsv, (SELECT nullif(q, '')::tsquery FROM tsq))"
 # A small user: every matching memory is scored, df counted among them.
 _SMALL_BM25 = [
+    _TSQ,
     _KW_Q,
     """kw_docs AS (
             SELECT i.prefix, i.key, i.tsv
@@ -262,18 +267,14 @@ def recall_candidates(
         sources.append("vec")
     if has_kw:
         params["qt"] = query_text
-        # OR the query's terms: a memory sharing any content word is a candidate.
-        ctes.append(
-            """tsq AS (
-            SELECT replace(plainto_tsquery('english', %(qt)s)::text, '&', '|') AS q
-        )"""
-        )
         if keyword == "bm25":
             params.update(k1=BM25_K1, b=BM25_B, kw_budget=KW_DOC_BUDGET)
             ctes.extend(_LARGE_BM25 if large else _SMALL_BM25)
         else:
             ctes.append(
-                """kw AS (
+                _TSQ
+                + """,
+        kw AS (
             SELECT i.prefix, i.key,
                    row_number() OVER (ORDER BY ts_rank_cd(i.tsv, t.q::tsquery) DESC, i.key) - 1
                        AS rnk

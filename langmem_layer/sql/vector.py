@@ -90,10 +90,11 @@ def user_walk(user_id: str, model_id: str, dims: int) -> str:
     user, model = (sql.Literal(v).as_string(None).replace("%", "%%")
                    for v in (user_id, model_id))
     # (SELECT ...): the text is parsed into a vector once, not again for every row.
-    return f"""SELECT e.prefix, e.key, 1 - (e.embedding::{vec} <=> q.v) AS sim
-                FROM langmem_embeddings e, (SELECT %(qv)s::{vec} AS v) q
+    qv = f"(SELECT %(qv)s::{vec})"
+    return f"""SELECT e.prefix, e.key, 1 - (e.embedding::{vec} <=> {qv}) AS sim
+                FROM langmem_embeddings e
                 WHERE e.user_id = {user} AND e.model_id = {model}
-                ORDER BY e.embedding::{vec} <=> (SELECT %(qv)s::{vec})
+                ORDER BY e.embedding::{vec} <=> {qv}
                 LIMIT %(ann_n)s"""
 
 

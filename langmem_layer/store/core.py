@@ -440,7 +440,7 @@ class StoreCore(QueueHandlers, WorkingHandlers):
     def _ann_dims(self, user: str, *, ef_search: int = vsql.ANN_EF_SEARCH) -> Handler:
         """Dims of the user's own HNSW index; None means search exactly."""
         rows = yield Query(*vsql.prepare_search(user, self.model_id or "", ef_search=ef_search))
-        return rows[0]["dims"] if rows else None
+        return rows[0]["dims"]
 
     def _large_users(self, op: mops.LargeUsersOp) -> Handler:
         rows = yield Query(*vsql.large_users(self.model_id or "", op.threshold))
