@@ -32,8 +32,8 @@ from store_bench import CachedEmbeddings, HashEmbedder, Log, TextGen, embed_all
 from tqdm import tqdm
 
 from langmem_layer import Kind, Layer, MemoryLayer, MemoryRecord, PostgresMemoryStore
-from langmem_layer.ops import TouchOp
 from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.ops import TouchOp
 
 BIG = "big-user"
 NOW = datetime(2026, 11, 18, tzinfo=UTC)

@@ -55,8 +55,8 @@ from langgraph.store.postgres.base import PLACEHOLDER
 from psycopg.conninfo import make_conninfo
 from tqdm import tqdm
 
-from langmem_layer.ops import RecallOp
 from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.ops import RecallOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, MemoryRecord
 

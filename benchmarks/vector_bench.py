@@ -26,11 +26,11 @@ from store_bench import CachedEmbeddings, HashEmbedder, Log, TextGen, embed_all
 from tqdm import tqdm
 
 from langmem_layer import Kind, Layer, MemoryRecord, PostgresMemoryStore
-from langmem_layer.ops import IndexUserOp
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.vector import ANN_EF_SEARCH
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS
 from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.ops import IndexUserOp
 
 USER = "big-user"
 NOW = datetime(2026, 11, 18, tzinfo=UTC)

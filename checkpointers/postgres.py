@@ -1,8 +1,8 @@
 """Working-memory checkpointer wiring (LangGraph's own PostgreSQL checkpointer).
 
-Thin: the database is LANGMEM_DATABASE_URL when set, else the embedded one in
-LANGMEM_DATA_DIR (default `.langmem`). Nothing connects at import. The logic is in
-:mod:`langmem_layer.sessions`.
+Thin: the database is the one :mod:`langmem_layer.config` resolves (LANGMEM_DATABASE_URL,
+else the embedded one in LANGMEM_DATA_DIR, default `.langmem`). Nothing connects at
+import. The logic is in :mod:`langmem_layer.working.sessions`.
 
 From code::
 
@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
 
-from langmem_layer.sessions import apostgres_checkpointer, postgres_checkpointer
-from langmem_layer.sessions import database_url as _database_url
+from langmem_layer.config import database_url as _database_url
+from langmem_layer.working.sessions import apostgres_checkpointer, postgres_checkpointer
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver

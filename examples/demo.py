@@ -8,7 +8,6 @@ real chat model for the agent and for extraction, and OpenAI embeddings.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import textwrap
 import time
@@ -21,9 +20,9 @@ from langgraph.checkpoint.postgres import PostgresSaver
 
 from graphs.agent import build_agent_graph
 from langmem_layer import MemoryLayer, PostgresMemoryStore
+from langmem_layer.config import data_dir, database_url, settings_from_env
 from langmem_layer.embeddings import openai_configured
-from langmem_layer.ops import ClearMessagesOp, ExportOp
-from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.ops import ClearMessagesOp, ExportOp
 
 SCRIPT: list[tuple[str, str, list[str]]] = [
     ("alice", "thread-1", [
@@ -51,12 +50,12 @@ def show(title: str, body: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data-dir", default=os.environ.get("LANGMEM_DATA_DIR", ".langmem"))
+    parser.add_argument("--data-dir", default=str(data_dir()))
     parser.add_argument("--keep", action="store_true", help="keep memories of earlier runs")
     args = parser.parse_args()
     mode = "OpenAI" if openai_configured() else "offline (local MiniLM + rule extractor)"
     print(f"langmem_layer demo — {mode}; database: embedded PostgreSQL in {args.data_dir}/")
-    uri = embedded_uri(args.data_dir)
+    uri = database_url(data_dir=args.data_dir)
     with PostgresMemoryStore.from_conn_string(uri) as store, \
             PostgresSaver.from_conn_string(uri) as checkpointer:
         store.setup()
@@ -67,7 +66,7 @@ def main() -> None:
                     store.delete(item.namespace, item.key)
                 store.batch([ClearMessagesOp(user)])  # and their message log
         run_id = time.strftime("%Y%m%d%H%M%S")
-        layer = MemoryLayer(store)
+        layer = MemoryLayer(store, settings=settings_from_env())
         graph = build_agent_graph(layer).compile(store=store, checkpointer=checkpointer)
         for user, thread, turns in SCRIPT:
             print(f"\n=== user={user} thread={thread} " + "=" * 40)

@@ -6,28 +6,19 @@ server asks for the graph.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from langmem_layer import MemoryLayer, MemoryState, PostgresMemoryStore, memory_prompt
+from langmem_layer import MemoryLayer, MemoryState, memory_prompt
+from langmem_layer.config import agent_chat_model, open_store, settings_from_env
 
 
 def build_agent_graph(layer: MemoryLayer) -> StateGraph:
     """A one-node chat agent with the memory nodes wired around it."""
-    from langmem_layer.embeddings import openai_configured
-
-    if openai_configured():
-        from langchain_openai import ChatOpenAI
-
-        model = ChatOpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
-    else:
-        from langmem_layer.offline import OfflineChatModel
-
-        model = OfflineChatModel()
+    model = agent_chat_model()
     prompt = memory_prompt("You are a helpful assistant with long-term memory.")
 
     def agent(state: MemoryState) -> dict:
@@ -42,11 +33,8 @@ def build_agent_graph(layer: MemoryLayer) -> StateGraph:
 
 @contextmanager
 def make_graph() -> Iterator[CompiledStateGraph]:
-    """Graph factory for `langgraph.json` (LANGMEM_DATABASE_URL or the embedded database)."""
-    url = os.environ.get("LANGMEM_DATABASE_URL")
-    opener = (PostgresMemoryStore.from_conn_string(url) if url
-              else PostgresMemoryStore.embedded(os.environ.get("LANGMEM_DATA_DIR", ".langmem")))
-    with opener as store:
+    """Graph factory for `langgraph.json`; database and settings from ``langmem_layer.config``."""
+    with open_store() as store:
         store.setup()
-        layer = MemoryLayer(store)
+        layer = MemoryLayer(store, settings=settings_from_env())
         yield build_agent_graph(layer).compile(store=store)

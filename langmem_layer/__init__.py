@@ -5,7 +5,6 @@ Add three nodes to a graph (``load_memory``, ``assemble_context``,
 remembers each user across threads, agents and months.
 """
 
-from langmem_layer.context import ContextBlock
 from langmem_layer.errors import (
     DatabaseUnavailableError,
     InvalidContentError,
@@ -15,20 +14,25 @@ from langmem_layer.errors import (
     MemoryNotFoundError,
     MissingUserError,
 )
-from langmem_layer.extraction.base import Extractor, MemoryOperation, OpType
-from langmem_layer.extraction.llm import LLMExtractor
-from langmem_layer.extraction.rules import RuleExtractor
-from langmem_layer.gate import GateDecision, WriteGate
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
-from langmem_layer.ops import LoggedMessage
-from langmem_layer.sessions import SessionSweep, apostgres_checkpointer, postgres_checkpointer
+from langmem_layer.read.block import ContextBlock
 from langmem_layer.settings import GateSettings, MemorySettings, RankingWeights
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
+from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, LinkType, MemoryRecord, Policy, Recalled, Status
-from langmem_layer.working import TrimPlan, WorkingLoad, plan_trim
-from langmem_layer.write import IngestResult, ProcessResult
+from langmem_layer.working.sessions import (
+    SessionSweep,
+    apostgres_checkpointer,
+    postgres_checkpointer,
+)
+from langmem_layer.working.trim import TrimPlan, WorkingLoad, plan_trim
+from langmem_layer.write.apply import IngestResult, ProcessResult
+from langmem_layer.write.extractor import Extractor, MemoryOperation, OpType
+from langmem_layer.write.gate import GateDecision, WriteGate
+from langmem_layer.write.llm import LLMExtractor
+from langmem_layer.write.rules import RuleExtractor
 
 __all__ = [
     "AsyncPostgresMemoryStore",

@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _sweep_sessions(args: argparse.Namespace, layer: MemoryLayer) -> int:
     """Run the session sweeper once with LangGraph's PostgresSaver on the same database."""
-    from langmem_layer.sessions import postgres_checkpointer
+    from langmem_layer.working.sessions import postgres_checkpointer
 
     with postgres_checkpointer(args.database_url, data_dir=args.data_dir) as saver:
         result = layer.sweep_sessions(

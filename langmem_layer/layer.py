@@ -1,7 +1,7 @@
 """`MemoryLayer`: the façade a LangGraph user holds — three nodes and a direct API.
 
 Every method exists in sync and async form (``recall`` / ``arecall``). Both run the
-same flow from :mod:`langmem_layer.flows`; they differ only in how they execute its
+same flow from :mod:`langmem_layer.runner`; they differ only in how they execute its
 store and extractor requests.
 """
 
@@ -22,39 +22,28 @@ from langchain_core.messages import BaseMessage
 from langgraph.graph import StateGraph
 from langgraph.store.base import BaseStore
 
-from langmem_layer import flows, history, sessions, working, write
-from langmem_layer.context import ContextBlock
-from langmem_layer.extraction.base import Extractor
-from langmem_layer.extraction.rules import RuleExtractor
-from langmem_layer.flows import Env, ExtractCall, Flow, StoreCall
-from langmem_layer.gate import WriteGate
-from langmem_layer.ops import IngestLogEntry, LoggedMessage
-from langmem_layer.sessions import PruneStrategy, SessionSweep
+from langmem_layer import control
+from langmem_layer.config import default_extractor
+from langmem_layer.read import recall as read
+from langmem_layer.read.block import ContextBlock
+from langmem_layer.runner import Env, ExtractCall, Flow, StoreCall
 from langmem_layer.settings import MemorySettings
+from langmem_layer.store.ops import IngestLogEntry, LoggedMessage
 from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import Kind, Layer, Policy, Recalled
-from langmem_layer.working import WorkingLoad
-from langmem_layer.write import IngestResult, ProcessResult
+from langmem_layer.working import history, sessions
+from langmem_layer.working import trim as working
+from langmem_layer.working.sessions import PruneStrategy, SessionSweep
+from langmem_layer.working.trim import WorkingLoad
+from langmem_layer.write import apply as write
+from langmem_layer.write import memory as write_memory
+from langmem_layer.write.apply import IngestResult, ProcessResult
+from langmem_layer.write.extractor import Extractor
+from langmem_layer.write.gate import WriteGate
 
 __all__ = ["MemoryLayer"]
 
 logger = logging.getLogger("langmem_layer")
-
-
-def _default_extractor(chat_model: BaseChatModel | None) -> Extractor:
-    from langmem_layer.embeddings import openai_configured
-
-    if chat_model is None and openai_configured():
-        import os
-
-        from langchain_openai import ChatOpenAI
-
-        chat_model = ChatOpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
-    if chat_model is not None:
-        from langmem_layer.extraction.llm import LLMExtractor
-
-        return LLMExtractor(chat_model)
-    return RuleExtractor()
 
 
 class MemoryLayer:
@@ -62,7 +51,7 @@ class MemoryLayer:
 
     Args:
         store: A :class:`~langmem_layer.PostgresMemoryStore` (or its async twin; any
-            store that executes the ops of :mod:`langmem_layer.ops`).
+            store that executes the ops of :mod:`langmem_layer.store.ops`).
         settings: Thresholds, weights and budgets; defaults follow the specification.
         embeddings: Unused when the store already embeds (it does); kept for symmetry
             with LangMem so a caller may pass the model explicitly.
@@ -94,7 +83,7 @@ class MemoryLayer:
         self.store = store
         self.settings = settings or MemorySettings()
         self.embeddings = embeddings
-        self.extractor = extractor or _default_extractor(chat_model)
+        self.extractor = extractor or default_extractor(chat_model)
         self.extraction = extraction
         self._clock = clock or (lambda: datetime.now(UTC))
         self.env = Env(
@@ -187,7 +176,7 @@ class MemoryLayer:
         With ``thread_id`` the memory is part of that thread: it records it and is linked
         to the thread's previous memory, as the write path does.
         """
-        return self.run(flows.remember(
+        return self.run(write_memory.remember(
             self.env, user_id, content, profile=profile, now=now or self.now(), kind=kind,
             layer=layer, policy=policy, pinned=pinned, confidence=confidence,
             salience=salience, refs=refs, due_at=due_at, thread_id=thread_id))
@@ -200,7 +189,7 @@ class MemoryLayer:
                         thread_id: str | None = None,
                         now: datetime | None = None) -> Recalled:
         """Async twin of :meth:`remember`."""
-        return await self.arun(flows.remember(
+        return await self.arun(write_memory.remember(
             self.env, user_id, content, profile=profile, now=now or self.now(), kind=kind,
             layer=layer, policy=policy, pinned=pinned, confidence=confidence,
             salience=salience, refs=refs, due_at=due_at, thread_id=thread_id))
@@ -209,7 +198,7 @@ class MemoryLayer:
                limit: int | None = None, refs: Sequence[str] = (),
                now: datetime | None = None) -> list[Recalled]:
         """Retrieve the user's most relevant active memories (pinned first)."""
-        return self.run(flows.recall(
+        return self.run(read.recall(
             self.env, user_id, query, profile=profile, limit=limit or self.settings.recall_limit,
             now=now or self.now(), refs=refs))
 
@@ -217,7 +206,7 @@ class MemoryLayer:
                       limit: int | None = None, refs: Sequence[str] = (),
                       now: datetime | None = None) -> list[Recalled]:
         """Async twin of :meth:`recall`."""
-        return await self.arun(flows.recall(
+        return await self.arun(read.recall(
             self.env, user_id, query, profile=profile, limit=limit or self.settings.recall_limit,
             now=now or self.now(), refs=refs))
 
@@ -247,7 +236,7 @@ class MemoryLayer:
         """Recall for ``query`` and render the memory block the agent would receive."""
         now = now or self.now()
         recalled = self.recall(user_id, query, profile=profile, now=now)
-        return flows.context_block(self.env, recalled, recently_spoken=recently_spoken, now=now)
+        return read.context_block(self.env, recalled, recently_spoken=recently_spoken, now=now)
 
     async def acontext_block(self, user_id: str, query: str | None, *,
                              profile: str | None = None, recently_spoken: Sequence[str] = (),
@@ -255,69 +244,69 @@ class MemoryLayer:
         """Async twin of :meth:`context_block`."""
         now = now or self.now()
         recalled = await self.arecall(user_id, query, profile=profile, now=now)
-        return flows.context_block(self.env, recalled, recently_spoken=recently_spoken, now=now)
+        return read.context_block(self.env, recalled, recently_spoken=recently_spoken, now=now)
 
     def get(self, user_id: str, memory_id: str) -> Recalled:
         """One memory by id (any status). Raises MemoryNotFoundError."""
-        return self.run(flows.get(user_id, memory_id))  # type: ignore[no-any-return]
+        return self.run(control.get(user_id, memory_id))  # type: ignore[no-any-return]
 
     async def aget(self, user_id: str, memory_id: str) -> Recalled:
         """Async twin of :meth:`get`."""
-        return await self.arun(flows.get(user_id, memory_id))  # type: ignore[no-any-return]
+        return await self.arun(control.get(user_id, memory_id))  # type: ignore[no-any-return]
 
     def list(self, user_id: str, *, profile: str | None = None,
              statuses: Sequence[str] | None = ("active",),
              limit: int = 100) -> builtins.list[Recalled]:
         """The user's memories in ``profile`` and identity, newest first."""
-        return self.run(flows.list_memories(  # type: ignore[no-any-return]
+        return self.run(control.list_memories(  # type: ignore[no-any-return]
             self.env, user_id, profile=profile, statuses=statuses, limit=limit))
 
     async def alist(self, user_id: str, *, profile: str | None = None,
                     statuses: Sequence[str] | None = ("active",),
                     limit: int = 100) -> builtins.list[Recalled]:
         """Async twin of :meth:`list`."""
-        return await self.arun(flows.list_memories(  # type: ignore[no-any-return]
+        return await self.arun(control.list_memories(  # type: ignore[no-any-return]
             self.env, user_id, profile=profile, statuses=statuses, limit=limit))
 
     def correct(self, user_id: str, memory_id: str, content: str, *,
                 now: datetime | None = None) -> Recalled:
         """Replace a memory's content; it is re-embedded in the same transaction."""
-        return self.run(flows.correct(  # type: ignore[no-any-return]
+        return self.run(control.correct(  # type: ignore[no-any-return]
             self.env, user_id, memory_id, content, now=now or self.now()))
 
     async def acorrect(self, user_id: str, memory_id: str, content: str, *,
                        now: datetime | None = None) -> Recalled:
         """Async twin of :meth:`correct`."""
-        return await self.arun(flows.correct(  # type: ignore[no-any-return]
+        return await self.arun(control.correct(  # type: ignore[no-any-return]
             self.env, user_id, memory_id, content, now=now or self.now()))
 
     def forget(self, user_id: str, memory_id: str, *, hard: bool = False,
                now: datetime | None = None) -> bool:
         """Archive a memory; with ``hard=True`` delete it with its vectors and links."""
-        return self.run(flows.forget(  # type: ignore[no-any-return]
+        return self.run(control.forget(  # type: ignore[no-any-return]
             user_id, memory_id, hard=hard, now=now or self.now()))
 
     async def aforget(self, user_id: str, memory_id: str, *, hard: bool = False,
                       now: datetime | None = None) -> bool:
         """Async twin of :meth:`forget`."""
-        return await self.arun(flows.forget(  # type: ignore[no-any-return]
+        return await self.arun(control.forget(  # type: ignore[no-any-return]
             user_id, memory_id, hard=hard, now=now or self.now()))
 
     def export(self, user_id: str) -> dict[str, Any]:
         """Everything stored for the user, as JSON-ready data that :meth:`import_` accepts."""
-        return self.run(flows.export(user_id))  # type: ignore[no-any-return]
+        return self.run(control.export(user_id))  # type: ignore[no-any-return]
 
     async def aexport(self, user_id: str) -> dict[str, Any]:
         """Async twin of :meth:`export`."""
-        return await self.arun(flows.export(user_id))  # type: ignore[no-any-return]
+        return await self.arun(control.export(user_id))  # type: ignore[no-any-return]
 
     def import_(self, user_id: str, data: Mapping[str, Any]) -> int:
         """Load an export (re-embedding it); returns how many items were written."""
-        return self.run(flows.import_(user_id, data))  # type: ignore[no-any-return]
+        return self.run(control.import_(user_id, data))  # type: ignore[no-any-return]
 
     async def aimport_(self, user_id: str, data: Mapping[str, Any]) -> int:
         """Async twin of :meth:`import_`."""
-        return await self.arun(flows.import_(user_id, data))  # type: ignore[no-any-return]
+        return await self.arun(control.import_(user_id, data))  # type: ignore[no-any-return]
 
     def wire(self, builder: StateGraph, agent: str = "agent") -> StateGraph:
         """Put the three nodes around ``agent`` (see :func:`langmem_layer.nodes.wire`)."""
@@ -460,13 +449,13 @@ class MemoryLayer:
                   limit: int = 20) -> builtins.list[IngestLogEntry]:
         """Why things were or were not remembered: the latest ingests' gate decisions."""
         return self.run(  # type: ignore[no-any-return]
-            flows.decisions(user_id, thread_id=thread_id, limit=limit))
+            control.decisions(user_id, thread_id=thread_id, limit=limit))
 
     async def adecisions(self, user_id: str, *, thread_id: str | None = None,
                          limit: int = 20) -> builtins.list[IngestLogEntry]:
         """Async twin of :meth:`decisions`."""
         return await self.arun(  # type: ignore[no-any-return]
-            flows.decisions(user_id, thread_id=thread_id, limit=limit))
+            control.decisions(user_id, thread_id=thread_id, limit=limit))
 
     async def aclose(self) -> None:
         """Finish background work; call before closing the store."""

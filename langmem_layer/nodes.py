@@ -17,13 +17,13 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from langmem_layer import flows
-from langmem_layer.context import RELEVANT
+from langmem_layer import runner
 from langmem_layer.errors import ConfigurationError
-from langmem_layer.history import context_block as block_with_history
-from langmem_layer.ops import LoggedMessage
+from langmem_layer.read.block import RELEVANT
+from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
-from langmem_layer.working import WorkingLoad, short_term
+from langmem_layer.working.history import context_block as block_with_history
+from langmem_layer.working.trim import WorkingLoad, short_term
 
 if TYPE_CHECKING:
     from langmem_layer.layer import MemoryLayer
@@ -45,7 +45,7 @@ class MemoryState(TypedDict, total=False):
 
     Attributes:
         messages: The conversation (LangGraph's ``add_messages`` reducer).
-        memory_context: The memory block for this turn (see :mod:`langmem_layer.context`).
+        memory_context: The memory block for this turn (see :mod:`langmem_layer.read.block`).
         recalled: What ``load_memory`` retrieved, then where ``assemble_context`` placed it.
         memory_spoken: Keys placed in "RELEVANT FOR THIS TURN" in each of the last turns.
         recent_history: The user's recent messages from other threads, read by
@@ -63,7 +63,7 @@ class MemoryState(TypedDict, total=False):
 def run_identity(config: RunnableConfig | None) -> MemoryConfig:
     """The run's user, profile, agent and thread from ``config["configurable"]``."""
     conf = (config or {}).get("configurable") or {}
-    user_id = flows.require_user(conf.get("user_id"))
+    user_id = runner.require_user(conf.get("user_id"))
     identity: MemoryConfig = {"user_id": user_id}
     for field in ("profile", "agent_id", "thread_id"):
         if conf.get(field):

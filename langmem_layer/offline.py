@@ -13,7 +13,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from langmem_layer.context import ALWAYS_KNOWN, OPEN_THREADS, RELEVANT
+from langmem_layer.read.block import ALWAYS_KNOWN, OPEN_THREADS, RELEVANT
 
 __all__ = ["OfflineChatModel"]
 

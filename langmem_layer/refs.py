@@ -1,7 +1,7 @@
 """References (entities) in free text, for exact-match lookup (R2.3, R4.1).
 
 One extractor shared by the write path (a memory's ``refs``) and the read path (the
-references of a question, see :mod:`langmem_layer.query`), so both sides produce the
+references of a question, see :mod:`langmem_layer.read.query`), so both sides produce the
 same normalised strings and the GIN lookup on memories' references can match them.
 
 What counts as a reference: a run of capitalised words (``Caroline``, ``New York``,

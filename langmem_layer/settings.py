@@ -128,7 +128,7 @@ class MemorySettings(BaseModel):
         default=10, ge=0, description="The active thread's last messages kept at hand."
     )
 
-    # -- retrieval strategies and fusion (R4.1, R4.5, R5.1); see langmem_layer.retrieval --
+    # -- retrieval strategies and fusion (R4.1, R4.5, R5.1); see langmem_layer.read.rank --
     keyword_ranking: Literal["bm25", "cover_density"] = Field(
         default="bm25",
         description="Full-text ranking: Okapi BM25 over the user's memories (a word most "

@@ -1,4 +1,4 @@
-"""Tests of langmem_layer.context: sections, priority, budget and the rendered format."""
+"""Tests of langmem_layer.read.block: sections, priority, budget and the rendered format."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from langmem_layer.context import (
+from langmem_layer.read.block import (
     ALWAYS_KNOWN,
     AVOID,
     FACTCHECK,

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.store.base import BaseStore
 
 from langmem_layer import MemoryLayer, MemorySettings
-from langmem_layer.context import AVOID, HEADER, RECENT_HISTORY, build_context_block
+from langmem_layer.read.block import AVOID, HEADER, RECENT_HISTORY, build_context_block
 from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import Layer, Policy
 from tests.fakes import Clock
@@ -177,7 +177,7 @@ def test_assemble_context_uses_the_short_term_window_without_a_round_trip(
 
 
 def test_short_term_window_never_starts_on_a_tool_result() -> None:
-    from langmem_layer.working import short_term
+    from langmem_layer.working.trim import short_term
 
     call = {"id": "c", "name": "f", "args": {}}
     thread = [HumanMessage("q", id="1"), AIMessage("", tool_calls=[call], id="2"),

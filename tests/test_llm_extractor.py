@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableLambda
 from pydantic import Field
 
 from langmem_layer import LLMExtractor, OpType
-from langmem_layer.extraction.llm import ExtractionOutput
+from langmem_layer.write.llm import ExtractionOutput
 
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)
 GOOD = {"operations": [{"op": "add", "content": "Prefers green tea.", "kind": "preference"}]}

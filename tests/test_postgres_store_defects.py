@@ -29,8 +29,8 @@ import pytest
 from langgraph.store.base import PutOp
 from langgraph.store.postgres import PostgresStore
 
-from langmem_layer.ops import RecallOp
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
+from langmem_layer.store.ops import RecallOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.fakes import BagOfWordsEmbeddings
 

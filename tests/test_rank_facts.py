@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from langmem_layer import Kind, Layer, MemoryRecord, MemorySettings
-from langmem_layer.ops import Candidate
-from langmem_layer.retrieval import Facts, decay_score, rank_candidates, urgency
+from langmem_layer.read.rank import Facts, decay_score, rank_candidates, urgency
+from langmem_layer.store.ops import Candidate
 
 NOW = datetime(2026, 11, 18, tzinfo=UTC)
 

@@ -18,17 +18,17 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from langmem_layer import Kind, Layer, MemoryLayer, MemorySettings, RankingWeights, Status
-from langmem_layer.ops import Candidate, LinkOp, RecallOp, SetStatusOp
-from langmem_layer.query import time_window, understand
-from langmem_layer.refs import extract_refs
-from langmem_layer.retrieval import (
+from langmem_layer.read.query import time_window, understand
+from langmem_layer.read.rank import (
     decay_score,
     decay_weight,
     link_scores,
     rank_candidates,
     rrf_scores,
 )
+from langmem_layer.refs import extract_refs
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
+from langmem_layer.store.ops import Candidate, LinkOp, RecallOp, SetStatusOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import LinkType, LoopStatus, MemoryRecord, Policy, Recalled
 from tests.fakes import Clock

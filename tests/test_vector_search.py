@@ -16,8 +16,8 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import PutOp
 
 from langmem_layer import Kind, Layer, MemoryRecord
-from langmem_layer.ops import RecallOp
 from langmem_layer.sql import vector as vsql
+from langmem_layer.store.ops import RecallOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.conftest import _truncate
 

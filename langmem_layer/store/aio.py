@@ -15,10 +15,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.ops import IndexUserOp, LargeUsersOp, PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, Plan, StoreCore
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.embedding import Retry
+from langmem_layer.store.ops import IndexUserOp, LargeUsersOp, PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.sync import chunked
 
 __all__ = ["AsyncPostgresMemoryStore"]

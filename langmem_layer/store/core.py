@@ -28,7 +28,6 @@ from langgraph.store.base import (
 from langgraph.store.base import InvalidNamespaceError as _LGInvalidNamespace
 from pydantic import ValidationError
 
-from langmem_layer import ops as mops
 from langmem_layer.errors import (
     ConfigurationError,
     InvalidMemoryError,
@@ -41,6 +40,7 @@ from langmem_layer.sql import recall as rsql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
 from langmem_layer.sql.migrations import MIGRATIONS, VERSION_TABLE
+from langmem_layer.store import ops as mops
 from langmem_layer.store.embedding import CACHE_TTL, RETRY_BASE_DELAY, default_max_input_tokens
 from langmem_layer.store.plan import Embed, Handler, Plan, Query, Step
 from langmem_layer.store.queue_handlers import QueueHandlers

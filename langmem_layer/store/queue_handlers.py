@@ -13,8 +13,8 @@ from typing import Any
 
 from langgraph.store.base import PutOp
 
-from langmem_layer import ops as mops
 from langmem_layer.sql import queue as qsql
+from langmem_layer.store import ops as mops
 from langmem_layer.store.plan import Handler, Plan, Query, Step
 
 __all__ = ["QueueHandlers", "combine"]

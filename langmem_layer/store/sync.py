@@ -17,10 +17,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.ops import IndexUserOp, LargeUsersOp, PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, Plan, StoreCore
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.embedding import Retry
+from langmem_layer.store.ops import IndexUserOp, LargeUsersOp, PurgeEmbeddingCacheOp, SweepExpiredOp
 
 __all__ = ["PostgresMemoryStore"]
 
@@ -38,7 +38,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     """A LangGraph ``BaseStore`` on PostgreSQL + pgvector with typed long-term memory.
 
     Works anywhere LangGraph takes a store (``graph.compile(store=...)``, ``get_store()``),
-    and additionally executes the memory ops of :mod:`langmem_layer.ops`.
+    and additionally executes the memory ops of :mod:`langmem_layer.store.ops`.
 
     Args:
         conn: A psycopg ``Connection`` (autocommit) or a ``ConnectionPool``.

@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from langmem_layer import ops as mops
 from langmem_layer.sql import working as wsql
+from langmem_layer.store import ops as mops
 from langmem_layer.store.plan import Handler, Query
 
 __all__ = ["WorkingHandlers"]
 
 
 class WorkingHandlers:
-    """Handlers for the working-memory ops of :mod:`langmem_layer.ops`."""
+    """Handlers for the working-memory ops of :mod:`langmem_layer.store.ops`."""
 
     def _touch_thread(self, op: mops.TouchThreadOp) -> Handler:
         yield Query(*wsql.touch_thread(op.user_id, op.thread_id, profile=op.profile,

@@ -22,7 +22,7 @@ Phrase                                     Period
                                            name that has begun by ``now``)
 ``summer 2021`` / ``in the spring``        that season (northern hemisphere months)
 ``in 2022``                                that year
-``yesterday`` / ``today`` / ``N days       that day, as :func:`~langmem_layer.extraction.
+``yesterday`` / ``today`` / ``N days       that day, as :func:`~langmem_layer.write.
 ago`` / ``last Friday`` / ``N weeks ago``  dates.find_date` resolves it
 ``last week`` / ``this week``              the seven days around that day
 ``last month`` / ``this month`` / ``N      that calendar month
@@ -42,8 +42,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from langmem_layer.extraction.dates import find_date
 from langmem_layer.refs import extract_refs
+from langmem_layer.write.dates import find_date
 
 __all__ = ["QueryInfo", "TimeWindow", "time_window", "understand"]
 

@@ -2,7 +2,7 @@
 
 An extractor reads a turn's new messages together with the user's existing relevant
 memories and proposes :class:`MemoryOperation` values. It is deliberately loose; the
-write gate (:mod:`langmem_layer.gate`) decides what is actually written.
+write gate (:mod:`langmem_layer.write.gate`) decides what is actually written.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ Conventions:
   pronouns become third person ("my" -> "their") and habits conjugate their first
   verb ("I always take the stairs" -> "Always takes the stairs."). Salience: identity
   facts and boundaries 0.9, open loops 0.8, preferences 0.7, other facts 0.6.
-* Dated plans need a date phrase (:mod:`~langmem_layer.extraction.dates`) that is not
+* Dated plans need a date phrase (:mod:`~langmem_layer.write.dates`) that is not
   in the past and, for "I have" / "my X is", an event noun, so "I have a cold today"
   is not a plan. A relative date is resolved into the content ("Has an interview on
   Friday (Fri 2026-11-20).") so the text stays true after the day has passed.
@@ -74,9 +74,9 @@ from typing import Any, NamedTuple
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langmem_layer.extraction.base import MemoryOperation, OpType
-from langmem_layer.extraction.dates import DateMatch, find_date
 from langmem_layer.types import Kind, Layer, Policy, Recalled, content_hash, normalize_ref
+from langmem_layer.write.dates import DateMatch, find_date
+from langmem_layer.write.extractor import MemoryOperation, OpType
 
 __all__ = ["Rule", "RuleExtractor"]
 
@@ -258,7 +258,7 @@ _Found = tuple[Rule, re.Match[str], str, DateMatch | None]
 
 
 class RuleExtractor:
-    """Deterministic extractor implementing :class:`~langmem_layer.extraction.base.Extractor`.
+    """Deterministic extractor implementing :class:`~langmem_layer.write.extractor.Extractor`.
 
     Attributes:
         min_confidence: Only operations with a confidence strictly above this are proposed.

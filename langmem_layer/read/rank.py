@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from langmem_layer.ops import Candidate
 from langmem_layer.settings import MemorySettings
+from langmem_layer.store.ops import Candidate
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Recalled, to_utc
 
 __all__ = [
@@ -236,7 +236,7 @@ def rank_candidates(
     rank) not among the ``limit`` best are appended after them.
 
     Args:
-        candidates: From a :class:`~langmem_layer.ops.RecallOp`.
+        candidates: From a :class:`~langmem_layer.store.ops.RecallOp`.
         now: Time for decay, urgency and recency.
         settings: Weights, floors, RRF constant, source weights.
         limit: How many non-pinned memories to return (pinned are always included,

@@ -22,22 +22,14 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, messages_from_dict, messages_to_dict
 from langgraph.store.base import PutOp
 
-from langmem_layer import ops as mops
-from langmem_layer.extraction.base import MemoryOperation, OpType
-from langmem_layer.flows import (
-    Env,
-    ExtractCall,
-    Flow,
-    StoreCall,
-    new_record,
-    put_record,
-    require_user,
-    scopes_for,
-)
-from langmem_layer.gate import GateDecision
+from langmem_layer.read.rank import rank_candidates
 from langmem_layer.refs import extract_refs
-from langmem_layer.retrieval import rank_candidates
+from langmem_layer.runner import Env, ExtractCall, Flow, StoreCall, require_user, scopes_for
+from langmem_layer.store import ops as mops
 from langmem_layer.types import LinkType, MemoryRecord, Recalled, Source, Status, to_utc
+from langmem_layer.write.extractor import MemoryOperation, OpType
+from langmem_layer.write.gate import GateDecision
+from langmem_layer.write.memory import new_record, put_record
 
 __all__ = [
     "IngestResult",

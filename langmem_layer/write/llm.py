@@ -17,13 +17,13 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, ValidationError
 
-from langmem_layer.extraction.base import Extractor, MemoryOperation
-from langmem_layer.extraction.rules import RuleExtractor
 from langmem_layer.types import Recalled, utc_iso
+from langmem_layer.write.extractor import Extractor, MemoryOperation
+from langmem_layer.write.rules import RuleExtractor
 
 __all__ = ["ExtractionOutput", "LLMExtractor"]
 
-logger = logging.getLogger("langmem_layer.extraction")
+logger = logging.getLogger("langmem_layer.write")
 
 SYSTEM_PROMPT = """You maintain long-term memory about ONE user for an AI assistant.
 Read the new messages and the user's existing memories, and propose operations.

@@ -25,9 +25,9 @@ from datetime import datetime, timedelta
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from langmem_layer import ops as mops
-from langmem_layer.context import ContextBlock, build_context_block
-from langmem_layer.flows import Env, Flow, StoreCall, require_user
+from langmem_layer.read.block import ContextBlock, build_context_block
+from langmem_layer.runner import Env, Flow, StoreCall, require_user
+from langmem_layer.store import ops as mops
 from langmem_layer.tokens import TokenCounter
 from langmem_layer.types import Policy, Recalled
 
@@ -110,7 +110,7 @@ def context_block(env: Env, recalled: Sequence[Recalled], *,
                   recently_spoken: Sequence[str] = (), now: datetime) -> ContextBlock:
     """The memory block with the user's recent history from other threads appended.
 
-    Same budget and sections as :func:`langmem_layer.flows.context_block`; the recent
+    Same budget and sections as :func:`langmem_layer.runner.context_block`; the recent
     history only takes what the memories left. Lines whose message is the source of a
     recalled ``avoid`` memory are dropped here too (the query already drops turns that
     are the source of any stored one).

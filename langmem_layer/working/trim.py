@@ -1,6 +1,6 @@
 """Working memory (R8.1): the thread the agent sees, trimmed to a token budget.
 
-A LangGraph checkpointer holds the thread (see :mod:`langmem_layer.sessions`). Before
+A LangGraph checkpointer holds the thread (see :mod:`langmem_layer.working.sessions`). Before
 the agent sees it, ``load_memory`` trims it: whole turns leave from the oldest end until
 the rest fits ``MemorySettings.history_max_tokens`` (tiktoken-counted), but the last
 ``history_min_turns`` turns always stay. A turn starts at a human message; a human
@@ -39,12 +39,13 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from langmem_layer import flows, write
-from langmem_layer import ops as mops
-from langmem_layer.flows import Env, Flow, StoreCall, require_user
-from langmem_layer.history import log_op, recent_op
+from langmem_layer.read import recall as read
+from langmem_layer.runner import Env, Flow, StoreCall, require_user
+from langmem_layer.store import ops as mops
 from langmem_layer.tokens import TokenCounter
 from langmem_layer.types import Recalled
+from langmem_layer.working.history import log_op, recent_op
+from langmem_layer.write import apply as write
 
 __all__ = [
     "TrimPlan",
@@ -204,7 +205,7 @@ def short_term(messages: Sequence[BaseMessage], n: int) -> list[BaseMessage]:
 def turn_dedupe_key(thread_id: str | None, turn: Sequence[BaseMessage]) -> str | None:
     """The extraction-queue key of a turn handed over by trimming or session close.
 
-    ``None`` when every message has an id: :func:`langmem_layer.write.enqueue_turn`'s
+    ``None`` when every message has an id: :func:`langmem_layer.write.apply.enqueue_turn`'s
     default key (thread + last message id) applies, the one ``extract_after_turn``
     used when the turn ended, so a turn queued then is not queued again. Otherwise
     a key from the turn's content, stable across runs.
@@ -326,7 +327,7 @@ def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: 
     if st.recent_history_limit:
         extra.append(recent_op(env, user_id, profile=profile, thread_id=thread_id, now=now))
     recalled, extra_results, *enqueued = yield from gather(
-        flows.recall(env, user_id, query, profile=profile, limit=limit, now=now,
+        read.recall(env, user_id, query, profile=profile, limit=limit, now=now,
                      reinforce=reinforce),
         ops_flow(extra),
         *handoff(env, user_id, plan.dropped, profile=profile, thread_id=thread_id,

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -39,9 +38,10 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from langchain_core.messages import BaseMessage
 
-from langmem_layer import ops as mops
-from langmem_layer.flows import Env, StoreCall
-from langmem_layer.working import gather, handoff, split_turns
+from langmem_layer.config import database_url
+from langmem_layer.runner import Env, StoreCall
+from langmem_layer.store import ops as mops
+from langmem_layer.working.trim import gather, handoff, split_turns
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -63,20 +63,6 @@ __all__ = [
 logger = logging.getLogger("langmem_layer")
 
 PruneStrategy = Literal["off", "keep_latest", "delete"]
-
-
-def database_url(url: str | None = None, *, data_dir: str | Path | None = None) -> str:
-    """The memory database: ``url``, else ``LANGMEM_DATABASE_URL``, else the embedded one.
-
-    The embedded server (in ``data_dir``, else ``LANGMEM_DATA_DIR``, else ``.langmem``)
-    is started when needed.
-    """
-    found = url or os.environ.get("LANGMEM_DATABASE_URL")
-    if found:
-        return found
-    from langmem_layer.store.embedded import embedded_uri
-
-    return embedded_uri(data_dir or os.environ.get("LANGMEM_DATA_DIR", ".langmem"))
 
 
 @contextmanager
