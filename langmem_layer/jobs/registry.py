@@ -1,0 +1,235 @@
+"""The job registry: every periodic maintenance task, by name.
+
+A job is a named call to a public method of the store or of :class:`MemoryLayer`
+(``store.sweep_ttl()``, ``layer.sweep_sessions(...)`` ...) that an operator runs
+from cron, ``langmem-layer jobs run NAME``, or code. Registering it here is what
+makes it appear in ``langmem-layer jobs list`` and runnable by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langmem_layer.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from langmem_layer.layer import MemoryLayer
+    from langmem_layer.settings import MemorySettings
+    from langmem_layer.store.sync import PostgresMemoryStore
+
+__all__ = ["JOBS", "Job", "JobContext", "JobOption", "JobResult", "register"]
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+class JobContext:
+    """What a job runs against: a store, and a :class:`MemoryLayer` built on first use.
+
+    Store-level jobs only touch :attr:`store`; flow-level jobs ask for :attr:`layer`,
+    which is built lazily so that store jobs never construct an extractor.
+
+    Args:
+        store: The open store.
+        database_url: The URL the store was opened on (None: resolved by
+            :mod:`langmem_layer.config`); flow jobs open their checkpointer on it.
+        data_dir: The embedded server's directory when no URL is set.
+        settings: Settings for the layer (default: :func:`config.settings_from_env`).
+        layer: A ready layer to use instead of building one.
+    """
+
+    def __init__(self, store: PostgresMemoryStore, *, database_url: str | None = None,
+                 data_dir: str | Path | None = None, settings: MemorySettings | None = None,
+                 layer: MemoryLayer | None = None) -> None:
+        self.store = store
+        self.database_url = database_url
+        self.data_dir = data_dir
+        self.settings = settings
+        self._layer = layer
+
+    @property
+    def layer(self) -> MemoryLayer:
+        """The :class:`MemoryLayer` on :attr:`store` (inline extraction), built once."""
+        if self._layer is None:
+            from langmem_layer.config import settings_from_env
+            from langmem_layer.layer import MemoryLayer
+
+            # Inline: a job runs to completion in this process; no worker thread.
+            self._layer = MemoryLayer(self.store, settings=self.settings or settings_from_env(),
+                                      extraction="inline")
+        return self._layer
+
+    def checkpointer(self) -> AbstractContextManager[PostgresSaver]:
+        """LangGraph's ``PostgresSaver`` on the same database (tables set up)."""
+        from langmem_layer.working.sessions import postgres_checkpointer
+
+        return postgres_checkpointer(self.database_url, data_dir=self.data_dir)
+
+
+@dataclass(frozen=True, slots=True)
+class JobOption:
+    """One keyword option a job takes.
+
+    Attributes:
+        name: The keyword (``ttl_hours``); the command line spells it ``--ttl-hours``.
+        type: ``int``, ``float``, ``str`` or ``bool`` (a flag on the command line).
+        help: One line for ``--help``.
+        choices: The allowed values, if limited.
+        needs_embeddings: When the option is truthy the job embeds (e.g. it extracts),
+            so the store must be opened with an embedding index.
+    """
+
+    name: str
+    type: type = str
+    help: str = ""
+    choices: tuple[str, ...] | None = None
+    needs_embeddings: bool = False
+
+    @property
+    def flag(self) -> str:
+        """The command-line spelling, ``--ttl-hours`` for ``ttl_hours``."""
+        return "--" + self.name.replace("_", "-")
+
+    def parse(self, text: str) -> Any:
+        """Convert a command-line string to the option's type.
+
+        Raises:
+            ConfigurationError: The text is not a value of the option's type or choices.
+        """
+        value: Any
+        try:
+            if self.type is bool:
+                if text.lower() not in _TRUE | _FALSE:
+                    raise ValueError(text)
+                value = text.lower() in _TRUE
+            else:
+                value = self.type(text)
+        except ValueError:
+            raise ConfigurationError(
+                f"Option {self.name} takes a {self.type.__name__}, got {text!r}.") from None
+        if self.choices is not None and value not in self.choices:
+            raise ConfigurationError(
+                f"Option {self.name} is one of {', '.join(self.choices)}; got {text!r}.")
+        return value
+
+
+@dataclass(slots=True)
+class JobResult:
+    """What one run of a job did.
+
+    Attributes:
+        job: The job's name.
+        counts: How many things ended in each outcome (``{"deleted": 3}``); the
+            ``"failed"`` count, when present, makes the run a failure.
+        template: The line :meth:`summary` prints, formatted with :attr:`counts`;
+            empty for the generic ``name: 3 deleted`` form.
+        detail: The underlying method's own result (users indexed, a
+            :class:`SessionSweep`, a :class:`ProcessResult` ...), for callers in code.
+    """
+
+    job: str
+    counts: dict[str, int] = field(default_factory=dict)
+    template: str = ""
+    detail: Any = None
+
+    @property
+    def failed(self) -> int:
+        """How many things failed (0 when the job succeeded)."""
+        return self.counts.get("failed", 0)
+
+    def summary(self) -> str:
+        """One line for a log or a terminal."""
+        if self.template:
+            return self.template.format(**self.counts)
+        outcomes = ", ".join(f"{n} {outcome}" for outcome, n in self.counts.items())
+        return f"{self.job}: {outcomes or 'nothing to do'}"
+
+
+JobFunction = Callable[..., JobResult]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A named maintenance task.
+
+    Attributes:
+        name: The registry key and command name (``sweep-ttl``).
+        summary: One line saying what it does.
+        schedule: How often to run it (``"daily"``, ``"weekly"``, ``"monthly"``), or None
+            for on demand. Informational: nothing schedules jobs yet.
+        needs_embeddings: Whether the store must have an embedding index, whatever the
+            options.
+        function: ``function(ctx, *, now, **options) -> JobResult``.
+        options: The keyword options it takes.
+    """
+
+    name: str
+    summary: str
+    schedule: str | None
+    needs_embeddings: bool
+    function: JobFunction = field(repr=False)
+    options: tuple[JobOption, ...] = ()
+
+    def embeds(self, options: Mapping[str, Any]) -> bool:
+        """Whether a run with ``options`` needs an embedding index."""
+        return self.needs_embeddings or any(
+            o.needs_embeddings and options.get(o.name) for o in self.options)
+
+    def option(self, name: str) -> JobOption:
+        """The option called ``name``.
+
+        Raises:
+            ConfigurationError: The job has no such option.
+        """
+        for o in self.options:
+            if o.name == name:
+                return o
+        known = ", ".join(o.name for o in self.options) or "none"
+        raise ConfigurationError(f"Job {self.name} has no option {name!r} (options: {known}).")
+
+    def run(self, ctx: JobContext, *, now: datetime | None = None,
+            **options: Any) -> JobResult:
+        """Run the job once.
+
+        Args:
+            ctx: The store (and layer) to run against.
+            now: The time to run at (default: the store's or layer's clock); jobs that
+                do not depend on time ignore it.
+            **options: The job's options; None means the default.
+
+        Raises:
+            ConfigurationError: An option the job does not take.
+        """
+        for name in options:
+            self.option(name)
+        given = {k: v for k, v in options.items() if v is not None}
+        return self.function(ctx, now=now, **given)
+
+
+#: Every registered job by name, in registration order.
+JOBS: dict[str, Job] = {}
+
+
+def register(name: str, summary: str, *, schedule: str | None = None,
+             needs_embeddings: bool = False,
+             options: tuple[JobOption, ...] = ()) -> Callable[[JobFunction], JobFunction]:
+    """Register the decorated function as the job ``name`` (see :class:`Job`).
+
+    Raises:
+        ConfigurationError: A job of that name is already registered.
+    """
+    def decorate(function: JobFunction) -> JobFunction:
+        if name in JOBS:
+            raise ConfigurationError(f"Job {name!r} is already registered.")
+        JOBS[name] = Job(name, summary, schedule, needs_embeddings, function, options)
+        return function
+
+    return decorate
+
