@@ -6,23 +6,42 @@ remembers each user across threads, agents and months.
 """
 
 from langmem_layer.errors import (
+    ConfigurationError,
     DatabaseUnavailableError,
+    EmbeddingDimensionError,
+    EmbeddingError,
+    ExtractionError,
     InvalidContentError,
+    InvalidFilterError,
     InvalidMemoryError,
     InvalidNamespaceError,
     LangmemError,
     MemoryNotFoundError,
     MissingUserError,
 )
+from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
 from langmem_layer.read.block import ContextBlock
 from langmem_layer.settings import GateSettings, MemorySettings, RankingWeights
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
-from langmem_layer.store.ops import LoggedMessage
+from langmem_layer.store.core import MemoryIndexConfig
+from langmem_layer.store.ops import IngestLogEntry, LoggedMessage
 from langmem_layer.store.sync import PostgresMemoryStore
-from langmem_layer.types import Kind, Layer, LinkType, MemoryRecord, Policy, Recalled, Status
+from langmem_layer.types import (
+    Kind,
+    Layer,
+    LinkType,
+    LoopStatus,
+    MemoryConfig,
+    MemoryRecord,
+    Policy,
+    Recalled,
+    Source,
+    Status,
+)
 from langmem_layer.working.sessions import (
+    PruneStrategy,
     SessionSweep,
     apostgres_checkpointer,
     postgres_checkpointer,
@@ -32,25 +51,39 @@ from langmem_layer.write.apply import IngestResult, ProcessResult
 from langmem_layer.write.extractor import Extractor, MemoryOperation, OpType
 from langmem_layer.write.gate import GateDecision, WriteGate
 from langmem_layer.write.llm import LLMExtractor
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.write.rules import Rule, RuleExtractor
 
 __all__ = [
+    "JOBS",
     "AsyncPostgresMemoryStore",
+    "ConfigurationError",
     "ContextBlock",
     "DatabaseUnavailableError",
+    "EmbeddingDimensionError",
+    "EmbeddingError",
+    "ExtractionError",
     "Extractor",
     "GateDecision",
     "GateSettings",
+    "IngestLogEntry",
     "IngestResult",
     "InvalidContentError",
+    "InvalidFilterError",
     "InvalidMemoryError",
     "InvalidNamespaceError",
+    "Job",
+    "JobContext",
+    "JobOption",
+    "JobResult",
     "Kind",
     "LLMExtractor",
     "LangmemError",
     "Layer",
     "LinkType",
     "LoggedMessage",
+    "LoopStatus",
+    "MemoryConfig",
+    "MemoryIndexConfig",
     "MemoryLayer",
     "MemoryNotFoundError",
     "MemoryOperation",
@@ -62,10 +95,13 @@ __all__ = [
     "Policy",
     "PostgresMemoryStore",
     "ProcessResult",
+    "PruneStrategy",
     "RankingWeights",
     "Recalled",
+    "Rule",
     "RuleExtractor",
     "SessionSweep",
+    "Source",
     "Status",
     "TrimPlan",
     "WorkingLoad",

@@ -113,7 +113,8 @@ class JobOption:
                 value = self.type(text)
         except ValueError:
             raise ConfigurationError(
-                f"Option {self.name} takes a {self.type.__name__}, got {text!r}.") from None
+                f"Option {self.name} takes a value of type {self.type.__name__}, got {text!r}."
+            ) from None
         if self.choices is not None and value not in self.choices:
             raise ConfigurationError(
                 f"Option {self.name} is one of {', '.join(self.choices)}; got {text!r}.")
