@@ -315,7 +315,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # a bug or a server problem: the traceback is the useful report
         else:
             message = str(e)
-    print(f"{PROG}: {message}", file=sys.stderr)
+    # One line even when the server's message carries a hint on the next.
+    line = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+    print(f"{PROG}: {line}", file=sys.stderr)
     return 1
 
 if __name__ == "__main__":
