@@ -1,13 +1,31 @@
-"""The package's public surface stays complete and sorted."""
+"""The package's public surface stays complete, sorted and light to import."""
 
 import inspect
+import subprocess
+import sys
+import typing
+from pathlib import Path
 
 import langmem_layer
+from langmem_layer import MemoryLayer, errors
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Types of the standard library and of the framework the API extends (a LangGraph
+# ``StateGraph`` in, the same out); callers already import these from their owners.
+FOREIGN_MODULES = ("builtins", "typing", "collections", "datetime", "types", "langgraph",
+                   "langchain_core")
+
+
+def _ruff_order(name: str) -> tuple[int, str]:
+    # ruff's RUF022 ("isort-style"): CONSTANTS, then Classes, then functions.
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
 
 
 def test_all_is_sorted_and_complete() -> None:
     names = langmem_layer.__all__
-    assert list(names) == sorted(names)
+    assert list(names) == sorted(names, key=_ruff_order)
+    assert len(set(names)) == len(names)
     assert all(hasattr(langmem_layer, n) for n in names)
     public_imports = {
         n for n, v in vars(langmem_layer).items()
@@ -21,3 +39,49 @@ def test_public_callables_have_docstrings() -> None:
         obj = getattr(langmem_layer, name)
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert inspect.getdoc(obj), name
+
+
+def test_every_error_is_exported() -> None:
+    defined = {
+        name for name, obj in vars(errors).items()
+        if inspect.isclass(obj) and issubclass(obj, errors.LangmemError)
+        and obj.__module__ == errors.__name__
+    }
+    assert defined == set(errors.__all__)
+    assert defined <= set(langmem_layer.__all__), defined - set(langmem_layer.__all__)
+    assert all(getattr(langmem_layer, n) is getattr(errors, n) for n in defined)
+
+
+def _classes(annotation: object) -> typing.Iterator[type]:
+    if isinstance(annotation, type):
+        yield annotation
+    for arg in typing.get_args(annotation):
+        yield from _classes(arg)
+
+
+def test_layer_methods_return_only_exported_types() -> None:
+    exported = {id(getattr(langmem_layer, n)) for n in langmem_layer.__all__}
+    methods = [(n, m) for n, m in inspect.getmembers(MemoryLayer, inspect.isfunction)
+               if not n.startswith("_")]
+    assert len(methods) > 30
+    for name, method in methods:
+        returned = typing.get_type_hints(method).get("return")
+        for cls in _classes(returned):
+            if id(cls) in exported:
+                continue
+            assert cls.__module__.split(".")[0] in FOREIGN_MODULES, (
+                f"MemoryLayer.{name} returns {cls.__module__}.{cls.__qualname__}, "
+                "which langmem_layer.__all__ does not export")
+
+
+def test_import_loads_no_model_and_opens_no_database() -> None:
+    code = ("import sys, langmem_layer; "
+            "assert 'torch' not in sys.modules, 'torch'; "
+            "assert 'sentence_transformers' not in sys.modules, 'sentence_transformers'; "
+            "import gc, psycopg, psycopg_pool; "
+            "live = [o for o in gc.get_objects() "
+            "if isinstance(o, (psycopg.Connection, psycopg_pool.ConnectionPool))]; "
+            "assert not live, live")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
