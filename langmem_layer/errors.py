@@ -106,6 +106,7 @@ class SchemaNotReadyError(LangmemError, RuntimeError):
 
 
 class SyncCallOnEventLoopError(LangmemError, _InvalidStateError, RuntimeError):
-    """A synchronous method of the async store was called on its own event loop's
-    thread, where waiting for the loop would deadlock; use the ``a``-prefixed methods.
+    """A synchronous method of the async store cannot run now: it was called on the
+    store's own event loop thread, where waiting for the loop would deadlock (use the
+    ``a``-prefixed methods there), or the store has no running loop to hand work to.
     """
