@@ -24,9 +24,10 @@ from langmem_layer.errors import (
     PoolTimeoutError,
     SchemaNotReadyError,
 )
+from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.db_errors import TRANSACTION_ATTEMPTS, translate
 from langmem_layer.store.plan import Handler, Query
-from langmem_layer.store.registry import handles
+from langmem_layer.store.registry import Registry, handles
 from langmem_layer.store.sync import PostgresMemoryStore
 
 
@@ -159,19 +160,27 @@ class _LoseOp:
     times: int
 
 
-class _LosingStore(PostgresMemoryStore):
+class _Lose(Registry):
     attempts = 0
 
     @handles(_LoseOp)
     def _lose(self, op: _LoseOp) -> Handler:
-        type(self).attempts += 1
+        _Lose.attempts += 1
         yield Query("CREATE TEMP TABLE IF NOT EXISTS lose_probe (x int)", None)
-        if type(self).attempts <= op.times:
+        if _Lose.attempts <= op.times:
             yield Query(
                 f"DO $$ BEGIN RAISE EXCEPTION 'lost' USING ERRCODE = '{op.sqlstate}'; END $$",
                 None,
             )
-        return type(self).attempts
+        return _Lose.attempts
+
+
+class _LosingStore(_Lose, PostgresMemoryStore):
+    pass
+
+
+class _AsyncLosingStore(_Lose, AsyncPostgresMemoryStore):
+    pass
 
 
 @pytest.mark.parametrize("sqlstate", ["40P01", "40001"])
@@ -179,17 +188,29 @@ def test_lost_transaction_is_retried_then_a_concurrency_error(
     pg_uri: str, sqlstate: str
 ) -> None:
     with _LosingStore.from_conn_string(pg_uri, index=None) as s:
-        _LosingStore.attempts = 0
+        _Lose.attempts = 0
         assert s.batch([_LoseOp(sqlstate, times=TRANSACTION_ATTEMPTS - 1)]) == [
             TRANSACTION_ATTEMPTS
         ]
-        _LosingStore.attempts = 0
+        _Lose.attempts = 0
         with pytest.raises(ConcurrencyError, match=sqlstate) as info:
             s.batch([_LoseOp(sqlstate, times=TRANSACTION_ATTEMPTS)])
-        assert _LosingStore.attempts == TRANSACTION_ATTEMPTS
+        assert _Lose.attempts == TRANSACTION_ATTEMPTS
         assert isinstance(info.value, RuntimeError)
         assert isinstance(info.value.__cause__, psycopg.Error)
         assert info.value.__cause__.sqlstate == sqlstate
+
+
+async def test_async_store_retries_and_classifies_the_same(pg_uri: str) -> None:
+    async with _AsyncLosingStore.from_conn_string(pg_uri, index=None) as s:
+        _Lose.attempts = 0
+        assert await s.abatch([_LoseOp("40P01", times=1)]) == [2]
+        _Lose.attempts = 0
+        with pytest.raises(ConcurrencyError):
+            await s.abatch([_LoseOp("40001", times=TRANSACTION_ATTEMPTS)])
+        with pytest.raises(InvalidInputError, match="NUL"):
+            await s.aput(("docs",), "bad", {"text": "a\x00b"})
+        assert await s.aget(("docs",), "bad") is None
 
 
 def test_registry_of_a_subclass_keeps_the_core_handlers() -> None:
