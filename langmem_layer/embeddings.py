@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from langmem_layer.errors import ConfigurationError
-from langmem_layer.store.core import MemoryIndexConfig
+from langmem_layer.store.config import MemoryIndexConfig
 
 __all__ = ["LocalEmbeddings", "default_index", "openai_configured"]
 

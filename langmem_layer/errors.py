@@ -8,9 +8,12 @@ written against the built-ins keeps working.
 
 from __future__ import annotations
 
+from asyncio import InvalidStateError as _InvalidStateError
+
 from langgraph.store.base import InvalidNamespaceError as _LangGraphInvalidNamespace
 
 __all__ = [
+    "ConcurrencyError",
     "ConfigurationError",
     "DatabaseUnavailableError",
     "EmbeddingDimensionError",
@@ -18,11 +21,15 @@ __all__ = [
     "ExtractionError",
     "InvalidContentError",
     "InvalidFilterError",
+    "InvalidInputError",
     "InvalidMemoryError",
     "InvalidNamespaceError",
     "LangmemError",
     "MemoryNotFoundError",
     "MissingUserError",
+    "PoolTimeoutError",
+    "SchemaNotReadyError",
+    "SyncCallOnEventLoopError",
 ]
 
 
@@ -76,3 +83,30 @@ class ExtractionError(LangmemError, RuntimeError):
 
 class DatabaseUnavailableError(LangmemError, ConnectionError):
     """The PostgreSQL server cannot be reached or went away mid-operation."""
+
+
+class InvalidInputError(LangmemError, ValueError):
+    """PostgreSQL refused the caller's data: invalid (a NUL byte in text, a value out of
+    range) or too large (a query too deeply nested, a row too big). Nothing was written.
+    """
+
+
+class ConcurrencyError(LangmemError, RuntimeError):
+    """A transaction kept losing to concurrent ones (deadlock or serialization failure)
+    after its retries; nothing was written and the batch may be run again.
+    """
+
+
+class PoolTimeoutError(LangmemError, TimeoutError):
+    """No pooled connection became free in time: the pool is too small for the load."""
+
+
+class SchemaNotReadyError(LangmemError, RuntimeError):
+    """The store's tables do not exist: ``setup()`` has not been run on this database."""
+
+
+class SyncCallOnEventLoopError(LangmemError, _InvalidStateError, RuntimeError):
+    """A synchronous method of the async store cannot run now: it was called on the
+    store's own event loop thread, where waiting for the loop would deadlock (use the
+    ``a``-prefixed methods there), or the store has no running loop to hand work to.
+    """

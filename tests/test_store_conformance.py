@@ -33,7 +33,12 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from langmem_layer.errors import InvalidFilterError, InvalidMemoryError, InvalidNamespaceError
+from langmem_layer.errors import (
+    InvalidFilterError,
+    InvalidMemoryError,
+    InvalidNamespaceError,
+    SyncCallOnEventLoopError,
+)
 from langmem_layer.sql.migrations import MIGRATIONS
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.sync import PostgresMemoryStore
@@ -517,7 +522,7 @@ async def test_async_setup_idempotent_and_sync_call_from_worker_thread(
     await astore.aput(("w",), "k", {"v": 1})
     item = await asyncio.to_thread(astore.get, ("w",), "k")
     assert item is not None and item.value == {"v": 1}
-    with pytest.raises(RuntimeError, match="deadlock"):
+    with pytest.raises(SyncCallOnEventLoopError, match="deadlock"):
         astore.get(("w",), "k")
 
 

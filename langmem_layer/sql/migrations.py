@@ -4,6 +4,10 @@ Each entry is idempotent DDL (``IF NOT EXISTS`` throughout), so running ``setup(
 again after the version table was dropped succeeds and changes nothing. Never edit
 or reorder an entry that has shipped; append a new one.
 
+The runner's own statements (:func:`create_version_table`, :func:`lock_setup`,
+:func:`applied_versions`, :func:`record_version`) return ``(sql, params)`` like the
+other modules of :mod:`langmem_layer.sql`; the store steps them in one transaction.
+
 Every table carries ``user_id`` and leads its keys with it: each statement on them
 filters by the user, which keeps memory isolated and keeps each query routable to
 one shard of a distributed PostgreSQL (e.g. Citus, distributing on ``user_id``).
@@ -11,7 +15,23 @@ one shard of a distributed PostgreSQL (e.g. Citus, distributing on ``user_id``).
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "VERSION_TABLE"]
+from typing import Any
+
+__all__ = [
+    "MIGRATIONS",
+    "VERSION_TABLE",
+    "applied_versions",
+    "create_version_table",
+    "lock_setup",
+    "migration",
+    "record_version",
+]
+
+#: ``(sql, params)``; ``params`` is ``None`` for DDL, which then needs no ``%`` escaping.
+Sql = tuple[str, Any]
+
+#: Key of the advisory lock that serialises concurrent ``setup()`` calls.
+SETUP_LOCK = "langmem_layer.setup"
 
 VERSION_TABLE = "langmem_migrations"
 
@@ -395,3 +415,28 @@ MIGRATIONS: list[str] = [
     ALTER TABLE langmem_items SET (fillfactor = 90);
     """,
 ]
+
+
+def create_version_table() -> Sql:
+    """Migration 0 (pgvector and the version table), run before anything is read."""
+    return MIGRATIONS[0], None
+
+
+def lock_setup() -> Sql:
+    """Wait for any other ``setup()`` to commit; held until this transaction ends."""
+    return "SELECT pg_advisory_xact_lock(hashtext(%s))", [SETUP_LOCK]
+
+
+def applied_versions() -> Sql:
+    """The versions already applied, as rows of ``v``."""
+    return f"SELECT v FROM {VERSION_TABLE}", None
+
+
+def migration(version: int) -> Sql:
+    """The DDL of migration ``version``."""
+    return MIGRATIONS[version], None
+
+
+def record_version(version: int) -> Sql:
+    """Record ``version`` as applied (a concurrent setup may have recorded it too)."""
+    return f"INSERT INTO {VERSION_TABLE} (v) VALUES (%s) ON CONFLICT DO NOTHING", [version]

@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from langgraph.store.base import BaseStore, Op, Result
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.store.core import ANN_MIN_USER_VECTORS, Plan, StoreCore
+from langmem_layer.errors import DatabaseUnavailableError, SyncCallOnEventLoopError
+from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
+from langmem_layer.store.driver import (
+    IO,
+    EmbedDocuments,
+    EmbedQuery,
+    Fetch,
+    Job,
+    RunTransaction,
+    Sleep,
+    Stepper,
+)
 from langmem_layer.store.embedded import embedded_uri
-from langmem_layer.store.embedding import Retry
-from langmem_layer.store.ops import IndexUserOp, LargeUsersOp, PurgeEmbeddingCacheOp, SweepExpiredOp
-from langmem_layer.store.sync import chunked
+from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 
 __all__ = ["AsyncPostgresMemoryStore"]
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 
 class AsyncPostgresMemoryStore(StoreCore, BaseStore):
@@ -44,6 +49,9 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     def __init__(self, conn: Any, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
         self._lock = asyncio.Lock()
+        # The loop the sync methods hand their work to from other threads, known from
+        # the start (as in LangGraph's AsyncPostgresStore) when the store is made in it.
+        self.loop: asyncio.AbstractEventLoop | None = _running_loop()
 
     @classmethod
     @asynccontextmanager
@@ -85,100 +93,92 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             async with self._lock:
                 yield self.conn
 
-    async def _retrying(self, call: Callable[[_T], Awaitable[_R]], arg: _T) -> _R:
-        retry = Retry(self.embedding_retry_delay)
-        while True:
-            try:
-                return await call(arg)
-            except Exception as e:
-                await asyncio.sleep(retry.pause_after(e))
-
-    async def _execute(self, plan: Plan) -> list[Any]:
-        self._loop = asyncio.get_running_loop()
-        # Cache and model run before the transaction, so no lock is held while waiting
-        # on the model, and a model that keeps failing leaves nothing written.
-        if (lookup := plan.cache_lookup()) is not None:
-            try:
-                async with (
-                    self._connection() as conn,
-                    conn.cursor(row_factory=dict_row) as cur,
-                ):
-                    await cur.execute(lookup.sql, lookup.params)
-                    plan.deliver_cache(await cur.fetchall())
-            except psycopg.OperationalError as e:
-                raise DatabaseUnavailableError(f"PostgreSQL went away: {e}") from e
-        docs, queries = plan.embedding_work()
-        doc_vecs: list[list[float]] = []
-        query_vecs: list[list[float]] = []
-        if docs or queries:
-            emb = self.embeddings
-            if emb is None:
-                raise RuntimeError("embedding requested without an index")
-            for batch in chunked(docs, self.embedding_batch_size):
-                doc_vecs.extend(await self._retrying(emb.aembed_documents, batch))
-            query_vecs = [await self._retrying(emb.aembed_query, q) for q in queries]
-        plan.deliver_embeddings(doc_vecs, query_vecs)
-        if plan.next_query() is not None:
-            try:
+    async def _io(self, io: IO) -> Any:
+        """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""
+        match io:
+            case Fetch(query):
+                async with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+                    await cur.execute(query.sql, query.params)
+                    return await cur.fetchall()
+            case RunTransaction(plan):
                 async with (
                     self._connection() as conn,
                     conn.transaction(),
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
-                    while (query := plan.next_query()) is not None:
-                        await cur.execute(query.sql, query.params)
+                    while (q := plan.next_query()) is not None:
+                        await cur.execute(q.sql, q.params)
                         plan.deliver_rows(await cur.fetchall() if cur.description else [])
-            except psycopg.OperationalError as e:
-                raise DatabaseUnavailableError(
-                    f"PostgreSQL went away; the batch was rolled back: {e}"
-                ) from e
-        return plan.results()
+                return None
+            case EmbedDocuments(texts):
+                return await self._model().aembed_documents(texts)
+            case EmbedQuery(text):
+                return await self._model().aembed_query(text)
+            case Sleep(seconds):
+                return await asyncio.sleep(seconds)
+        raise TypeError(f"unknown I/O step {io!r}")
+
+    async def _drive(self, job: Job) -> Any:
+        if self.loop is None or self.loop.is_closed():
+            self.loop = asyncio.get_running_loop()
+        step = Stepper(job)
+        while (io := step.io) is not None:
+            try:
+                reply = await self._io(io)
+            except Exception as e:
+                step.throw(e)
+            else:
+                step.send(reply)
+        return step.result
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Execute a batch of store and memory ops in one transaction."""
-        return await self._execute(self.plan(ops))
+        return await self._drive(self._batch_job(ops))  # type: ignore[no-any-return]
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run :meth:`abatch` on the store's event loop from another thread.
 
+        The loop is the one running when the store was made (or, failing that, the
+        first one it ran on), so a fresh store serves threads at once.
+
         Raises:
-            RuntimeError: When called from the event loop's own thread (it would
-                deadlock); use the ``a``-prefixed methods there.
+            SyncCallOnEventLoopError: When called from the event loop's own thread,
+                where waiting for the loop would deadlock; use the ``a``-prefixed
+                methods there. It is also an ``asyncio.InvalidStateError``.
         """
-        loop = self._loop
+        loop = self.loop
         if loop is None or loop.is_closed():
-            raise RuntimeError(
-                "The async store has not run on an event loop yet; call its async methods "
-                "(aput, asearch, ...) or use PostgresMemoryStore for synchronous code."
+            raise SyncCallOnEventLoopError(
+                "The async store has no running event loop to run on; make it inside "
+                "one (async with AsyncPostgresMemoryStore.from_conn_string(...)) or use "
+                "PostgresMemoryStore for synchronous code."
             )
-        try:
-            if asyncio.get_running_loop() is loop:
-                raise RuntimeError(
-                    "Synchronous calls on AsyncPostgresMemoryStore from its own event loop "
-                    "would deadlock; use the async methods (aget, aput, asearch, ...)."
-                )
-        except RuntimeError as e:
-            if "deadlock" in str(e):
-                raise
-        future = asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), loop)
-        return future.result()
+        if _running_loop() is loop:
+            raise SyncCallOnEventLoopError(
+                "Synchronous calls on AsyncPostgresMemoryStore from its own event loop "
+                "would deadlock; use the async methods (aget, aput, asearch, ...)."
+            )
+        return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), loop).result()
 
     async def setup(self) -> list[int]:
         """Create or upgrade the schema. Idempotent; returns the versions applied."""
-        return (await self._execute(self.setup_plan()))[0]  # type: ignore[no-any-return]
+        return await self._drive(self._setup_job())  # type: ignore[no-any-return]
 
     async def index_large_users(self, *, threshold: int = ANN_MIN_USER_VECTORS) -> list[str]:
         """Async twin of :meth:`PostgresMemoryStore.index_large_users`."""
-        users: list[tuple[str, int]] = (
-            await self._execute(self.plan([LargeUsersOp(threshold)])))[0]
-        for user_id, _ in users:
-            await self._execute(self.plan([IndexUserOp(user_id)]))
-        return [u for u, _ in users]
+        return await self._drive(self._index_large_users_job(threshold))  # type: ignore[no-any-return]
 
     async def sweep_ttl(self, *, now: datetime | None = None) -> int:
         """Delete expired items now; returns how many were deleted."""
-        return int((await self._execute(self.plan([SweepExpiredOp(now)])))[0])
+        return int(await self._drive(self._op_job(SweepExpiredOp(now))))
 
     async def purge_embedding_cache(self, *, now: datetime | None = None) -> int:
         """Delete embedding-cache entries older than 30 days; returns how many."""
-        return int((await self._execute(self.plan([PurgeEmbeddingCacheOp(now)])))[0])
+        return int(await self._drive(self._op_job(PurgeEmbeddingCacheOp(now))))
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # no loop runs in this thread
+        return None

@@ -4,8 +4,8 @@ Free of I/O like the :class:`~langmem_layer.store.plan.Plan` that uses it: the p
 collects every text its handlers need embedded into an :class:`EmbeddingWork`, which
 truncates them to the model's input limit, drops duplicates, asks for one cache
 lookup, and after the model ran hands back each text's vector plus one upsert of the
-new cache entries. The executors only run the queries and the model calls, each call
-under a :class:`Retry`.
+new cache entries. The stores only run the queries and the model calls, each call
+under a :class:`Retry` (see :mod:`langmem_layer.store.driver`).
 """
 
 from __future__ import annotations
@@ -103,14 +103,14 @@ def parse_vector(text: str) -> list[float]:
 class Retry:
     """The retry policy of one embedding call: 3 attempts, pauses of base, 2 x base.
 
-    Both executors use it the same way, so the policy lives only here::
+    The execution job of :mod:`langmem_layer.store.driver` uses it for both stores::
 
         retry = Retry(self.embedding_retry_delay)
         while True:
             try:
-                return call(arg)
+                return (yield request)  # the store makes the model call
             except Exception as e:
-                time.sleep(retry.pause_after(e))  # or: await asyncio.sleep(...)
+                yield Sleep(retry.pause_after(e))
 
     Args:
         base_delay: Seconds to wait after the first failure (tests use 0).

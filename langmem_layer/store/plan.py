@@ -4,8 +4,8 @@ Every operation is handled by a generator that first yields at most one
 :class:`Embed` request, then :class:`Query` requests, and finally returns the
 operation's result. A :class:`Plan` steps all generators of a batch together so that
 all texts of the batch are embedded in as few calls as possible, outside the database
-transaction, and then runs the queries in order inside one transaction. The sync and
-async stores only execute what the plan asks for, in this order:
+transaction, and then runs the queries in order inside one transaction. The execution
+job of :mod:`langmem_layer.store.driver` (one for both stores) asks for, in this order:
 
 1. :meth:`Plan.cache_lookup` (if not ``None``), its rows to :meth:`Plan.deliver_cache`;
 2. :meth:`Plan.embedding_work`: the texts the cache did not have, embedded in calls of
@@ -14,6 +14,9 @@ async stores only execute what the plan asks for, in this order:
    (always, even with nothing to embed: cache hits are delivered there too);
 3. :meth:`Plan.next_query` / :meth:`Plan.deliver_rows` in one transaction; the first
    statement stores the new cache entries.
+
+A plan is stepped once: its handlers consume the rows they are given. A transaction
+that has to be run again is run from a new plan of the same ops.
 
 Truncation, deduplication and the cache are in :mod:`langmem_layer.store.embedding`.
 """

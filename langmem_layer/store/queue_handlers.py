@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
-
-from langgraph.store.base import PutOp
 
 from langmem_layer.sql import queue as qsql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.plan import Handler, Plan, Query, Step
+from langmem_layer.store.registry import Registry, handles
 
 __all__ = ["QueueHandlers", "combine"]
 
@@ -43,20 +41,17 @@ def combine(handlers: list[Handler], *, gate: Query | None = None) -> Handler:
     return plan.results()
 
 
-class QueueHandlers:
-    """Handlers for queue and apply ops; expects ``now()`` and ``_handler`` from the core."""
+class QueueHandlers(Registry):
+    """Handlers for queue and apply ops; expects ``now()`` from the core."""
 
     now: Callable[[], datetime]
-    _handler: Callable[[Any], Handler]
-    _put: Callable[[list[PutOp]], Handler]
 
-    def _inner(self, op: Any) -> Handler:
-        return self._put([op]) if isinstance(op, PutOp) else self._handler(op)
-
+    @handles(mops.ApplyOnceOp)
     def _apply_once(self, op: mops.ApplyOnceOp) -> Handler:
         gate = Query(*qsql.mark_applied(op.user_id, op.op_id, op.now or self.now()))
-        return (yield from combine([self._inner(o) for o in op.ops], gate=gate))
+        return (yield from combine([self._handler(o) for o in op.ops], gate=gate))
 
+    @handles(mops.EnqueueOp)
     def _enqueue(self, op: mops.EnqueueOp) -> Handler:
         rows = yield Query(*qsql.enqueue(
             op.user_id, op.dedupe_key, profile=op.profile, thread_id=op.thread_id,
@@ -65,6 +60,7 @@ class QueueHandlers:
         ))
         return rows[0]["id"] if rows else None
 
+    @handles(mops.ClaimOp)
     def _claim(self, op: mops.ClaimOp) -> Handler:
         now = op.now or self.now()
         lease = now + timedelta(seconds=op.lease_seconds)
@@ -81,34 +77,26 @@ class QueueHandlers:
             entries.extend(mops.QueueEntry(**r) for r in sorted(rows, key=lambda r: r["id"]))
         return entries
 
+    @handles(mops.CompleteEntryOp)
     def _complete(self, op: mops.CompleteEntryOp) -> Handler:
         yield Query(*qsql.complete(op.user_id, op.entry_id, op.now or self.now()))
 
+    @handles(mops.FailEntryOp)
     def _fail(self, op: mops.FailEntryOp) -> Handler:
         yield Query(*qsql.fail(op.user_id, op.entry_id, error=op.error, retry_at=op.retry_at))
 
+    @handles(mops.PendingOp)
     def _pending(self, op: mops.PendingOp) -> Handler:
         return (yield Query(*qsql.pending(op.user_id, op.thread_id)))
 
+    @handles(mops.LogIngestOp)
     def _log_ingest(self, op: mops.LogIngestOp) -> Handler:
         yield Query(*qsql.write_ingest_log(
             op.user_id, at=op.at, thread_id=op.thread_id, agent_id=op.agent_id,
             decisions_json=json.dumps(op.decisions),
         ))
 
+    @handles(mops.IngestLogOp)
     def _ingest_log(self, op: mops.IngestLogOp) -> Handler:
         rows = yield Query(*qsql.ingest_log(op.user_id, op.limit, op.thread_id))
         return [mops.IngestLogEntry(**r) for r in rows]
-
-    def queue_handlers(self) -> dict[type, Callable[[Any], Handler]]:
-        """Op type → handler, merged into the core's dispatch table."""
-        return {
-            mops.ApplyOnceOp: self._apply_once,
-            mops.EnqueueOp: self._enqueue,
-            mops.ClaimOp: self._claim,
-            mops.CompleteEntryOp: self._complete,
-            mops.FailEntryOp: self._fail,
-            mops.PendingOp: self._pending,
-            mops.LogIngestOp: self._log_ingest,
-            mops.IngestLogOp: self._ingest_log,
-        }

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from langgraph.store.base import BaseStore, Op, Result
@@ -17,21 +17,21 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.store.core import ANN_MIN_USER_VECTORS, Plan, StoreCore
+from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
+from langmem_layer.store.driver import (
+    IO,
+    EmbedDocuments,
+    EmbedQuery,
+    Fetch,
+    Job,
+    RunTransaction,
+    Sleep,
+    Stepper,
+)
 from langmem_layer.store.embedded import embedded_uri
-from langmem_layer.store.embedding import Retry
-from langmem_layer.store.ops import IndexUserOp, LargeUsersOp, PurgeEmbeddingCacheOp, SweepExpiredOp
+from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 
 __all__ = ["PostgresMemoryStore"]
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
-
-
-def chunked(texts: list[str], size: int) -> Iterator[list[str]]:
-    """Split texts into embedding calls of at most ``size``."""
-    for i in range(0, len(texts), size):
-        yield texts[i : i + size]
 
 
 class PostgresMemoryStore(StoreCore, BaseStore):
@@ -103,54 +103,45 @@ class PostgresMemoryStore(StoreCore, BaseStore):
             with self._lock:
                 yield self.conn
 
-    def _retrying(self, call: Callable[[_T], _R], arg: _T) -> _R:
-        retry = Retry(self.embedding_retry_delay)
-        while True:
-            try:
-                return call(arg)
-            except Exception as e:
-                time.sleep(retry.pause_after(e))
-
-    def _execute(self, plan: Plan) -> list[Any]:
-        # Cache and model run before the transaction, so no lock is held while waiting
-        # on the model, and a model that keeps failing leaves nothing written.
-        if (lookup := plan.cache_lookup()) is not None:
-            try:
+    def _io(self, io: IO) -> Any:
+        """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""
+        match io:
+            case Fetch(query):
                 with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-                    cur.execute(lookup.sql, lookup.params)
-                    plan.deliver_cache(cur.fetchall())
-            except psycopg.OperationalError as e:
-                raise DatabaseUnavailableError(f"PostgreSQL went away: {e}") from e
-        docs, queries = plan.embedding_work()
-        doc_vecs: list[list[float]] = []
-        query_vecs: list[list[float]] = []
-        if docs or queries:
-            emb = self.embeddings
-            if emb is None:
-                raise RuntimeError("embedding requested without an index")
-            for batch in chunked(docs, self.embedding_batch_size):
-                doc_vecs.extend(self._retrying(emb.embed_documents, batch))
-            query_vecs = [self._retrying(emb.embed_query, q) for q in queries]
-        plan.deliver_embeddings(doc_vecs, query_vecs)
-        if plan.next_query() is not None:
-            try:
+                    cur.execute(query.sql, query.params)
+                    return cur.fetchall()
+            case RunTransaction(plan):
                 with (
                     self._connection() as conn,
                     conn.transaction(),
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
-                    while (query := plan.next_query()) is not None:
-                        cur.execute(query.sql, query.params)
+                    while (q := plan.next_query()) is not None:
+                        cur.execute(q.sql, q.params)
                         plan.deliver_rows(cur.fetchall() if cur.description else [])
-            except psycopg.OperationalError as e:
-                raise DatabaseUnavailableError(
-                    f"PostgreSQL went away; the batch was rolled back: {e}"
-                ) from e
-        return plan.results()
+                return None
+            case EmbedDocuments(texts):
+                return self._model().embed_documents(texts)
+            case EmbedQuery(text):
+                return self._model().embed_query(text)
+            case Sleep(seconds):
+                return time.sleep(seconds)
+        raise TypeError(f"unknown I/O step {io!r}")
+
+    def _drive(self, job: Job) -> Any:
+        step = Stepper(job)
+        while (io := step.io) is not None:
+            try:
+                reply = self._io(io)
+            except Exception as e:
+                step.throw(e)
+            else:
+                step.send(reply)
+        return step.result
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Execute a batch of store and memory ops in one transaction."""
-        return self._execute(self.plan(ops))
+        return self._drive(self._batch_job(ops))  # type: ignore[no-any-return]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run :meth:`batch` in a worker thread."""
@@ -158,7 +149,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
 
     def setup(self) -> list[int]:
         """Create or upgrade the schema. Idempotent; returns the versions applied."""
-        return self._execute(self.setup_plan())[0]  # type: ignore[no-any-return]
+        return self._drive(self._setup_job())  # type: ignore[no-any-return]
 
     def index_large_users(self, *, threshold: int = ANN_MIN_USER_VECTORS) -> list[str]:
         """Give every user with ``threshold`` or more vectors an HNSW index and a full-text
@@ -168,15 +159,12 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         writes to the embeddings table for the build (seconds per 100k vectors).
         Returns the users indexed.
         """
-        users: list[tuple[str, int]] = self._execute(self.plan([LargeUsersOp(threshold)]))[0]
-        for user_id, _ in users:
-            self._execute(self.plan([IndexUserOp(user_id)]))
-        return [u for u, _ in users]
+        return self._drive(self._index_large_users_job(threshold))  # type: ignore[no-any-return]
 
     def sweep_ttl(self, *, now: datetime | None = None) -> int:
         """Delete expired items now; returns how many were deleted."""
-        return int(self._execute(self.plan([SweepExpiredOp(now)]))[0])
+        return int(self._drive(self._op_job(SweepExpiredOp(now))))
 
     def purge_embedding_cache(self, *, now: datetime | None = None) -> int:
         """Delete embedding-cache entries older than 30 days; returns how many."""
-        return int(self._execute(self.plan([PurgeEmbeddingCacheOp(now)]))[0])
+        return int(self._drive(self._op_job(PurgeEmbeddingCacheOp(now))))

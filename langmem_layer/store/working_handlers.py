@@ -6,32 +6,34 @@ generators that yield requests and never do I/O themselves.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from langmem_layer.sql import working as wsql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.plan import Handler, Query
+from langmem_layer.store.registry import Registry, handles
 
 __all__ = ["WorkingHandlers"]
 
 
-class WorkingHandlers:
+class WorkingHandlers(Registry):
     """Handlers for the working-memory ops of :mod:`langmem_layer.store.ops`."""
 
+    @handles(mops.TouchThreadOp)
     def _touch_thread(self, op: mops.TouchThreadOp) -> Handler:
         yield Query(*wsql.touch_thread(op.user_id, op.thread_id, profile=op.profile,
                                        agent_id=op.agent_id, now=op.now))
 
+    @handles(mops.IdleThreadsOp)
     def _idle_threads(self, op: mops.IdleThreadsOp) -> Handler:
         rows = yield Query(*wsql.idle_threads(op.before, op.limit))
         return [mops.ThreadActivity(**r) for r in rows]
 
+    @handles(mops.CloseThreadOp)
     def _close_thread(self, op: mops.CloseThreadOp) -> Handler:
         rows = yield Query(*wsql.close_thread(op.user_id, op.thread_id,
                                               idle_before=op.idle_before, now=op.now))
         return bool(rows)
 
+    @handles(mops.LogMessagesOp)
     def _log_messages(self, op: mops.LogMessagesOp) -> Handler:
         if not op.messages:
             return 0
@@ -39,6 +41,7 @@ class WorkingHandlers:
                                               messages=op.messages, at=op.at))
         return len(rows)
 
+    @handles(mops.RecentMessagesOp)
     def _recent_messages(self, op: mops.RecentMessagesOp) -> Handler:
         if op.limit <= 0:
             return []
@@ -47,6 +50,7 @@ class WorkingHandlers:
             exclude_thread_id=op.exclude_thread_id))
         return [mops.LoggedMessage(**r) for r in reversed(rows)]
 
+    @handles(mops.PurgeMessagesOp)
     def _purge_messages(self, op: mops.PurgeMessagesOp) -> Handler:
         users = yield Query(*wsql.users_with_expired_messages(op.before))
         total = 0
@@ -56,18 +60,7 @@ class WorkingHandlers:
             total += int(deleted[0]["deleted"])
         return total
 
+    @handles(mops.ClearMessagesOp)
     def _clear_messages(self, op: mops.ClearMessagesOp) -> Handler:
         rows = yield Query(*wsql.clear_messages(op.user_id, op.thread_id))
         return int(rows[0]["deleted"])
-
-    def working_handlers(self) -> dict[type, Callable[[Any], Handler]]:
-        """Op type → handler, merged into the core's dispatch table."""
-        return {
-            mops.TouchThreadOp: self._touch_thread,
-            mops.IdleThreadsOp: self._idle_threads,
-            mops.CloseThreadOp: self._close_thread,
-            mops.LogMessagesOp: self._log_messages,
-            mops.RecentMessagesOp: self._recent_messages,
-            mops.PurgeMessagesOp: self._purge_messages,
-            mops.ClearMessagesOp: self._clear_messages,
-        }

@@ -1,0 +1,204 @@
+"""How a plan is executed, once for both stores: a job yielding I/O steps.
+
+A job is a generator that yields the I/O it needs (:class:`Fetch`,
+:class:`EmbedDocuments`, :class:`EmbedQuery`, :class:`RunTransaction`,
+:class:`Sleep`) and gets each step's result back, or the step's exception thrown in.
+Everything else (the order of cache, model and transaction, embedding retries,
+transaction retries, turning database errors into library errors) is here, once.
+The sync and async stores each only implement ``_io`` (one step's I/O) and drive a
+job with a :class:`Stepper`::
+
+    step = Stepper(job)
+    while (io := step.io) is not None:
+        try:
+            reply = self._io(io)              # or: await self._io(io)
+        except Exception as e:
+            step.throw(e)
+        else:
+            step.send(reply)
+    return step.result
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Generator, Iterable, Iterator
+from itertools import count
+from typing import Any, NamedTuple, NoReturn
+
+from langchain_core.embeddings import Embeddings
+
+from langmem_layer.store import db_errors
+from langmem_layer.store.embedding import Retry
+from langmem_layer.store.plan import Plan, Query
+
+__all__ = [
+    "IO",
+    "EmbedDocuments",
+    "EmbedQuery",
+    "Execution",
+    "Fetch",
+    "Job",
+    "RunTransaction",
+    "Sleep",
+    "Stepper",
+    "chunked",
+]
+
+logger = logging.getLogger("langmem_layer.store")
+
+
+class Fetch(NamedTuple):
+    """Run one read outside any transaction; the reply is its rows."""
+
+    query: Query
+
+
+class EmbedDocuments(NamedTuple):
+    """Embed ``texts`` with ``embed_documents``; the reply is their vectors."""
+
+    texts: list[str]
+
+
+class EmbedQuery(NamedTuple):
+    """Embed ``text`` with ``embed_query``; the reply is its vector."""
+
+    text: str
+
+
+class RunTransaction(NamedTuple):
+    """Run the plan's queries (:meth:`Plan.next_query` / :meth:`Plan.deliver_rows`) in
+    one transaction; the reply is ``None``."""
+
+    plan: Plan
+
+
+class Sleep(NamedTuple):
+    """Wait ``seconds``."""
+
+    seconds: float
+
+
+IO = Fetch | EmbedDocuments | EmbedQuery | RunTransaction | Sleep
+Job = Generator[IO, Any, Any]
+
+
+def chunked(texts: list[str], size: int) -> Iterator[list[str]]:
+    """Split texts into embedding calls of at most ``size``."""
+    for i in range(0, len(texts), size):
+        yield texts[i : i + size]
+
+
+class Stepper:
+    """Steps a job: :attr:`io` is the step to run next, ``None`` once :attr:`result` is set.
+
+    An exception raised by the job itself propagates out of :meth:`send` or
+    :meth:`throw` to the driver's caller.
+    """
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
+        self.io: IO | None = None
+        self.result: Any = None
+        self.send(None)
+
+    def send(self, reply: Any) -> None:
+        """Give the job the reply of :attr:`io`."""
+        try:
+            self.io = self._job.send(reply)
+        except StopIteration as done:
+            self.io, self.result = None, done.value
+
+    def throw(self, error: Exception) -> None:
+        """Give the job the exception :attr:`io` raised."""
+        try:
+            self.io = self._job.throw(error)
+        except StopIteration as done:
+            self.io, self.result = None, done.value
+
+
+class Execution:
+    """The jobs both stores run; expects the core's ``plan`` and embedding settings."""
+
+    conn: Any
+    embeddings: Embeddings | None
+    embedding_batch_size: int
+    embedding_retry_delay: float
+    plan: Callable[[Iterable[Any]], Plan]
+
+    def _model(self) -> Embeddings:
+        if self.embeddings is None:
+            raise RuntimeError("embedding requested without an index")
+        return self.embeddings
+
+    def _batch_job(self, ops: Iterable[Any]) -> Job:
+        ops = list(ops)  # re-planned from the ops if the transaction has to be retried
+        return (yield from self._execution(lambda: self.plan(ops)))
+
+    def _op_job(self, op: Any) -> Job:
+        """The result of one op run as a batch of its own."""
+        return (yield from self._batch_job([op]))[0]
+
+    def _execution(self, build: Callable[[], Plan]) -> Job:
+        """Execute the plan ``build`` makes; build it again for each retry.
+
+        Cache and model run before the transaction, so no lock is held while waiting on
+        the model, and a model that keeps failing leaves nothing written. A transaction
+        that loses a deadlock or a serialization conflict is run again from a new plan
+        (a plan's handlers have consumed their rows), reusing the vectors already made.
+        """
+        known: dict[str, list[float]] = {}
+        for attempt in count(1):
+            plan = build()
+            if (lookup := plan.cache_lookup()) is not None:
+                plan.deliver_cache((yield from self._database(Fetch(lookup))))
+            docs, queries = plan.embedding_work()
+            fresh = [d for d in docs if d not in known]
+            vectors: list[list[float]] = []
+            for batch in chunked(fresh, self.embedding_batch_size):
+                vectors.extend((yield from self._embedding(EmbedDocuments(batch))))
+            known.update(zip(fresh, vectors, strict=True))
+            query_vectors = []
+            for q in queries:
+                query_vectors.append((yield from self._embedding(EmbedQuery(q))))
+            plan.deliver_embeddings([known[d] for d in docs], query_vectors)
+            if plan.next_query() is None:
+                return plan.results()
+            try:
+                yield RunTransaction(plan)
+            except Exception as e:
+                if not db_errors.retryable(e):
+                    self._raise_translated(e)
+                if attempt >= db_errors.TRANSACTION_ATTEMPTS:
+                    raise db_errors.concurrency_error(e, attempt) from e
+                pause = db_errors.retry_pause(attempt)
+                logger.warning(
+                    "transaction lost to a concurrent one (%s); retrying in %.2fs "
+                    "(attempt %d of %d)", getattr(e, "sqlstate", None), pause, attempt + 1,
+                    db_errors.TRANSACTION_ATTEMPTS,
+                )
+                yield Sleep(pause)
+                continue
+            return plan.results()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _database(self, io: Fetch) -> Job:
+        try:
+            return (yield io)
+        except Exception as e:
+            self._raise_translated(e)
+
+    def _raise_translated(self, error: Exception) -> NoReturn:
+        translated = db_errors.translate(error, pool=self.conn)
+        if translated is error:  # a library error already, or a bug: as it is
+            raise error
+        raise translated from error
+
+    def _embedding(self, io: EmbedDocuments | EmbedQuery) -> Job:
+        """One model call under the embedding retry policy (3 attempts)."""
+        retry = Retry(self.embedding_retry_delay)
+        while True:
+            try:
+                return (yield io)
+            except Exception as e:
+                yield Sleep(retry.pause_after(e))

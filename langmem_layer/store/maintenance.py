@@ -1,0 +1,102 @@
+"""Maintenance: schema migrations, TTL sweep, cache purge, indexes of large users.
+
+The handlers are generators like every other; the jobs combine several plans (one
+transaction each) and are run by either store's driver, so ``setup()``,
+``sweep_ttl()``, ``purge_embedding_cache()`` and ``index_large_users()`` are one
+line in each store.
+"""
+
+from __future__ import annotations
+
+from langmem_layer.errors import ConfigurationError
+from langmem_layer.sql import cache as csql
+from langmem_layer.sql import items as isql
+from langmem_layer.sql import memory as msql
+from langmem_layer.sql import migrations as migsql
+from langmem_layer.sql import vector as vsql
+from langmem_layer.store import ops as mops
+from langmem_layer.store.driver import Execution, Job
+from langmem_layer.store.embedding import CACHE_TTL
+from langmem_layer.store.item_handlers import ItemHandlers
+from langmem_layer.store.plan import Handler, Plan, Query, Step
+from langmem_layer.store.registry import handles
+
+__all__ = ["ANN_MIN_USER_VECTORS", "Maintenance"]
+
+#: Users with at least this many vectors of the store's model get their own HNSW index
+#: (benchmarks/vector_bench.py: exact search costs ~10 ms p50 at 5k vectors, an index
+#: ~2 ms at any size). Not lower: every partial index adds to the planning of
+#: statements on the embeddings table, so indexes are kept for the few large users.
+ANN_MIN_USER_VECTORS = 5_000
+
+
+class Maintenance(ItemHandlers, Execution):
+    """Maintenance handlers and the jobs behind the stores' maintenance methods."""
+
+    # -- jobs -------------------------------------------------------------------------
+
+    def setup_plan(self) -> Plan:
+        """The plan that applies pending migrations (see ``setup()``)."""
+        return Plan([Step([0], self._setup())], 1, None, None)
+
+    def _setup_job(self) -> Job:
+        return (yield from self._execution(self.setup_plan))[0]
+
+    def _index_large_users_job(self, threshold: int) -> Job:
+        # One transaction per user: each build holds writes to the embeddings table.
+        users: list[tuple[str, int]] = yield from self._op_job(mops.LargeUsersOp(threshold))
+        for user_id, _ in users:
+            yield from self._op_job(mops.IndexUserOp(user_id))
+        return [u for u, _ in users]
+
+    # -- handlers ---------------------------------------------------------------------
+
+    def _setup(self) -> Handler:
+        yield Query(*migsql.create_version_table())
+        yield Query(*migsql.lock_setup())
+        done = {r["v"] for r in (yield Query(*migsql.applied_versions()))}
+        applied = []
+        for version in range(len(migsql.MIGRATIONS)):
+            if version in done:
+                continue
+            yield Query(*migsql.migration(version))
+            yield Query(*migsql.record_version(version))
+            applied.append(version)
+        return applied
+
+    @handles(mops.LargeUsersOp)
+    def _large_users(self, op: mops.LargeUsersOp) -> Handler:
+        rows = yield Query(*vsql.large_users(self.model_id or "", op.threshold))
+        return [(r["user_id"], r["vectors"]) for r in rows]
+
+    @handles(mops.IndexUserOp)
+    def _index_user(self, op: mops.IndexUserOp) -> Handler:
+        if not self.model_id or not self.dims:
+            raise ConfigurationError("index_user needs a store with an embedding index")
+        yield Query(*vsql.create_user_index(op.user_id, self.model_id, self.dims))
+        yield Query(*vsql.create_user_keyword_index(op.user_id, self.model_id))
+        yield Query(*vsql.record_user_index(op.user_id, self.model_id, self.dims,
+                                            op.now or self.now()))
+
+    @handles(mops.SweepExpiredOp)
+    def _sweep(self, op: mops.SweepExpiredOp) -> Handler:
+        now = op.now or self.now()
+        users = yield Query(*isql.expired_users(now))
+        total = 0
+        for row in users:
+            deleted = yield Query(*isql.sweep_expired(row["user_id"], now))
+            memories = [r["key"] for r in deleted if r["is_memory"]]
+            if memories:
+                yield Query(*msql.delete_links_of(row["user_id"], memories))
+            total += len(deleted)
+        return total
+
+    @handles(mops.PurgeEmbeddingCacheOp)
+    def _purge_cache(self, op: mops.PurgeEmbeddingCacheOp) -> Handler:
+        before = (op.now or self.now()) - CACHE_TTL
+        users = yield Query(*csql.stale_cache_users(before))
+        total = 0
+        for row in users:
+            deleted = yield Query(*csql.purge_embedding_cache_sql(row["user_id"], before))
+            total += int(deleted[0]["deleted"])
+        return total

@@ -1,0 +1,160 @@
+"""Handlers of the memory ops: recall, reinforcement, status, links, export and import.
+
+Mixed into :class:`~langmem_layer.store.core.StoreCore`; like every handler they are
+generators that yield requests and never do I/O themselves.
+"""
+
+from __future__ import annotations
+
+import json
+
+from langmem_layer.errors import InvalidNamespaceError
+from langmem_layer.sql import memory as msql
+from langmem_layer.sql import recall as rsql
+from langmem_layer.store import ops as mops
+from langmem_layer.store.item_handlers import ItemHandlers, Write, row_to_item
+from langmem_layer.store.plan import Embed, Handler, Query
+from langmem_layer.store.registry import handles
+from langmem_layer.store.tenancy import ns_text, ns_tuple
+from langmem_layer.types import MEMORY_ROOT
+
+__all__ = ["MemoryHandlers"]
+
+
+class MemoryHandlers(ItemHandlers):
+    """Handlers of the typed-memory ops of :mod:`langmem_layer.store.ops`."""
+
+    @handles(mops.RecallOp)
+    def _recall(self, op: mops.RecallOp) -> Handler:
+        now = op.now or self.now()
+        qvec = None
+        dims = None
+        if op.query and self.embeddings is not None:
+            _, (qvec,) = yield Embed([], [op.query])
+            dims = yield from self._ann_dims(op.user_id,
+                                             ef_search=rsql.ann_depth(op.per_source))
+        prefixes = [ns_text((MEMORY_ROOT, op.user_id, s)) for s in op.scopes]
+        rows = yield Query(
+            *rsql.recall_candidates(
+                op.user_id,
+                prefixes,
+                now=now,
+                statuses=op.statuses,
+                query_text=op.query,
+                query_vector=qvec,
+                model_id=self.model_id,
+                refs=op.refs,
+                per_source=op.per_source,
+                keyword=op.keyword,
+                window=op.window,
+                link_types=op.link_types,
+                link_seeds=op.link_seeds,
+                seed_min_similarity=op.seed_min_similarity,
+                open_questions=op.open_questions,
+                ref_max_share=op.ref_max_share,
+                indexed_dims=dims,
+            )
+        )
+        names = {"vec": "vector", "kw": "keyword", "rf": "ref", "tw": "time", "lk": "link",
+                 "oq": "open_question", "pin": "pinned"}
+        return [
+            mops.Candidate(
+                namespace=ns_tuple(r["prefix"]),
+                key=r["key"],
+                value=r["value"],
+                created_at=r["created_at"],
+                updated_at=r["updated_at"],
+                similarity=r["similarity"],
+                ranks={
+                    name: int(r[f"{col}_rank"])
+                    for col, name in names.items()
+                    if r[f"{col}_rank"] is not None
+                },
+            )
+            for r in rows
+        ]
+
+    @handles(mops.TouchOp)
+    def _touch(self, op: mops.TouchOp) -> Handler:
+        if op.keys:
+            yield Query(*msql.touch(op.user_id, op.keys, op.now or self.now()))
+
+    @handles(mops.SetStatusOp)
+    def _set_status(self, op: mops.SetStatusOp) -> Handler:
+        if not op.keys:
+            return []
+        rows = yield Query(*msql.set_status(op.user_id, op.keys, op.status, op.now or self.now()))
+        return [r["key"] for r in rows]
+
+    @handles(mops.FindMemoryOp)
+    def _find(self, op: mops.FindMemoryOp) -> Handler:
+        rows = yield Query(*msql.find_memory(op.user_id, op.key))
+        return row_to_item(rows[0]) if rows else None
+
+    @handles(mops.ThreadTailOp)
+    def _thread_tail(self, op: mops.ThreadTailOp) -> Handler:
+        rows = yield Query(*msql.thread_tail(op.user_id, op.thread_id))
+        return rows[0]["key"] if rows else None
+
+    @handles(mops.DeleteMemoryOp)
+    def _delete_memory(self, op: mops.DeleteMemoryOp) -> Handler:
+        deleted: list[dict[str, object]] = []
+        for sql, params in msql.delete_memory(op.user_id, op.key):
+            deleted = yield Query(sql, params)
+        return bool(deleted)
+
+    @handles(mops.LinkOp)
+    def _link(self, op: mops.LinkOp) -> Handler:
+        meta = json.dumps(op.metadata or {})
+        yield Query(
+            *msql.insert_link(
+                op.user_id, op.src_key, op.link_type, op.dst_key, op.now or self.now(), meta
+            )
+        )
+
+    @handles(mops.LinksOp)
+    def _links(self, op: mops.LinksOp) -> Handler:
+        rows = yield Query(*msql.links_of(op.user_id, op.keys))
+        return [mops.Link(**r) for r in rows]
+
+    @handles(mops.ExportOp)
+    def _export(self, op: mops.ExportOp) -> Handler:
+        rows = yield Query(*msql.user_items(op.user_id))
+        links = yield Query(*msql.user_links(op.user_id))
+        items = [
+            mops.ExportedItem(
+                namespace=ns_tuple(r["prefix"]),
+                key=r["key"],
+                value=r["value"],
+                is_memory=r["is_memory"],
+                created_at=r["created_at"],
+                updated_at=r["updated_at"],
+                ttl_minutes=r["ttl_minutes"],
+            )
+            for r in rows
+        ]
+        return mops.UserExport(op.user_id, items, [mops.Link(**r) for r in links])
+
+    @handles(mops.ImportOp)
+    def _import(self, op: mops.ImportOp) -> Handler:
+        for item in op.data.items:
+            if self.tenant(item.namespace) != op.user_id:
+                raise InvalidNamespaceError(
+                    f"Item {item.namespace!r}/{item.key} does not belong to user {op.user_id!r}."
+                )
+        yield from self._write(
+            [
+                Write(i.namespace, i.key, i.value, None, i.ttl_minutes, i.created_at,
+                      i.updated_at)
+                for i in op.data.items
+            ],
+            self.now(),
+        )
+        for link in op.data.links:
+            yield Query(
+                *msql.insert_link(
+                    op.user_id, link.src_key, link.link_type, link.dst_key, link.created_at,
+                    json.dumps(link.metadata),
+                )
+            )
+        return len(op.data.items)

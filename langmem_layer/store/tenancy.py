@@ -1,0 +1,71 @@
+"""Tenancy: which user a namespace belongs to, and which namespaces a store accepts.
+
+Items under a tenant root (``("memories", user_id, ...)`` by default) belong to the
+user named by the second label; every statement binds that user, so one user's data
+never mixes with another's. Items elsewhere belong to the shared tenant ``""``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.store.base import InvalidNamespaceError as _LGInvalidNamespace
+from langgraph.store.base import PutOp, validate_op_namespace
+
+from langmem_layer.errors import InvalidNamespaceError
+
+__all__ = ["Tenancy", "match_namespace", "ns_text", "ns_tuple"]
+
+
+def ns_text(namespace: tuple[str, ...]) -> str:
+    """A namespace as stored: its labels joined by dots."""
+    return ".".join(namespace)
+
+
+def ns_tuple(prefix: str) -> tuple[str, ...]:
+    """The namespace of a stored prefix."""
+    return tuple(prefix.split("."))
+
+
+def match_namespace(path: tuple[str, ...], namespace: tuple[str, ...], suffix: bool) -> bool:
+    """Whether ``namespace`` starts (or with ``suffix`` ends) with ``path`` (``*``: any)."""
+    if len(namespace) < len(path):
+        return False
+    pairs = (
+        zip(reversed(namespace), reversed(path), strict=False)
+        if suffix
+        else zip(namespace, path, strict=False)
+    )
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+class Tenancy:
+    """Namespace validation and the namespace → user rule; expects ``tenant_roots``."""
+
+    tenant_roots: frozenset[str]
+
+    def _validate(self, op: Any) -> None:
+        try:
+            validate_op_namespace(op)
+        except _LGInvalidNamespace as e:
+            raise InvalidNamespaceError(str(e)) from e
+        if isinstance(op, PutOp):
+            if not op.namespace:
+                raise InvalidNamespaceError("Namespace cannot be empty.")
+            if op.namespace[0] == "langgraph":
+                raise InvalidNamespaceError(
+                    f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
+                )
+
+    def tenant(self, namespace: tuple[str, ...], *, prefix: bool = False) -> str:
+        """The user a namespace belongs to; ``""`` outside the tenant roots."""
+        if namespace and namespace[0] in self.tenant_roots:
+            if len(namespace) < 2 or namespace[1] == "*":
+                what = "search" if prefix else "store items"
+                raise InvalidNamespaceError(
+                    f"Namespace {namespace!r} is under {namespace[0]!r} but names no user: "
+                    f"{what} under ({namespace[0]!r}, user_id, ...) so one user's data "
+                    "never mixes with another's."
+                )
+            return namespace[1]
+        return ""
