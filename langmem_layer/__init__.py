@@ -6,6 +6,7 @@ remembers each user across threads, agents and months.
 """
 
 from langmem_layer.errors import (
+    ConcurrencyError,
     ConfigurationError,
     DatabaseUnavailableError,
     EmbeddingDimensionError,
@@ -13,11 +14,15 @@ from langmem_layer.errors import (
     ExtractionError,
     InvalidContentError,
     InvalidFilterError,
+    InvalidInputError,
     InvalidMemoryError,
     InvalidNamespaceError,
     LangmemError,
     MemoryNotFoundError,
     MissingUserError,
+    PoolTimeoutError,
+    SchemaNotReadyError,
+    SyncCallOnEventLoopError,
 )
 from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult
 from langmem_layer.layer import MemoryLayer
@@ -56,6 +61,7 @@ from langmem_layer.write.rules import Rule, RuleExtractor
 __all__ = [
     "JOBS",
     "AsyncPostgresMemoryStore",
+    "ConcurrencyError",
     "ConfigurationError",
     "ContextBlock",
     "DatabaseUnavailableError",
@@ -69,6 +75,7 @@ __all__ = [
     "IngestResult",
     "InvalidContentError",
     "InvalidFilterError",
+    "InvalidInputError",
     "InvalidMemoryError",
     "InvalidNamespaceError",
     "Job",
@@ -93,6 +100,7 @@ __all__ = [
     "MissingUserError",
     "OpType",
     "Policy",
+    "PoolTimeoutError",
     "PostgresMemoryStore",
     "ProcessResult",
     "PruneStrategy",
@@ -100,9 +108,11 @@ __all__ = [
     "Recalled",
     "Rule",
     "RuleExtractor",
+    "SchemaNotReadyError",
     "SessionSweep",
     "Source",
     "Status",
+    "SyncCallOnEventLoopError",
     "TrimPlan",
     "WorkingLoad",
     "WriteGate",

@@ -22,7 +22,7 @@ from typing import Any, Literal, cast
 
 from langgraph.store.base import Op, PutOp, ensure_embeddings
 
-from langmem_layer.embeddings import default_index
+from langmem_layer import embeddings
 from langmem_layer.store.config import MemoryIndexConfig, field_path, model_name
 from langmem_layer.store.embedding import RETRY_BASE_DELAY, default_max_input_tokens
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
@@ -65,7 +65,7 @@ class StoreCore(QueueHandlers, WorkingHandlers, MemoryHandlers, Maintenance):
         embedding_retry_delay: float = RETRY_BASE_DELAY,
     ) -> None:
         if index == "default":
-            index = default_index()
+            index = embeddings.default_index()  # looked up per call: tests and tools swap it
         self.conn = conn
         self.embedding_batch_size = embedding_batch_size
         self.embedding_retry_delay = embedding_retry_delay
