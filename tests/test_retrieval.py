@@ -94,6 +94,7 @@ def keys(found: list[Recalled]) -> list[str]:
 
 
 def fact(layer: MemoryLayer, text: str, **kw: object) -> str:
+    kw.setdefault("kind", Kind.PROFILE_FACT)  # a fact: semantic, and it decays
     return layer.remember("u1", text, **kw).key  # type: ignore[arg-type]
 
 

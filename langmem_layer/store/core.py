@@ -511,8 +511,7 @@ class StoreCore(QueueHandlers, WorkingHandlers):
                 indexed_dims=dims,
             )
         )
-        names = {"vec": "vector", "kw": "keyword", "rf": "ref", "tw": "time", "lk": "link",
-                 "oq": "open_question", "pin": "pinned"}
+        names = {s.column: s.name for s in rsql.RECALL_SOURCES}
         return [
             mops.Candidate(
                 namespace=_ns_tuple(r["prefix"]),
