@@ -16,7 +16,7 @@ from langgraph.store.base import BaseStore
 from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.read.block import AVOID, HEADER, RECENT_HISTORY, build_context_block
 from langmem_layer.tokens import get_token_counter
-from langmem_layer.types import Layer, Policy
+from langmem_layer.types import Kind, Layer, Policy
 from tests.fakes import Clock
 from tests.test_context import mem
 from tests.test_working import build_graph
@@ -184,3 +184,20 @@ def test_short_term_window_never_starts_on_a_tool_result() -> None:
               ToolMessage("r", tool_call_id="c", id="3"), AIMessage("a", id="4")]
     assert [m.id for m in short_term(thread, 2)] == ["4"]
     assert [m.id for m in short_term(thread, 3)] == ["2", "3", "4"]
+
+
+def test_the_direct_block_is_what_the_node_renders(store, saver, clock: Clock) -> None:
+    layer = MemoryLayer(store, clock=clock, extraction="inline")
+    graph = build_graph(layer, extract=True).compile(store=store, checkpointer=saver)
+    layer.remember("gus", "Adopted a beagle named Biscuit.", kind=Kind.PROFILE_FACT)
+    say(graph, "gus", uuid.uuid4().hex, "I booked a table at Nopa for Friday.", clock)
+    clock.advance(minutes=1)
+    query = "Where is the Biscuit walk on Friday?"
+
+    direct = layer.context_block("gus", query, profile="work")
+    out = graph.invoke({"messages": [HumanMessage(query)]}, {"configurable": {
+        "user_id": "gus", "thread_id": uuid.uuid4().hex, "profile": "work"}})
+    assert "user: I booked a table at Nopa for Friday." in recent_section(direct.text)
+    assert "Biscuit" in direct.text
+    assert direct.text == out["memory_context"]
+    layer.close()
