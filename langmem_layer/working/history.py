@@ -5,8 +5,10 @@ traffic and system prompts are not logged) in the same transaction that queues t
 turn for extraction. ``load_memory`` reads the user's newest messages from their
 OTHER threads (same profile, last 24 h, at most 20) in its round trip, and
 ``assemble_context`` adds them to the memory block after the memories, with whatever
-budget the memories left (seed 001's priority 4). The session sweeper deletes messages
-older than the retention (90 days).
+budget the memories left (seed 001's priority 4), leaving out what the active thread's
+short-term window (:func:`short_term`, from the graph state) already shows; the block
+is rendered by :func:`langmem_layer.read.recall.context_block`. The session sweeper
+deletes messages older than the retention (90 days).
 
 Why our own table and not ``langchain_postgres.PostgresChatMessageHistory``: its table
 has no user column (a session id that must be a UUID, one history per session), so

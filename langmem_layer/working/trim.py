@@ -44,7 +44,8 @@ from langmem_layer.runner import Env, Flow, StoreCall, require_user
 from langmem_layer.store import ops as mops
 from langmem_layer.tokens import TokenCounter
 from langmem_layer.types import Recalled
-from langmem_layer.working.history import log_op, recent_op, short_term
+from langmem_layer.working.history import log_op, recent_op
+from langmem_layer.working.history import short_term as short_term  # its old home: re-exported
 from langmem_layer.write import apply as write
 
 __all__ = [

@@ -160,8 +160,9 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
             yield StoreCall(finish)
         return result
     # The existing memories the extractor and the gate weigh the turn against: recall's
-    # own retrieval without the link walk, whose scores would cost a round trip before
-    # the extractor call and bring context around the matches, not other matches.
+    # own retrieval, without the link walk. The extractor and the gate look for what the
+    # turn repeats, updates or contradicts; the walk adds memories around those, and its
+    # scores would cost a round trip of their own before the extractor call.
     def existing_op(query: str) -> mops.RecallOp:
         return recall_op(env, user_id, query, profile=profile, now=now, walk_links=False)
 
