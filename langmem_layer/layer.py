@@ -166,7 +166,7 @@ class MemoryLayer:
     # -- direct API --------------------------------------------------------------------
 
     def remember(self, user_id: str, content: str, *, profile: str | None = None,
-                 kind: Kind = Kind.PROFILE_FACT, layer: Layer | None = None,
+                 kind: Kind = Kind.EPISODIC_EVENT, layer: Layer | None = None,
                  policy: Policy = Policy.SPEAK, pinned: bool = False, confidence: float = 0.8,
                  salience: float = 0.5, refs: Sequence[str] = (), due_at: datetime | None = None,
                  thread_id: str | None = None, now: datetime | None = None) -> Recalled:
@@ -182,7 +182,7 @@ class MemoryLayer:
             salience=salience, refs=refs, due_at=due_at, thread_id=thread_id))
 
     async def aremember(self, user_id: str, content: str, *, profile: str | None = None,
-                        kind: Kind = Kind.PROFILE_FACT, layer: Layer | None = None,
+                        kind: Kind = Kind.EPISODIC_EVENT, layer: Layer | None = None,
                         policy: Policy = Policy.SPEAK, pinned: bool = False,
                         confidence: float = 0.8, salience: float = 0.5,
                         refs: Sequence[str] = (), due_at: datetime | None = None,
@@ -234,17 +234,17 @@ class MemoryLayer:
                       recently_spoken: Sequence[str] = (),
                       now: datetime | None = None) -> ContextBlock:
         """Recall for ``query`` and render the memory block the agent would receive."""
-        now = now or self.now()
-        recalled = self.recall(user_id, query, profile=profile, now=now)
-        return read.context_block(self.env, recalled, recently_spoken=recently_spoken, now=now)
+        return self.run(read.context_block_flow(  # type: ignore[no-any-return]
+            self.env, user_id, query, profile=profile, recently_spoken=recently_spoken,
+            now=now or self.now()))
 
     async def acontext_block(self, user_id: str, query: str | None, *,
                              profile: str | None = None, recently_spoken: Sequence[str] = (),
                              now: datetime | None = None) -> ContextBlock:
         """Async twin of :meth:`context_block`."""
-        now = now or self.now()
-        recalled = await self.arecall(user_id, query, profile=profile, now=now)
-        return read.context_block(self.env, recalled, recently_spoken=recently_spoken, now=now)
+        return await self.arun(read.context_block_flow(  # type: ignore[no-any-return]
+            self.env, user_id, query, profile=profile, recently_spoken=recently_spoken,
+            now=now or self.now()))
 
     def get(self, user_id: str, memory_id: str) -> Recalled:
         """One memory by id (any status). Raises MemoryNotFoundError."""

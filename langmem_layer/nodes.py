@@ -20,9 +20,9 @@ from langgraph.graph.message import add_messages
 from langmem_layer import runner
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.read.block import RELEVANT
+from langmem_layer.read.recall import context_block as block_with_history
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
-from langmem_layer.working.history import context_block as block_with_history
 from langmem_layer.working.trim import WorkingLoad, short_term
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from langgraph.store.base import BaseStore
 from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.read.block import AVOID, HEADER, RECENT_HISTORY, build_context_block
 from langmem_layer.tokens import get_token_counter
-from langmem_layer.types import Layer, Policy
+from langmem_layer.types import Kind, Layer, Policy
 from tests.fakes import Clock
 from tests.test_context import mem
 from tests.test_working import build_graph
@@ -177,10 +177,27 @@ def test_assemble_context_uses_the_short_term_window_without_a_round_trip(
 
 
 def test_short_term_window_never_starts_on_a_tool_result() -> None:
-    from langmem_layer.working.trim import short_term
+    from langmem_layer.working.history import short_term
 
     call = {"id": "c", "name": "f", "args": {}}
     thread = [HumanMessage("q", id="1"), AIMessage("", tool_calls=[call], id="2"),
               ToolMessage("r", tool_call_id="c", id="3"), AIMessage("a", id="4")]
     assert [m.id for m in short_term(thread, 2)] == ["4"]
     assert [m.id for m in short_term(thread, 3)] == ["2", "3", "4"]
+
+
+def test_the_direct_block_is_what_the_node_renders(store, saver, clock: Clock) -> None:
+    layer = MemoryLayer(store, clock=clock, extraction="inline")
+    graph = build_graph(layer, extract=True).compile(store=store, checkpointer=saver)
+    layer.remember("gus", "Adopted a beagle named Biscuit.", kind=Kind.PROFILE_FACT)
+    say(graph, "gus", uuid.uuid4().hex, "I booked a table at Nopa for Friday.", clock)
+    clock.advance(minutes=1)
+    query = "Where is the Biscuit walk on Friday?"
+
+    direct = layer.context_block("gus", query, profile="work")
+    out = graph.invoke({"messages": [HumanMessage(query)]}, {"configurable": {
+        "user_id": "gus", "thread_id": uuid.uuid4().hex, "profile": "work"}})
+    assert "user: I booked a table at Nopa for Friday." in recent_section(direct.text)
+    assert "Biscuit" in direct.text
+    assert direct.text == out["memory_context"]
+    layer.close()

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from langchain_core.embeddings import Embeddings
+from langchain_core.messages import HumanMessage
 
 from langmem_layer import Kind, Layer, MemoryLayer, MemorySettings, RankingWeights, Status
 from langmem_layer.read.query import time_window, understand
@@ -94,6 +95,7 @@ def keys(found: list[Recalled]) -> list[str]:
 
 
 def fact(layer: MemoryLayer, text: str, **kw: object) -> str:
+    kw.setdefault("kind", Kind.PROFILE_FACT)  # a fact: semantic, and it decays
     return layer.remember("u1", text, **kw).key  # type: ignore[arg-type]
 
 
@@ -449,3 +451,52 @@ async def test_async_recall_uses_the_same_strategies(astore: AsyncPostgresMemory
     assert keys(found)[0] == seed
     assert "link" in by_key[linked].sources
     assert "open_question" in by_key[loop].sources
+
+
+# -- one enrichment for every way a memory is written ----------------------------------
+
+
+def test_a_remembered_memory_gets_the_write_paths_refs_and_a_reference_finds_it(
+        store: PostgresMemoryStore, clock: Clock) -> None:
+    from langmem_layer.write.extractor import MemoryOperation, OpType
+    from tests.test_write_path import ScriptedExtractor
+
+    text = "Went hiking with Dana near Lake Tahoe."
+    written = MemoryLayer(store, extraction="inline", clock=clock, extractor=ScriptedExtractor(
+        [MemoryOperation(op=OpType.ADD, content=text, kind=Kind.EPISODIC_EVENT)]))
+    result = written.ingest("w1", [HumanMessage("We went hiking.", id="w1-1")])
+    (extracted,) = result.written
+    layer = make_layer(store, clock)
+    direct = layer.remember("u1", text)
+
+    assert direct.record.kind == Kind.EPISODIC_EVENT  # raw text: what was said, no decay
+    assert direct.record.refs == extract_refs(text) == ["dana", "lake tahoe"]
+    assert layer.get("u1", direct.key).record.refs == written.get("w1", extracted).record.refs
+    # Found by the reference strategy alone (no query text), and for a question naming it.
+    (only,) = layer.recall("u1", None, refs=["Lake Tahoe"])
+    assert only.key == direct.key and "ref" in only.sources
+    found = {r.key: r for r in layer.recall("u1", "Who did I meet at Lake Tahoe?")}
+    assert "ref" in found[direct.key].sources
+
+
+def test_the_write_path_recalls_existing_memories_as_the_read_path_does(
+        store: PostgresMemoryStore, clock: Clock) -> None:
+    from langmem_layer.read.recall import recall_op
+    from tests.test_write_path import ScriptedExtractor
+
+    extractor = ScriptedExtractor()
+    layer = MemoryLayer(store, extraction="inline", clock=clock, extractor=extractor)
+    booked = layer.remember("u1", "Booked the dentist.", refs=["Zoltan"]).key
+    query = "Did Zoltan call back about May 2023?"
+    (hit,) = layer.recall("u1", query)  # only as a reference: the embedding is too far
+    assert hit.sources.keys() - {"vector"} == {"ref"}
+    assert (hit.similarity or 0.0) < layer.settings.episodic_similarity_floor
+    layer.ingest("u1", [HumanMessage(query, id="z-1")])
+    assert booked in [r.key for r in extractor.seen[0]]  # the extractor weighs it too
+
+    op = recall_op(layer.env, "u1", query, profile=None, now=clock.now)
+    assert op.per_source == layer.settings.candidates_per_source  # what ranking assumes
+    assert op.refs == ("zoltan",) and op.window is not None
+    # The write path's only difference: no link walk (see write.apply.ingest).
+    walkless = recall_op(layer.env, "u1", query, profile=None, now=clock.now, walk_links=False)
+    assert walkless == op._replace(link_types=())

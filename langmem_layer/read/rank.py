@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from langmem_layer.settings import MemorySettings
+from langmem_layer.sql.sources import RECALL_SOURCES
 from langmem_layer.store.ops import Candidate
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Recalled, to_utc
 
@@ -48,11 +49,11 @@ __all__ = [
 #: Kinds that decay by half-life instead of by Ebbinghaus stability (R5.1).
 HALF_LIFE_KINDS = frozenset({Kind.TEMPORAL_SUMMARY, Kind.REFLECTION})
 #: Strategies fused by RRF; "link" is spread separately (see :func:`link_scores`).
-_FUSED_SOURCES = ("vector", "keyword", "ref", "time")
+_FUSED_SOURCES = tuple(s.name for s in RECALL_SOURCES if s.fused)
 #: Evidence of relevance besides the embedding: such a candidate skips the floor.
-_LEXICAL_SOURCES = frozenset({"keyword", "ref", "link", "open_question"})
+_LEXICAL_SOURCES = frozenset(s.name for s in RECALL_SOURCES if s.lexical)
 DEFAULT_SOURCE_WEIGHTS: Mapping[str, float] = {
-    "vector": 1.0, "keyword": 1.0, "ref": 1.0, "time": 1.0, "link": 0.5,
+    s.name: s.default_weight for s in RECALL_SOURCES if s.default_weight is not None
 }
 #: Decay deprioritises but never hides: a fully decayed memory keeps this weight.
 MIN_DECAY_WEIGHT = 0.25

@@ -4,37 +4,48 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
+
+from langchain_core.messages import BaseMessage
 
 from langmem_layer.read.block import ContextBlock, build_context_block
 from langmem_layer.read.query import understand
 from langmem_layer.read.rank import rank_candidates
 from langmem_layer.runner import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.store import ops as mops
-from langmem_layer.types import (
-    Recalled,
-    normalize_ref,
-)
+from langmem_layer.types import Policy, Recalled, normalize_ref
+from langmem_layer.working.history import recent_lines, recent_op, short_term
 
-__all__ = ["context_block", "recall"]
+__all__ = ["context_block", "context_block_flow", "rank", "recall", "recall_op"]
 
 
-def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, limit: int,
-           now: datetime, refs: Sequence[str] = (), reinforce: bool = True) -> Flow:
-    """Hybrid retrieval, ranking, and reinforcement of what is returned (R4.1–R4.5).
+def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
+              now: datetime, refs: Sequence[str] = (), walk_links: bool = True
+              ) -> mops.RecallOp:
+    """The candidate retrieval for ``query``, from the settings; every recall builds it here.
 
-    The query is read first (:func:`langmem_layer.read.query.understand`): the references it
-    names join ``refs`` for exact lookup, and a period it names ("in May 2023", "last
-    week") adds the memories that occurred then. One round trip fetches the candidates
-    of every strategy, a second (only when the link walk found something) the links
-    between them, so a memory linked to a strong hit inherits part of its score.
+    The query is read first (:func:`langmem_layer.read.query.understand`): the references
+    it names join ``refs`` for exact lookup, and a period it names ("in May 2023", "last
+    week") adds the memories that occurred then. ``per_source`` is always
+    ``candidates_per_source``: ranking places the end of a list there
+    (:func:`langmem_layer.read.rank.rank_candidates`).
+
+    Args:
+        env: The layer's settings.
+        user_id: The tenant.
+        query: The text to search for (``None``: pinned memories and ``refs`` only).
+        profile: The profile searched with the user's identity memories.
+        now: The time expiry, the period and decay are measured against.
+        refs: References to look up besides those the query names.
+        walk_links: Also walk one hop over links from the best hits (strategy
+            ``"link"``); its scores need a second round trip (:func:`rank`).
     """
-    user_id = require_user(user_id)
     st = env.settings
     info = understand(query, now, slack_days=st.temporal_slack_days, refs=st.query_refs,
                       window=st.temporal_window)
     wanted = tuple(dict.fromkeys([normalize_ref(r) for r in refs] + list(info.refs)))
-    op = mops.RecallOp(
-        user_id,
+    return mops.RecallOp(
+        require_user(user_id),
         scopes_for(env, profile),
         query=query,
         refs=tuple(r for r in wanted if r),
@@ -42,14 +53,23 @@ def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, li
         now=now,
         keyword=st.keyword_ranking,
         window=(info.window.start, info.window.end) if info.window else None,
-        link_types=tuple(st.link_types),
+        link_types=tuple(st.link_types) if walk_links else (),
         link_seeds=st.link_seeds,
         # A vector hit below the floor is dropped, so it must not pull in neighbours.
         seed_min_similarity=min(st.similarity_floor, st.episodic_similarity_floor),
         open_questions=st.open_question_limit,
         ref_max_share=st.ref_max_share,
     )
-    (candidates,) = yield StoreCall([op])
+
+
+def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit: int,
+         now: datetime, reinforce: bool = True) -> Flow:
+    """Rank what a :func:`recall_op` found, and reinforce (R4.4) what is returned.
+
+    When the link walk found something, one round trip reads the links between the
+    candidates, so a memory linked to a strong hit inherits part of its score.
+    """
+    st = env.settings
     links: dict[str, set[str]] = {}
     if any("link" in c.ranks for c in candidates):
         keys = {c.key for c in candidates}
@@ -67,16 +87,79 @@ def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, li
     return ranked
 
 
-def context_block(env: Env, recalled: Sequence[Recalled], *, recently_spoken: Sequence[str],
-                  now: datetime) -> ContextBlock:
-    """The memory block for the prompt (pure; no I/O)."""
+def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, limit: int,
+           now: datetime, refs: Sequence[str] = (), reinforce: bool = True) -> Flow:
+    """Hybrid retrieval, ranking, and reinforcement of what is returned (R4.1–R4.5).
+
+    One round trip fetches the candidates of every strategy (:func:`recall_op`), a
+    second (only when the link walk found something) the links between them.
+    """
+    user_id = require_user(user_id)
+    op = recall_op(env, user_id, query, profile=profile, now=now, refs=refs)
+    (candidates,) = yield StoreCall([op])
+    ranked = yield from rank(env, user_id, candidates, limit=limit, now=now,
+                             reinforce=reinforce)
+    return ranked
+
+
+def context_block(env: Env, recalled: Sequence[Recalled], *,
+                  recent: Sequence[mops.LoggedMessage] = (),
+                  short_term: Sequence[BaseMessage] = (),
+                  recently_spoken: Sequence[str] = (), now: datetime) -> ContextBlock:
+    """The memory block for the prompt: the one renderer of the nodes and the direct API.
+
+    Pure (no I/O). The user's recent history from other threads (``recent``) follows
+    the memories with whatever budget they left; a message whose text is already in
+    the active thread's short-term window (``short_term``) is not repeated, nor one
+    that is the source of a recalled ``avoid`` memory (the history query already drops
+    turns that are the source of any stored one).
+    """
+    st = env.settings
+    avoided = {r.record.source.message_id for r in recalled
+               if r.record.policy == Policy.AVOID and r.record.source.message_id}
+    lines = recent_lines([m for m in recent if m.message_id not in avoided], env.counter,
+                         max_line_tokens=st.recent_history_line_tokens,
+                         exclude_texts=[m.text for m in short_term])
     return build_context_block(
         recalled,
-        budget_tokens=env.settings.context_budget_tokens,
+        budget_tokens=st.context_budget_tokens,
         counter=env.counter,
-        semantic_share=env.settings.semantic_share,
+        semantic_share=st.semantic_share,
         recently_spoken=recently_spoken,
         now=now,
+        recent_history=lines,
     )
 
 
+def context_block_flow(env: Env, user_id: str, query: str | None, *, profile: str | None,
+                       thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
+                       recently_spoken: Sequence[str] = (), now: datetime) -> Flow:
+    """The memory block ``assemble_context`` would render for ``query``, in one round trip.
+
+    Reads what ``load_memory`` reads for the block — the recall and the user's recent
+    messages outside ``thread_id`` — then renders with :func:`context_block`, the
+    thread's short-term window taken from ``messages``. Like ``load_memory`` it does
+    not reinforce: the nodes reinforce with the finished turn, and rendering a block
+    is no use of the memories in it.
+
+    Args:
+        env: The layer's settings, counter and trust.
+        user_id: The tenant.
+        query: What the turn asks (the last human message's text).
+        profile: The run's profile.
+        thread_id: The active thread, whose messages are not "recent history".
+        messages: The active thread's messages, oldest first (the graph state's).
+        recently_spoken: Keys spoken in each of the last two turns (R6.3).
+        now: The turn's time.
+    """
+    user_id = require_user(user_id)
+    st = env.settings
+    ops: list[Any] = [recall_op(env, user_id, query, profile=profile, now=now)]
+    if st.recent_history_limit:
+        ops.append(recent_op(env, user_id, profile=profile, thread_id=thread_id, now=now))
+    candidates, *found = yield StoreCall(ops)
+    recalled = yield from rank(env, user_id, candidates, limit=st.recall_limit, now=now,
+                               reinforce=False)
+    return context_block(env, recalled, recent=found[0] if found else (),
+                         short_term=short_term(messages, st.short_term_messages),
+                         recently_spoken=recently_spoken, now=now)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from langmem_layer.sql.items import VALUE
+from langmem_layer.sql.sources import RECALL_SOURCES
 from langmem_layer.sql.vector import user_walk, vector_literal
 from langmem_layer.types import utc_iso
 
@@ -24,8 +25,8 @@ _ELIGIBLE = """i.user_id = %(user_id)s AND i.prefix = ANY(%(prefixes)s::text[]) 
           AND (i.expires_at IS NULL OR i.expires_at > %(now)s)"""
 
 
-#: Sources of :func:`recall_candidates`: CTE name -> result column prefix.
-RECALL_SOURCES = ("vec", "kw", "rf", "tw", "lk", "oq", "pin")
+#: The strategies' CTE names, which prefix their rank columns (see :mod:`.sources`).
+_COLUMNS = tuple(s.column for s in RECALL_SOURCES)
 #: BM25 parameters of the keyword strategy (Robertson & Zaragoza's usual values).
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -458,7 +459,7 @@ def recall_candidates(
     rank_cols = ", ".join(
         f"min(rnk) FILTER (WHERE src = {sources.index(s)}) AS {s}_rank" if s in sources
         else f"NULL::bigint AS {s}_rank"
-        for s in RECALL_SOURCES
+        for s in _COLUMNS
     )
     sql = f"""WITH {", ".join(ctes)},
         cand AS (
@@ -469,7 +470,7 @@ def recall_candidates(
         )
         SELECT * FROM (
             SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, c.similarity,
-                   {", ".join(f"c.{s}_rank" for s in RECALL_SOURCES)}, c.prefix AS cand_prefix
+                   {", ".join(f"c.{s}_rank" for s in _COLUMNS)}, c.prefix AS cand_prefix
             FROM cand c JOIN langmem_items i ON i.user_id = %(user_id)s AND i.key = c.key
             OFFSET 0
         ) r WHERE r.prefix = r.cand_prefix"""

@@ -55,8 +55,7 @@ class MemoryHandlers(ItemHandlers):
                 indexed_dims=dims,
             )
         )
-        names = {"vec": "vector", "kw": "keyword", "rf": "ref", "tw": "time", "lk": "link",
-                 "oq": "open_question", "pin": "pinned"}
+        names = {s.column: s.name for s in rsql.RECALL_SOURCES}
         return [
             mops.Candidate(
                 namespace=ns_tuple(r["prefix"]),

@@ -5,8 +5,10 @@ traffic and system prompts are not logged) in the same transaction that queues t
 turn for extraction. ``load_memory`` reads the user's newest messages from their
 OTHER threads (same profile, last 24 h, at most 20) in its round trip, and
 ``assemble_context`` adds them to the memory block after the memories, with whatever
-budget the memories left (seed 001's priority 4). The session sweeper deletes messages
-older than the retention (90 days).
+budget the memories left (seed 001's priority 4), leaving out what the active thread's
+short-term window (:func:`short_term`, from the graph state) already shows; the block
+is rendered by :func:`langmem_layer.read.recall.context_block`. The session sweeper
+deletes messages older than the retention (90 days).
 
 Why our own table and not ``langchain_postgres.PostgresChatMessageHistory``: its table
 has no user column (a session id that must be a UUID, one history per session), so
@@ -23,15 +25,15 @@ import re
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langmem_layer.read.block import ContextBlock, build_context_block
 from langmem_layer.runner import Env, Flow, StoreCall, require_user
 from langmem_layer.store import ops as mops
 from langmem_layer.tokens import TokenCounter
-from langmem_layer.types import Policy, Recalled
 
-__all__ = ["clear", "context_block", "log_op", "recent_history", "recent_lines", "recent_op"]
+__all__ = [
+    "clear", "log_op", "recent_history", "recent_lines", "recent_op", "short_term",
+]
 
 _ROLES: dict[type[BaseMessage], str] = {HumanMessage: "user", AIMessage: "assistant"}
 _WHITESPACE = re.compile(r"\s+")
@@ -87,6 +89,21 @@ def clear(user_id: str, *, thread_id: str | None = None) -> Flow:
     return deleted
 
 
+def short_term(messages: Sequence[BaseMessage], n: int) -> list[BaseMessage]:
+    """The last ``n`` messages of the thread (seed 001's short-term tier), from state.
+
+    No database round trip: the checkpointer already loaded them. A window that would
+    start with tool results whose call fell outside it starts after them instead. The
+    memory block leaves out recent history this window already shows.
+    """
+    if n <= 0:
+        return []
+    window = list(messages[-n:])
+    while window and isinstance(window[0], ToolMessage):
+        window.pop(0)
+    return window
+
+
 def recent_lines(recent: Sequence[mops.LoggedMessage], counter: TokenCounter, *,
                  max_line_tokens: int, exclude_texts: Collection[str] = ()) -> list[str]:
     """Render logged messages as block lines ``user: ...`` / ``assistant: ...``, oldest first.
@@ -103,30 +120,3 @@ def recent_lines(recent: Sequence[mops.LoggedMessage], counter: TokenCounter, *,
         lines.append(f"{m.role}: {counter.truncate(text, max_line_tokens)}")
     return lines
 
-
-def context_block(env: Env, recalled: Sequence[Recalled], *,
-                  recent: Sequence[mops.LoggedMessage] = (),
-                  short_term: Sequence[BaseMessage] = (),
-                  recently_spoken: Sequence[str] = (), now: datetime) -> ContextBlock:
-    """The memory block with the user's recent history from other threads appended.
-
-    Same budget and sections as :func:`langmem_layer.runner.context_block`; the recent
-    history only takes what the memories left. Lines whose message is the source of a
-    recalled ``avoid`` memory are dropped here too (the query already drops turns that
-    are the source of any stored one).
-    """
-    st = env.settings
-    avoided = {r.record.source.message_id for r in recalled
-               if r.record.policy == Policy.AVOID and r.record.source.message_id}
-    lines = recent_lines([m for m in recent if m.message_id not in avoided], env.counter,
-                         max_line_tokens=st.recent_history_line_tokens,
-                         exclude_texts=[m.text for m in short_term])
-    return build_context_block(
-        recalled,
-        budget_tokens=st.context_budget_tokens,
-        counter=env.counter,
-        semantic_share=st.semantic_share,
-        recently_spoken=recently_spoken,
-        now=now,
-        recent_history=lines,
-    )

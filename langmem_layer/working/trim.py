@@ -45,6 +45,7 @@ from langmem_layer.store import ops as mops
 from langmem_layer.tokens import TokenCounter
 from langmem_layer.types import Recalled
 from langmem_layer.working.history import log_op, recent_op
+from langmem_layer.working.history import short_term as short_term  # its old home: re-exported
 from langmem_layer.write import apply as write
 
 __all__ = [
@@ -186,20 +187,6 @@ def plan_trim(messages: Sequence[BaseMessage], counter: TokenCounter, *, max_tok
         removals = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept]  # type: ignore[list-item]
     tokens = head_cost + sum(body_costs[cut:])
     return TrimPlan(kept, dropped, removals, tokens, tokens > max_tokens)
-
-
-def short_term(messages: Sequence[BaseMessage], n: int) -> list[BaseMessage]:
-    """The last ``n`` messages of the thread (seed 001's short-term tier), from state.
-
-    No database round trip: the checkpointer already loaded them. A window that would
-    start with tool results whose call fell outside it starts after them instead.
-    """
-    if n <= 0:
-        return []
-    window = list(messages[-n:])
-    while window and isinstance(window[0], ToolMessage):
-        window.pop(0)
-    return window
 
 
 def turn_dedupe_key(thread_id: str | None, turn: Sequence[BaseMessage]) -> str | None:

@@ -23,13 +23,13 @@ from langchain_core.messages import BaseMessage, HumanMessage, messages_from_dic
 from langgraph.store.base import PutOp
 
 from langmem_layer.read.rank import rank_candidates
-from langmem_layer.refs import extract_refs
-from langmem_layer.runner import Env, ExtractCall, Flow, StoreCall, require_user, scopes_for
+from langmem_layer.read.recall import recall_op
+from langmem_layer.runner import Env, ExtractCall, Flow, StoreCall, require_user
 from langmem_layer.store import ops as mops
 from langmem_layer.types import LinkType, MemoryRecord, Recalled, Source, Status, to_utc
 from langmem_layer.write.extractor import MemoryOperation, OpType
 from langmem_layer.write.gate import GateDecision
-from langmem_layer.write.memory import new_record, put_record
+from langmem_layer.write.memory import memory_ops, thread_tail_ops
 
 __all__ = [
     "IngestResult",
@@ -159,11 +159,15 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
         if finish:
             yield StoreCall(finish)
         return result
-    scopes = scopes_for(env, profile)
-    tail_op = ([mops.ThreadTailOp(user_id, thread_id)]
-               if thread_id and env.settings.link_thread_memories else [])
-    cands, *tail = yield StoreCall([mops.RecallOp(user_id, scopes, query=text, now=now),
-                                    *tail_op])
+    # The existing memories the extractor and the gate weigh the turn against: recall's
+    # own retrieval, without the link walk. The extractor and the gate look for what the
+    # turn repeats, updates or contradicts; the walk adds memories around those, and its
+    # scores would cost a round trip of their own before the extractor call.
+    def existing_op(query: str) -> mops.RecallOp:
+        return recall_op(env, user_id, query, profile=profile, now=now, walk_links=False)
+
+    tail_op = thread_tail_ops(env, user_id, thread_id)
+    cands, *tail = yield StoreCall([existing_op(text), *tail_op])
     previous: str | None = tail[0] if tail else None
     existing = rank_candidates(cands, now=now, settings=env.settings, limit=20)
     proposed: list[MemoryOperation] = yield ExtractCall(messages, existing, now)
@@ -171,8 +175,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
               if p.op in (OpType.ADD, OpType.UPDATE) and p.content]
     neighbors: dict[int, list[Recalled]] = {}
     if probes:
-        found = yield StoreCall(
-            [mops.RecallOp(user_id, scopes, query=proposed[i].content, now=now) for i in probes])
+        found = yield StoreCall([existing_op(str(proposed[i].content)) for i in probes])
         for i, cands_i in zip(probes, found, strict=True):
             neighbors[i] = sorted(
                 (Recalled(c.key, c.namespace, MemoryRecord.model_validate(c.value),
@@ -196,16 +199,13 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
         # The id comes from what was proposed, so a replay maps to the same id even
         # when the gate rewrites the operation (say, an add into a reinforce).
         op_id = operation_id(user_id, op.source_message_id or turn_key, decision.proposed)
-        plan = _plan_operation(env, user_id, profile, op, op_id, source, known, now)
+        plan = _plan_operation(env, user_id, profile, op, op_id, source, known, now,
+                               previous=previous)
         if isinstance(plan, str):  # a conflict policy declined it
             decisions[n] = GateDecision(op, decision.proposed, False, plan)
         elif plan.ops:
-            if tail_op:  # the thread's memories in order, for the link walk
-                for key in plan.written:
-                    if previous is not None:
-                        plan.ops.append(mops.LinkOp(user_id, key, LinkType.ELABORATES,
-                                                    previous, now))
-                    previous = key
+            if tail_op and plan.written:  # the thread's memories in order
+                previous = plan.written[-1]
             planned.append(plan)
             batch.append(mops.ApplyOnceOp(user_id, plan.op_id, tuple(plan.ops), now))
     result.decisions = decisions
@@ -230,9 +230,12 @@ class _Planned:
 
 
 def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, op_id: str,
-                    source: Source, known: dict[str, Recalled], now: datetime
-                    ) -> _Planned | str:
-    """Store ops for one accepted operation, or why a conflict policy declined it."""
+                    source: Source, known: dict[str, Recalled], now: datetime, *,
+                    previous: str | None) -> _Planned | str:
+    """Store ops for one accepted operation, or why a conflict policy declined it.
+
+    A memory it writes is linked to ``previous``, its thread's newest memory.
+    """
     plan = _Planned(op_id)
     target = _resolve_target(op, known)
     if op.op in (OpType.ADD, OpType.UPDATE) and op.content:
@@ -247,17 +250,16 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
                 return (f"conflict: agent {old_agent!r} (trust {theirs:.2f}) outranks "
                         f"{source.agent_id!r} ({mine:.2f}); kept the existing memory")
         review = contested and policy == "review"
-        record = new_record(
-            op.content, kind=op.kind, layer=op.layer, now=now, policy=op.policy,
-            confidence=op.confidence, salience=op.salience,
-            # The extractor's references plus the content's own, for exact lookup (R4.1).
-            refs=[*op.refs, *extract_refs(op.content)],
+        key = str(uuid.uuid5(_KEY_NAMESPACE, f"{user_id}:{plan.op_id}"))
+        _, written = memory_ops(
+            env, user_id, profile, key, op.content, now=now, previous=previous,
+            kind=op.kind, layer=op.layer, policy=op.policy, confidence=op.confidence,
+            salience=op.salience, refs=op.refs,
             due_at=to_utc(op.due_at) if op.due_at else None, subject=op.subject,
             predicate=op.predicate, obj=op.object, source=source,
             metadata={"needs_review": True} if review else None,
         )
-        key = str(uuid.uuid5(_KEY_NAMESPACE, f"{user_id}:{plan.op_id}"))
-        plan.ops.append(put_record(user_id, profile, key, record))
+        plan.ops.extend(written)
         plan.written.append(key)
         if old is not None and review:  # both stay; a human decides
             plan.ops.append(mops.LinkOp(user_id, key, LinkType.CONTRADICTS, old.key, now))

@@ -1,5 +1,5 @@
-"""One write path for a memory written directly (``remember``): the record, its scope,
-its enrichment.
+"""A new memory: its record, its scope and its enrichment, alike for every way it is written
+(``remember`` here, the write path's add and update in :mod:`langmem_layer.write.apply`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 from langgraph.store.base import PutOp
 
 from langmem_layer.errors import InvalidContentError
+from langmem_layer.refs import extract_refs
 from langmem_layer.runner import Env, Flow, StoreCall, require_user
 from langmem_layer.store import ops as mops
 from langmem_layer.types import (
@@ -27,7 +28,9 @@ from langmem_layer.types import (
     memory_namespace,
 )
 
-__all__ = ["check_content", "new_record", "put_record", "remember"]
+__all__ = [
+    "check_content", "memory_ops", "new_record", "put_record", "remember", "thread_tail_ops",
+]
 
 #: Kinds written global to the user (R1.2) unless the extractor says otherwise.
 _IDENTITY_PREDICATES = frozenset({"name", "speaks", "values", "relationship"})
@@ -41,7 +44,6 @@ _DEFAULT_LAYER = {
     Kind.REFLECTION: Layer.SEMANTIC,
     Kind.TEMPORAL_SUMMARY: Layer.SEMANTIC,
 }
-
 
 
 def check_content(env: Env, content: str) -> str:
@@ -106,26 +108,69 @@ def put_record(user_id: str, profile: str, key: str, record: MemoryRecord) -> Pu
     return PutOp(memory_namespace(user_id, scope), key, record.to_value())
 
 
+def thread_tail_ops(env: Env, user_id: str, thread_id: str | None) -> list[mops.ThreadTailOp]:
+    """The read of the thread's newest memory, which a memory of the thread is linked to.
+
+    Empty without a thread or with ``link_thread_memories`` off: nothing to link.
+    """
+    if not thread_id or not env.settings.link_thread_memories:
+        return []
+    return [mops.ThreadTailOp(user_id, thread_id)]
+
+
+def memory_ops(env: Env, user_id: str, profile: str, key: str, content: str, *,
+               now: datetime, previous: str | None = None, refs: Sequence[str] = (),
+               **fields: Any) -> tuple[MemoryRecord, list[Any]]:
+    """A new memory and the store ops writing it, enriched alike by every entry point.
+
+    * the content is checked (:func:`check_content`: not empty, within the limit);
+    * its references are the given ones plus those its content names
+      (:func:`langmem_layer.refs.extract_refs`), so the reference strategy finds it
+      whoever wrote it (R4.1);
+    * it elaborates ``previous``, its thread's newest memory (read with
+      :func:`thread_tail_ops`), so the link walk finds a thread's memories in order.
+
+    Args:
+        env: The layer's settings.
+        user_id: The tenant.
+        profile: The profile of a memory that is not identity (see :func:`put_record`).
+        key: The memory's id.
+        content: What it says.
+        now: Its creation time.
+        previous: The memory to link it to (None: none).
+        refs: References given with it (an extractor's, a caller's).
+        **fields: The rest of :func:`new_record`'s fields (``kind`` required).
+
+    Returns:
+        The record, and its ``PutOp`` followed by the link.
+    """
+    text = check_content(env, content)
+    record = new_record(text, now=now, refs=[*refs, *extract_refs(text)], **fields)
+    ops: list[Any] = [put_record(user_id, profile, key, record)]
+    if previous is not None:
+        ops.append(mops.LinkOp(user_id, key, LinkType.ELABORATES, previous, now))
+    return record, ops
+
+
 def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: datetime,
-             thread_id: str | None = None, **fields: Any) -> Flow:
+             thread_id: str | None = None, kind: Kind = Kind.EPISODIC_EVENT,
+             **fields: Any) -> Flow:
     """Write one memory directly (no extractor, no gate); returns it as Recalled.
 
-    With ``thread_id`` the memory records its thread and, like the write path's, is
-    linked to the thread's previous memory (``link_thread_memories``).
+    Enriched as the write path's (:func:`memory_ops`). Without a ``kind`` it is an
+    episodic event: raw text kept as what was said, which does not fade like a fact.
+    With ``thread_id`` the memory records its thread and is linked to the thread's
+    previous memory (``link_thread_memories``).
     """
     user_id = require_user(user_id)
-    content = check_content(env, content)
     if thread_id is not None:
         fields["source"] = Source(thread_id=thread_id)
-    record = new_record(content, now=now, **fields)
+    previous: str | None = None
+    tail = thread_tail_ops(env, user_id, thread_id)
+    if tail:
+        (previous,) = yield StoreCall(list(tail))
     key = str(uuid.uuid4())
-    op = put_record(user_id, profile or env.settings.default_profile, key, record)
-    ops: list[Any] = [op]
-    if thread_id is not None and env.settings.link_thread_memories:
-        (previous,) = yield StoreCall([mops.ThreadTailOp(user_id, thread_id)])
-        if previous is not None:
-            ops.append(mops.LinkOp(user_id, key, LinkType.ELABORATES, previous, now))
+    record, ops = memory_ops(env, user_id, profile or env.settings.default_profile, key,
+                             content, now=now, previous=previous, kind=kind, **fields)
     yield StoreCall(ops)
-    return Recalled(key, op.namespace, record)
-
-
+    return Recalled(key, ops[0].namespace, record)

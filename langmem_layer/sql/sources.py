@@ -1,0 +1,48 @@
+"""The retrieval strategies of recall, each declared once.
+
+Recall's SQL (:mod:`langmem_layer.sql.recall`) gives every candidate its rank in each
+strategy's list as a column ``<column>_rank``; the store hands them on by ``name``
+(``Candidate.ranks``); ranking (:mod:`langmem_layer.read.rank`) reads from here which of
+them it fuses, which count as evidence beyond the embedding, and their default
+weights. Adding a strategy touches this registry and the SQL builder's CTE for it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["RECALL_SOURCES", "RecallSource"]
+
+
+class RecallSource(NamedTuple):
+    """One retrieval strategy of recall.
+
+    Attributes:
+        name: Its name in ``Candidate.ranks`` and ``MemorySettings.source_weights``.
+        column: Its CTE in the recall SQL, and the prefix of its rank column.
+        fused: Its ranks enter Reciprocal Rank Fusion (the link walk is spread apart,
+            open questions and pinned memories bypass ranking).
+        lexical: A hit is evidence of relevance besides the embedding, so it skips the
+            similarity floor.
+        default_weight: Its weight when ``source_weights`` names none (``None``: not
+            weighted).
+    """
+
+    name: str
+    column: str
+    fused: bool
+    lexical: bool
+    default_weight: float | None
+
+
+#: Every strategy, in the order of the recall SQL's rank columns.
+RECALL_SOURCES: tuple[RecallSource, ...] = (
+    RecallSource("vector", "vec", fused=True, lexical=False, default_weight=1.0),
+    RecallSource("keyword", "kw", fused=True, lexical=True, default_weight=1.0),
+    RecallSource("ref", "rf", fused=True, lexical=True, default_weight=1.0),
+    RecallSource("time", "tw", fused=True, lexical=False, default_weight=1.0),
+    RecallSource("link", "lk", fused=False, lexical=True, default_weight=0.5),
+    RecallSource("open_question", "oq", fused=False, lexical=True, default_weight=None),
+    RecallSource("pinned", "pin", fused=False, lexical=False, default_weight=None),
+)
+
