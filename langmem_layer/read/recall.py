@@ -19,7 +19,8 @@ __all__ = ["context_block", "recall"]
 
 
 def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, limit: int,
-           now: datetime, refs: Sequence[str] = (), reinforce: bool = True) -> Flow:
+           now: datetime, refs: Sequence[str] = (), reinforce: bool = True
+           ) -> Flow[list[Recalled]]:
     """Hybrid retrieval, ranking, and reinforcement of what is returned (R4.1–R4.5).
 
     The query is read first (:func:`langmem_layer.read.query.understand`): the references it

@@ -107,7 +107,7 @@ def put_record(user_id: str, profile: str, key: str, record: MemoryRecord) -> Pu
 
 
 def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: datetime,
-             thread_id: str | None = None, **fields: Any) -> Flow:
+             thread_id: str | None = None, **fields: Any) -> Flow[Recalled]:
     """Write one memory directly (no extractor, no gate); returns it as Recalled.
 
     With ``thread_id`` the memory records its thread and, like the write path's, is
