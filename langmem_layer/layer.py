@@ -156,9 +156,7 @@ class MemoryLayer:
         Args:
             user_id: The user.
             content: The memory's text.
-            **kw: ``profile``, ``kind`` (default ``PROFILE_FACT``), ``layer``, ``policy``
-                (default ``SPEAK``), ``pinned``, ``confidence`` (0.8), ``salience``
-                (0.5), ``refs``, ``due_at``, ``thread_id``, ``now``.
+            **kw: See :class:`~langmem_layer.params.RememberArgs`.
         """
         return self._runner.run(self._remember(user_id, content, **kw))
 
@@ -174,8 +172,7 @@ class MemoryLayer:
         Args:
             user_id: The user.
             query: What to recall for; ``None`` ranks without a query.
-            **kw: ``profile``, ``limit`` (default ``settings.recall_limit``), ``refs``,
-                ``now``.
+            **kw: See :class:`~langmem_layer.params.RecallArgs`.
         """
         return self._runner.run(self._recall(user_id, query, **kw))
 
@@ -191,7 +188,7 @@ class MemoryLayer:
         Args:
             user_id: The user.
             messages: The turn.
-            **kw: ``profile``, ``thread_id``, ``agent_id``, ``now``.
+            **kw: See :class:`~langmem_layer.params.TurnArgs`.
         """
         return self._runner.run(self._ingest(user_id, messages, **kw))
 
@@ -207,7 +204,7 @@ class MemoryLayer:
         Args:
             user_id: The user.
             query: What to recall for.
-            **kw: ``profile``, ``recently_spoken`` (keys to keep silent), ``now``.
+            **kw: See :class:`~langmem_layer.params.ContextBlockArgs`.
         """
         return self._runner.run(self._context_block(user_id, query, **kw))
 
@@ -233,8 +230,7 @@ class MemoryLayer:
 
         Args:
             user_id: The user.
-            **kw: ``profile``, ``statuses`` (default ``("active",)``; ``None``: all),
-                ``limit`` (default 100).
+            **kw: See :class:`~langmem_layer.params.ListArgs`.
         """
         return self._runner.run(self._list(user_id, **kw))
 
@@ -250,7 +246,7 @@ class MemoryLayer:
             user_id: The user.
             memory_id: The memory.
             content: Its new text.
-            **kw: ``now``.
+            **kw: See :class:`~langmem_layer.params.NowArgs`.
         """
         return self._runner.run(self._correct(user_id, memory_id, content, **kw))
 
@@ -265,7 +261,7 @@ class MemoryLayer:
         Args:
             user_id: The user.
             memory_id: The memory.
-            **kw: ``hard`` (default False), ``now``.
+            **kw: See :class:`~langmem_layer.params.ForgetArgs`.
         """
         return self._runner.run(self._forget(user_id, memory_id, **kw))
 
@@ -295,7 +291,7 @@ class MemoryLayer:
 
         Args:
             user_id: The user.
-            **kw: ``thread_id`` (one thread's only), ``limit`` (default 20).
+            **kw: See :class:`~langmem_layer.params.DecisionsArgs`.
         """
         return self._runner.run(self._decisions(user_id, **kw))
 
@@ -321,7 +317,7 @@ class MemoryLayer:
         Args:
             user_id: The user.
             messages: The turn.
-            **kw: ``profile``, ``thread_id``, ``agent_id``, ``now``.
+            **kw: See :class:`~langmem_layer.params.TurnArgs`.
         """
         return self._runner.run(self._submit(user_id, messages, **kw))
 
@@ -334,7 +330,7 @@ class MemoryLayer:
         """Extract every queue entry ready now (all users, or one); returns what happened.
 
         Args:
-            **kw: ``user_id``: one user's entries only.
+            **kw: See :class:`~langmem_layer.params.PendingArgs`.
         """
         return self._runner.run(self._worker.process_pending(**kw))
 
@@ -363,7 +359,8 @@ class MemoryLayer:
         self.drain()
 
     async def aclose(self) -> None:
-        """Finish background work; call before closing the store."""
+        """Async twin of :meth:`close`: also awaits this loop's extraction tasks; call it
+        before closing the store."""
         await self.adrain()
         await asyncio.to_thread(self.close)
 
@@ -385,8 +382,7 @@ class MemoryLayer:
             user_id: The user.
             messages: The thread's messages.
             query: What to recall for.
-            **kw: ``profile``, ``thread_id``, ``agent_id``, ``limit`` (default
-                ``settings.recall_limit``), ``now``, ``reinforce`` (default True).
+            **kw: See :class:`~langmem_layer.params.LoadThreadArgs`.
         """
         return self._runner.run(self._load_thread(user_id, messages, query, **kw))
 
@@ -407,7 +403,7 @@ class MemoryLayer:
         Args:
             user_id: The user.
             messages: The turn.
-            **kw: ``profile``, ``thread_id``, ``agent_id``, ``now``, ``reinforce``.
+            **kw: See :class:`~langmem_layer.params.RecordTurnArgs`.
         """
         return self._runner.run(self._record_turn(user_id, messages, **kw))
 
@@ -426,7 +422,7 @@ class MemoryLayer:
 
         Args:
             user_id: The user.
-            **kw: ``thread_id``, ``profile``, ``hours``, ``limit``, ``now``.
+            **kw: See :class:`~langmem_layer.params.RecentHistoryArgs`.
         """
         return self._runner.run(self._recent_history(user_id, **kw))
 
@@ -440,7 +436,7 @@ class MemoryLayer:
 
         Args:
             user_id: The user.
-            **kw: ``thread_id``: that thread's messages only.
+            **kw: See :class:`~langmem_layer.params.ClearHistoryArgs`.
         """
         return self._runner.run(history.clear(user_id, **kw))
 
@@ -455,11 +451,7 @@ class MemoryLayer:
 
         Args:
             checkpointer: The graph's checkpointer (sync), e.g. ``PostgresSaver``.
-            **kw: ``now``: the time to sweep at (tests move it). ``prune``: override
-                ``settings.session_prune``. ``ttl_seconds``: override
-                ``settings.session_ttl_seconds``. ``extract``: extract the turns queued
-                now; ``None`` follows the layer's ``extraction`` mode (inline: now;
-                background: wake the worker), ``False`` leaves them to a worker process.
+            **kw: See :class:`~langmem_layer.params.SweepArgs`.
         """
         return sessions.run_sweep(self._runner, checkpointer, self._sweep(**kw))
 

@@ -34,7 +34,21 @@ __all__ = [
 
 
 class RememberArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.remember`."""
+    """Keyword parameters of :meth:`MemoryLayer.remember`.
+
+    Attributes:
+        profile: Where a non-identity memory goes (default ``settings.default_profile``).
+        kind: Default ``Kind.PROFILE_FACT``.
+        layer: Default: the kind's layer.
+        policy: Default ``Policy.SPEAK``.
+        pinned: Always recalled first (default False).
+        confidence: Default 0.8.
+        salience: Default 0.5.
+        refs: Identifiers the memory mentions (default none).
+        due_at: When a task or reminder is due.
+        thread_id: The thread the memory belongs to (recorded and linked).
+        now: Default: the layer's clock.
+    """
 
     profile: str | None
     kind: Kind
@@ -50,7 +64,14 @@ class RememberArgs(TypedDict, total=False):
 
 
 class RecallArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.recall`."""
+    """Keyword parameters of :meth:`MemoryLayer.recall`.
+
+    Attributes:
+        profile: The profile searched besides identity (default ``default_profile``).
+        limit: Default ``settings.recall_limit``.
+        refs: References to look up exactly, besides those the query names.
+        now: Default: the layer's clock.
+    """
 
     profile: str | None
     limit: int | None
@@ -59,7 +80,14 @@ class RecallArgs(TypedDict, total=False):
 
 
 class TurnArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.ingest` and :meth:`MemoryLayer.submit`."""
+    """Keyword parameters of :meth:`MemoryLayer.ingest` and :meth:`MemoryLayer.submit`.
+
+    Attributes:
+        profile: The run's profile (default ``default_profile``).
+        thread_id: The turn's thread.
+        agent_id: The agent that took part (recorded as the memories' source).
+        now: The turn's time; default: the layer's clock.
+    """
 
     profile: str | None
     thread_id: str | None
@@ -68,20 +96,36 @@ class TurnArgs(TypedDict, total=False):
 
 
 class RecordTurnArgs(TurnArgs, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.record_turn`."""
+    """Keyword parameters of :meth:`MemoryLayer.record_turn`: :class:`TurnArgs`, plus:
+
+    Attributes:
+        reinforce: Keys of the memories recalled for the turn (default none).
+    """
 
     reinforce: Sequence[str]
 
 
 class LoadThreadArgs(TurnArgs, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.load_thread`."""
+    """Keyword parameters of :meth:`MemoryLayer.load_thread`: :class:`TurnArgs`, plus:
+
+    Attributes:
+        limit: Memories recalled; default ``settings.recall_limit``.
+        reinforce: Reinforce the recalled memories now (default True).
+    """
 
     limit: int | None
     reinforce: bool
 
 
 class ContextBlockArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.context_block`."""
+    """Keyword parameters of :meth:`MemoryLayer.context_block`.
+
+    Attributes:
+        profile: As for :class:`RecallArgs`.
+        recently_spoken: Keys surfaced as ``speak`` in the last two turns (demoted to
+            ``USE SILENTLY``).
+        now: Default: the layer's clock.
+    """
 
     profile: str | None
     recently_spoken: Sequence[str]
@@ -89,7 +133,13 @@ class ContextBlockArgs(TypedDict, total=False):
 
 
 class ListArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.list`."""
+    """Keyword parameters of :meth:`MemoryLayer.list`.
+
+    Attributes:
+        profile: As for :class:`RecallArgs`.
+        statuses: Default ``("active",)``; ``None``: every status.
+        limit: Default 100.
+    """
 
     profile: str | None
     statuses: Sequence[str] | None
@@ -97,26 +147,47 @@ class ListArgs(TypedDict, total=False):
 
 
 class NowArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.correct`."""
+    """Keyword parameters of :meth:`MemoryLayer.correct`.
+
+    Attributes:
+        now: Default: the layer's clock.
+    """
 
     now: datetime | None
 
 
 class ForgetArgs(NowArgs, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.forget`."""
+    """Keyword parameters of :meth:`MemoryLayer.forget`: :class:`NowArgs`, plus:
+
+    Attributes:
+        hard: Delete instead of archiving (default False).
+    """
 
     hard: bool
 
 
 class DecisionsArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.decisions`."""
+    """Keyword parameters of :meth:`MemoryLayer.decisions`.
+
+    Attributes:
+        thread_id: One thread's decisions only.
+        limit: Default 20.
+    """
 
     thread_id: str | None
     limit: int
 
 
 class RecentHistoryArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.recent_history`."""
+    """Keyword parameters of :meth:`MemoryLayer.recent_history`.
+
+    Attributes:
+        thread_id: The thread left out (the current one).
+        profile: As for :class:`RecallArgs`.
+        hours: Default ``settings.recent_history_hours``.
+        limit: Default ``settings.recent_history_limit``.
+        now: Default: the layer's clock.
+    """
 
     thread_id: str | None
     profile: str | None
@@ -126,13 +197,26 @@ class RecentHistoryArgs(TypedDict, total=False):
 
 
 class ClearHistoryArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.clear_history`."""
+    """Keyword parameters of :meth:`MemoryLayer.clear_history`.
+
+    Attributes:
+        thread_id: That thread's messages only (default: all).
+    """
 
     thread_id: str | None
 
 
 class SweepArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.sweep_sessions`."""
+    """Keyword parameters of :meth:`MemoryLayer.sweep_sessions`.
+
+    Attributes:
+        now: The time to sweep at (tests move it); default: the layer's clock.
+        prune: Override ``settings.session_prune``.
+        ttl_seconds: Override ``settings.session_ttl_seconds``.
+        extract: Extract the turns queued now: ``None`` follows the layer's
+            ``extraction`` mode (inline: now; background: wake the worker); ``True``:
+            now; ``False`` leaves them to a worker process.
+    """
 
     now: datetime | None
     prune: PruneStrategy | None
@@ -141,6 +225,10 @@ class SweepArgs(TypedDict, total=False):
 
 
 class PendingArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.process_pending`."""
+    """Keyword parameters of :meth:`MemoryLayer.process_pending`.
+
+    Attributes:
+        user_id: One user's entries only (default: all users').
+    """
 
     user_id: str | None
