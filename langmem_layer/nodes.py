@@ -1,16 +1,16 @@
 """The three graph nodes, the state they need, and `wire` to put them around an agent.
 
 Nodes are thin adapters: they read the run's identity from
-``config["configurable"]`` and call the layer's methods (any :class:`NodeTarget`). Each node is a
-``RunnableLambda`` with a sync and an async body, so it works in ``invoke`` and
-``ainvoke`` graphs alike.
+``config["configurable"]`` and call the layer's methods (any :class:`NodeTarget`).
+Each node is a ``RunnableLambda`` with a sync and an async body, so it works in
+``invoke`` and ``ainvoke`` graphs alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Protocol, TypedDict
+from typing import Annotated, Any, Protocol, TypedDict, Unpack
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -19,6 +19,7 @@ from langgraph.graph.message import add_messages
 
 from langmem_layer import runner
 from langmem_layer.errors import ConfigurationError
+from langmem_layer.params import LoadThreadArgs, RecordTurnArgs
 from langmem_layer.read.block import RELEVANT
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
@@ -75,30 +76,23 @@ class NodeTarget(Protocol):
         ...
 
     def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
-                    query: str | None = None, *, profile: str | None = ...,
-                    thread_id: str | None = ..., agent_id: str | None = ...,
-                    now: datetime | None = ..., reinforce: bool = ...) -> WorkingLoad:
+                    query: str | None = None, **kw: Unpack[LoadThreadArgs]) -> WorkingLoad:
         """Trim, hand dropped turns over, recall (see ``MemoryLayer.load_thread``)."""
         ...
 
     async def aload_thread(self, user_id: str, messages: Sequence[BaseMessage],
-                           query: str | None = None, *, profile: str | None = ...,
-                           thread_id: str | None = ..., agent_id: str | None = ...,
-                           now: datetime | None = ..., reinforce: bool = ...) -> WorkingLoad:
+                           query: str | None = None, **kw: Unpack[LoadThreadArgs]
+                           ) -> WorkingLoad:
         """Async twin of :meth:`load_thread`."""
         ...
 
-    def record_turn(self, user_id: str, messages: Sequence[BaseMessage], *,
-                    profile: str | None = ..., thread_id: str | None = ...,
-                    agent_id: str | None = ..., now: datetime | None = ...,
-                    reinforce: Sequence[str] = ...) -> int | None:
+    def record_turn(self, user_id: str, messages: Sequence[BaseMessage],
+                    **kw: Unpack[RecordTurnArgs]) -> int | None:
         """Queue, log and reinforce a finished turn (see ``MemoryLayer.record_turn``)."""
         ...
 
-    async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage], *,
-                           profile: str | None = ..., thread_id: str | None = ...,
-                           agent_id: str | None = ..., now: datetime | None = ...,
-                           reinforce: Sequence[str] = ...) -> int | None:
+    async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage],
+                           **kw: Unpack[RecordTurnArgs]) -> int | None:
         """Async twin of :meth:`record_turn`."""
         ...
 
