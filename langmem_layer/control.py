@@ -33,13 +33,14 @@ def to_recalled(item: Item) -> Recalled:
 
 
 
-def decisions(user_id: str, *, thread_id: str | None, limit: int) -> Flow:
+def decisions(user_id: str, *, thread_id: str | None, limit: int
+              ) -> Flow[list[mops.IngestLogEntry]]:
     """The latest ingests' gate decisions, newest first."""
     (entries,) = yield StoreCall([mops.IngestLogOp(require_user(user_id), limit, thread_id)])
     return entries
 
 
-def get(user_id: str, memory_id: str) -> Flow:
+def get(user_id: str, memory_id: str) -> Flow[Recalled]:
     """One memory by id, whatever its status; raises MemoryNotFoundError."""
     (item,) = yield StoreCall([mops.FindMemoryOp(require_user(user_id), memory_id)])
     if item is None:
@@ -48,7 +49,7 @@ def get(user_id: str, memory_id: str) -> Flow:
 
 
 def list_memories(env: Env, user_id: str, *, profile: str | None,
-                  statuses: Sequence[str] | None, limit: int) -> Flow:
+                  statuses: Sequence[str] | None, limit: int) -> Flow[list[Recalled]]:
     """The user's memories in a profile plus identity, newest first."""
     user_id = require_user(user_id)
     ops = [
@@ -69,7 +70,8 @@ def mops_search(namespace: tuple[str, ...], statuses: Sequence[str] | None, limi
     return SearchOp(namespace, filt, limit)
 
 
-def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: datetime) -> Flow:
+def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: datetime
+            ) -> Flow[Recalled]:
     """Change a memory's content in place; it is re-embedded in the same write (R9.1)."""
     current = yield from get(user_id, memory_id)
     record = current.record.model_copy(
@@ -80,7 +82,7 @@ def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: dateti
     return Recalled(memory_id, current.namespace, record)
 
 
-def forget(user_id: str, memory_id: str, *, hard: bool, now: datetime) -> Flow:
+def forget(user_id: str, memory_id: str, *, hard: bool, now: datetime) -> Flow[bool]:
     """Archive a memory (kept for audit), or with ``hard`` delete it, its vectors and links."""
     user_id = require_user(user_id)
     if hard:
@@ -95,7 +97,7 @@ def forget(user_id: str, memory_id: str, *, hard: bool, now: datetime) -> Flow:
     return True
 
 
-def export(user_id: str) -> Flow:
+def export(user_id: str) -> Flow[dict[str, Any]]:
     """All of a user's items and links as JSON-ready data (R9.1)."""
     (data,) = yield StoreCall([mops.ExportOp(require_user(user_id))])
     return {
@@ -126,7 +128,7 @@ def export(user_id: str) -> Flow:
     }
 
 
-def import_(user_id: str, data: Mapping[str, Any]) -> Flow:
+def import_(user_id: str, data: Mapping[str, Any]) -> Flow[int]:
     """Load an :func:`export` into the store for ``user_id``; returns the item count."""
     user_id = require_user(user_id)
     if data.get("format") != "langmem_layer.export/1":

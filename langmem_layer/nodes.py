@@ -1,16 +1,16 @@
 """The three graph nodes, the state they need, and `wire` to put them around an agent.
 
 Nodes are thin adapters: they read the run's identity from
-``config["configurable"]`` and call the layer's flows. Each node is a
-``RunnableLambda`` with a sync and an async body, so it works in ``invoke`` and
-``ainvoke`` graphs alike.
+``config["configurable"]`` and call the layer's methods (any :class:`NodeTarget`).
+Each node is a ``RunnableLambda`` with a sync and an async body, so it works in
+``invoke`` and ``ainvoke`` graphs alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+from typing import Annotated, Any, Protocol, TypedDict, Unpack
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -19,17 +19,17 @@ from langgraph.graph.message import add_messages
 
 from langmem_layer import runner
 from langmem_layer.errors import ConfigurationError
+from langmem_layer.params import LoadThreadArgs, RecordTurnArgs
 from langmem_layer.read.block import RELEVANT
 from langmem_layer.read.recall import context_block as block_with_history
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
 from langmem_layer.working.trim import WorkingLoad, short_term
 
-if TYPE_CHECKING:
-    from langmem_layer.layer import MemoryLayer
-
 __all__ = [
     "MemoryState",
+    "NodeTarget",
+    "Wirable",
     "build_nodes",
     "memory_prompt",
     "memory_system_message",
@@ -60,6 +60,62 @@ class MemoryState(TypedDict, total=False):
     recent_history: list[dict[str, Any]]
 
 
+class NodeTarget(Protocol):
+    """What the nodes call (:class:`~langmem_layer.MemoryLayer` is one).
+
+    Defined here, where it is used, so this module needs nothing above it.
+    """
+
+    @property
+    def env(self) -> runner.Env:
+        """Settings, gate and token counter."""
+        ...
+
+    def now(self) -> datetime:
+        """The current time."""
+        ...
+
+    def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
+                    query: str | None = None, **kw: Unpack[LoadThreadArgs]) -> WorkingLoad:
+        """Trim, hand dropped turns over, recall (see ``MemoryLayer.load_thread``)."""
+        ...
+
+    async def aload_thread(self, user_id: str, messages: Sequence[BaseMessage],
+                           query: str | None = None, **kw: Unpack[LoadThreadArgs]
+                           ) -> WorkingLoad:
+        """Async twin of :meth:`load_thread`."""
+        ...
+
+    def record_turn(self, user_id: str, messages: Sequence[BaseMessage],
+                    **kw: Unpack[RecordTurnArgs]) -> int | None:
+        """Queue, log and reinforce a finished turn (see ``MemoryLayer.record_turn``)."""
+        ...
+
+    async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage],
+                           **kw: Unpack[RecordTurnArgs]) -> int | None:
+        """Async twin of :meth:`record_turn`."""
+        ...
+
+
+class Wirable(Protocol):
+    """What :func:`wire` puts into a graph: the three nodes (a MemoryLayer's)."""
+
+    @property
+    def load_memory(self) -> RunnableLambda:
+        """The ``load_memory`` node."""
+        ...
+
+    @property
+    def assemble_context(self) -> RunnableLambda:
+        """The ``assemble_context`` node."""
+        ...
+
+    @property
+    def extract_after_turn(self) -> RunnableLambda:
+        """The ``extract_after_turn`` node."""
+        ...
+
+
 def run_identity(config: RunnableConfig | None) -> MemoryConfig:
     """The run's user, profile, agent and thread from ``config["configurable"]``."""
     conf = (config or {}).get("configurable") or {}
@@ -67,7 +123,7 @@ def run_identity(config: RunnableConfig | None) -> MemoryConfig:
     identity: MemoryConfig = {"user_id": user_id}
     for field in ("profile", "agent_id", "thread_id"):
         if conf.get(field):
-            identity[field] = str(conf[field])  # type: ignore[literal-required]
+            identity[field] = str(conf[field])
     return identity
 
 
@@ -141,7 +197,7 @@ def _loaded(loaded: WorkingLoad) -> dict[str, Any]:
     return update
 
 
-def build_nodes(layer: MemoryLayer) -> tuple[RunnableLambda, RunnableLambda, RunnableLambda]:
+def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, RunnableLambda]:
     """Create the three nodes bound to ``layer``.
 
     ``load_memory`` trims the thread to the history budget (R8.1), handing the turns
@@ -169,7 +225,7 @@ def build_nodes(layer: MemoryLayer) -> tuple[RunnableLambda, RunnableLambda, Run
         run_identity(config)
         recalled = _load(state.get("recalled") or [])
         # The short-term tier is the checkpointed thread itself: no round trip here.
-        window = short_term(state.get("messages") or [], layer.settings.short_term_messages)
+        window = short_term(state.get("messages") or [], layer.env.settings.short_term_messages)
         block = block_with_history(layer.env, recalled, recent=_load_history(state),
                                    short_term=window,
                                    recently_spoken=sorted(_recently_spoken(state)),
@@ -236,7 +292,7 @@ def memory_prompt(base: str = "") -> Any:
     return prompt
 
 
-def wire(layer: MemoryLayer, builder: StateGraph, agent: str = "agent") -> StateGraph:
+def wire(layer: Wirable, builder: StateGraph, agent: str = "agent") -> StateGraph:
     """Put the memory nodes around an existing agent node of ``builder``.
 
     START → load_memory → assemble_context → agent → extract_after_turn → END. The

@@ -1,17 +1,19 @@
-"""The flow runner's vocabulary: requests a flow yields, and what flows share.
+"""The flow runner: requests a flow yields, what flows share, and :class:`Runner`.
 
 Each flow is a generator that yields requests — :class:`StoreCall` (a batch of store
-ops) or :class:`ExtractCall` (run the extractor) — and returns its result. The
-:class:`~langmem_layer.MemoryLayer` drives a flow with ``store.batch`` and
-``extractor.extract`` in sync code, or with ``abatch`` / ``aextract`` in async code.
+ops), :class:`ExtractCall` (run the extractor) or a :class:`Call` that a registered
+handler executes — and returns its result. A :class:`Runner` drives a flow with
+``store.batch`` and ``extractor.extract`` in sync code, or with ``abatch`` /
+``aextract`` in async code: every operation is written once, as a flow, and runs
+both ways.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
 from langchain_core.messages import BaseMessage
 
@@ -22,9 +24,24 @@ from langmem_layer.types import (
     IDENTITY_SCOPE,
     Recalled,
 )
+from langmem_layer.write.extractor import Extractor
 from langmem_layer.write.gate import WriteGate
 
-__all__ = ["Env", "ExtractCall", "Flow", "StoreCall", "require_user", "scopes_for"]
+__all__ = [
+    "AsyncHandlers",
+    "Call",
+    "Env",
+    "ExtractCall",
+    "Flow",
+    "Handlers",
+    "Request",
+    "Runner",
+    "StoreCall",
+    "require_user",
+    "scopes_for",
+]
+
+T = TypeVar("T")
 
 
 class StoreCall(NamedTuple):
@@ -41,7 +58,25 @@ class ExtractCall(NamedTuple):
     now: datetime
 
 
-Flow = Generator[StoreCall | ExtractCall, Any, Any]
+class Call:
+    """Base of the requests a handler executes (see :meth:`Runner.handle`).
+
+    The store and the extractor are the runner's own; anything else a flow needs done
+    outside it (a checkpointer call, waking the extraction worker) is a ``Call``
+    subclass with a sync and an async handler.
+    """
+
+
+Request: TypeAlias = StoreCall | ExtractCall | Call
+
+#: A flow returning ``T``: yields requests, receives their replies (or has their
+#: errors raised at the ``yield``).
+Flow: TypeAlias = Generator[Request, Any, T]
+
+#: Sync handlers of :class:`Call` types, and their async twins.
+Handlers: TypeAlias = Mapping[type[Call], Callable[[Any], Any]]
+AsyncHandlers: TypeAlias = Mapping[type[Call], Callable[[Any], Awaitable[Any]]]
+
 
 @dataclass
 class Env:
@@ -75,3 +110,104 @@ def scopes_for(env: Env, profile: str | None) -> tuple[str, str]:
     return (profile or env.settings.default_profile, IDENTITY_SCOPE)
 
 
+
+
+class _Done(Generic[T]):
+    """A finished flow's result (its ``StopIteration`` value)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+
+def _resume(flow: Flow[T], reply: Any = None, error: Exception | None = None
+            ) -> Request | _Done[T]:
+    # The one place a flow is stepped: the reply (or the request's error, raised at its
+    # ``yield``) goes in, the next request or the result comes out.
+    try:
+        return flow.throw(error) if error is not None else flow.send(reply)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+class Runner:
+    """Executes flows against a store and an extractor, in sync or async code.
+
+    Args:
+        store: Executes :class:`StoreCall` ops with ``batch`` / ``abatch``.
+        extractor: Executes :class:`ExtractCall` with ``extract`` / ``aextract``.
+
+    A failed request is raised inside the flow at its ``yield``; a flow that does not
+    handle it fails with it.
+    """
+
+    def __init__(self, store: Any, extractor: Extractor) -> None:
+        self.store = store
+        self.extractor = extractor
+        self._handlers: dict[type[Call], Callable[[Any], Any]] = {}
+        self._ahandlers: dict[type[Call], Callable[[Any], Awaitable[Any]]] = {}
+
+    def handle(self, kind: type[Call], sync: Callable[[Any], Any],
+               async_: Callable[[Any], Awaitable[Any]]) -> None:
+        """Execute requests of type ``kind`` with ``sync`` in :meth:`run`, ``async_`` in
+        :meth:`arun`."""
+        self._handlers[kind] = sync
+        self._ahandlers[kind] = async_
+
+    def run(self, flow: Flow[T], *, extra: Handlers | None = None) -> T:
+        """Execute a flow synchronously; returns its result.
+
+        Args:
+            flow: The flow.
+            extra: Handlers for this run only, of request types the runner does not
+                handle (the session sweeper's checkpointer calls, for instance).
+        """
+        step = _resume(flow)
+        while not isinstance(step, _Done):
+            try:
+                reply = self._call(step, extra)
+            except Exception as e:
+                step = _resume(flow, error=e)
+            else:
+                step = _resume(flow, reply)
+        return step.value
+
+    async def arun(self, flow: Flow[T], *, extra: AsyncHandlers | None = None) -> T:
+        """Async twin of :meth:`run` (``extra`` handlers are coroutine functions)."""
+        step = _resume(flow)
+        while not isinstance(step, _Done):
+            try:
+                reply = await self._acall(step, extra)
+            except Exception as e:
+                step = _resume(flow, error=e)
+            else:
+                step = _resume(flow, reply)
+        return step.value
+
+    def _call(self, request: Request, extra: Handlers | None) -> Any:
+        if isinstance(request, StoreCall):
+            return self.store.batch(request.ops)
+        if isinstance(request, ExtractCall):
+            return self.extractor.extract(request.messages, existing=request.existing,
+                                          now=request.now)
+        return self._handler(request, extra, self._handlers)(request)
+
+    async def _acall(self, request: Request, extra: AsyncHandlers | None) -> Any:
+        if isinstance(request, StoreCall):
+            return await self.store.abatch(request.ops)
+        if isinstance(request, ExtractCall):
+            return await self.extractor.aextract(request.messages, existing=request.existing,
+                                                 now=request.now)
+        return await self._handler(request, extra, self._ahandlers)(request)
+
+    @staticmethod
+    def _handler(request: Call, extra: Mapping[type[Call], Any] | None,
+                 registered: Mapping[type[Call], Any]) -> Any:
+        kind = type(request)
+        if extra and kind in extra:
+            return extra[kind]
+        try:
+            return registered[kind]
+        except KeyError:
+            raise TypeError(f"No handler for flow request {request!r}") from None

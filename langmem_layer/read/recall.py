@@ -63,7 +63,7 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
 
 
 def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit: int,
-         now: datetime, reinforce: bool = True) -> Flow:
+         now: datetime, reinforce: bool = True) -> Flow[list[Recalled]]:
     """Rank what a :func:`recall_op` found, and reinforce (R4.4) what is returned.
 
     When the link walk found something, one round trip reads the links between the
@@ -88,7 +88,8 @@ def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit:
 
 
 def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, limit: int,
-           now: datetime, refs: Sequence[str] = (), reinforce: bool = True) -> Flow:
+           now: datetime, refs: Sequence[str] = (), reinforce: bool = True
+           ) -> Flow[list[Recalled]]:
     """Hybrid retrieval, ranking, and reinforcement of what is returned (R4.1–R4.5).
 
     One round trip fetches the candidates of every strategy (:func:`recall_op`), a
@@ -133,7 +134,8 @@ def context_block(env: Env, recalled: Sequence[Recalled], *,
 
 def context_block_flow(env: Env, user_id: str, query: str | None, *, profile: str | None,
                        thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
-                       recently_spoken: Sequence[str] = (), now: datetime) -> Flow:
+                       recently_spoken: Sequence[str] = (), now: datetime
+                       ) -> Flow[ContextBlock]:
     """The memory block ``assemble_context`` would render for ``query``, in one round trip.
 
     Reads what ``load_memory`` reads for the block — the recall and the user's recent

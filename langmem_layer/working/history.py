@@ -76,14 +76,14 @@ def recent_op(env: Env, user_id: str, *, profile: str | None, thread_id: str | N
 
 def recent_history(env: Env, user_id: str, *, profile: str | None, thread_id: str | None,
                    now: datetime, hours: float | None = None,
-                   limit: int | None = None) -> Flow:
+                   limit: int | None = None) -> Flow[list[mops.LoggedMessage]]:
     """The user's logged messages of the last ``hours`` outside one thread, oldest first."""
     (found,) = yield StoreCall([recent_op(env, user_id, profile=profile, thread_id=thread_id,
                                           now=now, hours=hours, limit=limit)])
     return found
 
 
-def clear(user_id: str, *, thread_id: str | None = None) -> Flow:
+def clear(user_id: str, *, thread_id: str | None = None) -> Flow[int]:
     """Delete the user's logged messages (one thread's, or all); returns the count."""
     (deleted,) = yield StoreCall([mops.ClearMessagesOp(require_user(user_id), thread_id)])
     return deleted

@@ -29,25 +29,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from langchain_core.messages import BaseMessage
 
 from langmem_layer.config import database_url
-from langmem_layer.runner import Env, StoreCall
+from langmem_layer.runner import Call, Env, Flow, Runner, StoreCall
 from langmem_layer.store import ops as mops
 from langmem_layer.working.trim import gather, handoff, split_turns
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-    from langmem_layer.layer import MemoryLayer
 
 __all__ = [
     "CheckpointCall",
@@ -63,6 +61,8 @@ __all__ = [
 logger = logging.getLogger("langmem_layer")
 
 PruneStrategy = Literal["off", "keep_latest", "delete"]
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -104,15 +104,13 @@ async def apostgres_checkpointer(url: str | None = None, *,
 # -- the sweeper ------------------------------------------------------------------------
 
 
-class CheckpointCall(NamedTuple):
+@dataclass(frozen=True)
+class CheckpointCall(Call):
     """Request: call ``method`` of the checkpointer (its ``a``-prefixed twin in async)."""
 
     method: str
     args: tuple[Any, ...]
-    kwargs: dict[str, Any] = {}  # noqa: RUF012 - never mutated
-
-
-SweepFlow = Generator[StoreCall | CheckpointCall, Any, Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -136,7 +134,7 @@ class SessionSweep:
 
 
 def sweep(env: Env, *, now: datetime, ttl_seconds: float | None = None,
-          prune: PruneStrategy | None = None, limit: int = 10_000) -> SweepFlow:
+          prune: PruneStrategy | None = None, limit: int = 10_000) -> Flow[SessionSweep]:
     """Close threads idle past the TTL, then purge the message log past its retention.
 
     ``ttl_seconds`` and ``prune`` default to the settings. A thread that fails is logged
@@ -161,17 +159,17 @@ def sweep(env: Env, *, now: datetime, ttl_seconds: float | None = None,
 
 
 def _close(env: Env, thread: mops.ThreadActivity, idle_before: datetime, now: datetime,
-           prune: PruneStrategy, result: SessionSweep) -> SweepFlow:
+           prune: PruneStrategy, result: SessionSweep) -> Flow[None]:
     who = (thread.user_id, thread.thread_id)
     config = {"configurable": {"thread_id": thread.thread_id, "checkpoint_ns": ""}}
     saved = yield CheckpointCall("get_tuple", (config,))
     values = (saved.checkpoint.get("channel_values") or {}) if saved is not None else {}
     messages = [m for m in values.get("messages") or () if isinstance(m, BaseMessage)]
     # Extraction first: closing must never lose a turn that was not handed over yet.
-    entries = yield from cast(SweepFlow, gather(*handoff(  # enqueues: store calls only
+    entries = yield from gather(*handoff(
         env, thread.user_id, split_turns(messages), profile=thread.profile,
         thread_id=thread.thread_id, agent_id=thread.agent_id,
-        turn_at=thread.last_active_at)))
+        turn_at=thread.last_active_at))
     result.enqueued += sum(1 for e in entries if e is not None)
     (closed,) = yield StoreCall([mops.CloseThreadOp(thread.user_id, thread.thread_id,
                                                     idle_before, now)])
@@ -189,18 +187,18 @@ def _close(env: Env, thread: mops.ThreadActivity, idle_before: datetime, now: da
     result.pruned.append(who)
 
 
-def run_sweep(layer: MemoryLayer, checkpointer: Any, flow: SweepFlow) -> Any:
-    """Execute a sweep flow with the layer's store and a sync checkpointer."""
+def run_sweep(runner: Runner, checkpointer: Any, flow: Flow[T]) -> T:
+    """Execute a sweep flow with ``runner`` (its store) and a sync checkpointer."""
     def call(request: CheckpointCall) -> Any:
         return getattr(checkpointer, request.method)(*request.args, **request.kwargs)
 
-    return layer.run(flow, extra={CheckpointCall: call})  # type: ignore[arg-type]
+    return runner.run(flow, extra={CheckpointCall: call})
 
 
-async def arun_sweep(layer: MemoryLayer, checkpointer: Any, flow: SweepFlow) -> Any:
-    """Execute a sweep flow with the layer's store and an async checkpointer."""
+async def arun_sweep(runner: Runner, checkpointer: Any, flow: Flow[T]) -> T:
+    """Async twin of :func:`run_sweep`, with an async checkpointer."""
     async def call(request: CheckpointCall) -> Any:
         method = getattr(checkpointer, "a" + request.method)
         return await method(*request.args, **request.kwargs)
 
-    return await layer.arun(flow, extra={CheckpointCall: call})  # type: ignore[arg-type]
+    return await runner.arun(flow, extra={CheckpointCall: call})

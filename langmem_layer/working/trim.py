@@ -206,7 +206,7 @@ def turn_dedupe_key(thread_id: str | None, turn: Sequence[BaseMessage]) -> str |
 # -- running flows together -------------------------------------------------------------
 
 
-def ops_flow(ops: Sequence[Any]) -> Flow:
+def ops_flow(ops: Sequence[Any]) -> Flow[list[Any]]:
     """A flow that runs ``ops`` in one store call and returns their results."""
     if not ops:
         return []
@@ -214,7 +214,7 @@ def ops_flow(ops: Sequence[Any]) -> Flow:
     return results
 
 
-def gather(*parts: Flow) -> Flow:
+def gather(*parts: Flow[Any]) -> Flow[list[Any]]:
     """Run flows side by side; each round's store calls go out as ONE batch.
 
     So extra work rides in the same round trip and transaction as a flow's own
@@ -285,7 +285,7 @@ class WorkingLoad:
 
 def handoff(env: Env, user_id: str, turns: Sequence[Sequence[BaseMessage]], *,
             profile: str | None, thread_id: str | None, agent_id: str | None,
-            turn_at: datetime) -> list[Flow]:
+            turn_at: datetime) -> list[Flow[int | None]]:
     """One enqueue flow per turn leaving working memory (see :func:`turn_dedupe_key`)."""
     return [write.enqueue_turn(env, user_id, turn, profile=profile, thread_id=thread_id,
                                agent_id=agent_id, now=turn_at,
@@ -295,7 +295,7 @@ def handoff(env: Env, user_id: str, turns: Sequence[Sequence[BaseMessage]], *,
 
 def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: str | None,
                 *, profile: str | None, thread_id: str | None, agent_id: str | None,
-                now: datetime, limit: int, reinforce: bool = True) -> Flow:
+                now: datetime, limit: int, reinforce: bool = True) -> Flow[WorkingLoad]:
     """Trim the thread, hand dropped turns to extraction, recall, read recent history.
 
     The enqueues, the thread's activity stamp, the recall and the recent-history read
@@ -326,7 +326,7 @@ def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: 
 
 def record_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
                 profile: str | None, thread_id: str | None, agent_id: str | None,
-                now: datetime, reinforce: Sequence[str] = ()) -> Flow:
+                now: datetime, reinforce: Sequence[str] = ()) -> Flow[int | None]:
     """Queue a finished turn for extraction, add it to the user's message log and
     reinforce (R4.4) the memories recalled for it (``reinforce``, their keys).
 

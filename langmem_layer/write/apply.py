@@ -96,7 +96,7 @@ def _turn_key(messages: Sequence[BaseMessage], turn_at: datetime) -> str:
 
 def enqueue_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
                  profile: str | None, thread_id: str | None, agent_id: str | None,
-                 now: datetime, dedupe_key: str | None = None) -> Flow:
+                 now: datetime, dedupe_key: str | None = None) -> Flow[int | None]:
     """Queue a turn's messages for extraction; returns the entry id (None if queued before)."""
     user_id = require_user(user_id)
     key = dedupe_key or f"{thread_id or '-'}:{_turn_key(messages, now)}"
@@ -144,7 +144,7 @@ def _decision_dict(d: GateDecision) -> dict[str, Any]:
 
 def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: str | None,
            thread_id: str | None, agent_id: str | None, now: datetime,
-           entry_id: int | None = None) -> Flow:
+           entry_id: int | None = None) -> Flow[IngestResult]:
     """Extract, gate and apply one turn in one transaction (R3.2–R3.4, R3.6).
 
     ``now`` is the turn's time: relative dates resolve against it and it stamps what
@@ -284,7 +284,8 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
 
 
 def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
-                  retry_base_seconds: float, user_id: str | None = None) -> Flow:
+                  retry_base_seconds: float, user_id: str | None = None
+                  ) -> Flow[ProcessResult]:
     """Lease ready entries and ingest each; a failure keeps the entry for a later retry."""
     (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now)])
     outcome = ProcessResult()

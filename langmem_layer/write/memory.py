@@ -154,7 +154,7 @@ def memory_ops(env: Env, user_id: str, profile: str, key: str, content: str, *,
 
 def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: datetime,
              thread_id: str | None = None, kind: Kind = Kind.EPISODIC_EVENT,
-             **fields: Any) -> Flow:
+             **fields: Any) -> Flow[Recalled]:
     """Write one memory directly (no extractor, no gate); returns it as Recalled.
 
     Enriched as the write path's (:func:`memory_ops`). Without a ``kind`` it is an

@@ -1,0 +1,241 @@
+"""Keyword parameters of :class:`~langmem_layer.MemoryLayer`'s operations.
+
+One ``TypedDict`` per operation, unpacked (``**kw: Unpack[...]``) by both its sync and
+its async method, so the twins declare their keyword parameters once and type
+checkers still check every call. The defaults live in the layer's flow builders
+(``MemoryLayer._remember`` and so on), once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TypedDict
+
+from langchain_core.messages import BaseMessage
+
+from langmem_layer.types import Kind, Layer, Policy
+from langmem_layer.working.sessions import PruneStrategy
+
+__all__ = [
+    "ClearHistoryArgs",
+    "ContextBlockArgs",
+    "DecisionsArgs",
+    "ForgetArgs",
+    "ListArgs",
+    "LoadThreadArgs",
+    "NowArgs",
+    "PendingArgs",
+    "RecallArgs",
+    "RecentHistoryArgs",
+    "RecordTurnArgs",
+    "RememberArgs",
+    "SweepArgs",
+    "TurnArgs",
+]
+
+
+class RememberArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.remember`.
+
+    Attributes:
+        profile: Where a non-identity memory goes (default ``settings.default_profile``).
+        kind: Default ``Kind.EPISODIC_EVENT``: raw text is kept as what was said (it does
+            not decay); pass ``Kind.PROFILE_FACT`` or ``Kind.PREFERENCE`` for a fact.
+        layer: Default: the kind's layer.
+        policy: Default ``Policy.SPEAK``.
+        pinned: Always recalled first (default False).
+        confidence: Default 0.8.
+        salience: Default 0.5.
+        refs: Identifiers the memory mentions (default none).
+        due_at: When a task or reminder is due.
+        thread_id: The thread the memory belongs to (recorded and linked).
+        now: Default: the layer's clock.
+    """
+
+    profile: str | None
+    kind: Kind
+    layer: Layer | None
+    policy: Policy
+    pinned: bool
+    confidence: float
+    salience: float
+    refs: Sequence[str]
+    due_at: datetime | None
+    thread_id: str | None
+    now: datetime | None
+
+
+class RecallArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.recall`.
+
+    Attributes:
+        profile: The profile searched besides identity (default ``default_profile``).
+        limit: Default ``settings.recall_limit``.
+        refs: References to look up exactly, besides those the query names.
+        now: Default: the layer's clock.
+    """
+
+    profile: str | None
+    limit: int | None
+    refs: Sequence[str]
+    now: datetime | None
+
+
+class TurnArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.ingest` and :meth:`MemoryLayer.submit`.
+
+    Attributes:
+        profile: The run's profile (default ``default_profile``).
+        thread_id: The turn's thread.
+        agent_id: The agent that took part (recorded as the memories' source).
+        now: The turn's time; default: the layer's clock.
+    """
+
+    profile: str | None
+    thread_id: str | None
+    agent_id: str | None
+    now: datetime | None
+
+
+class RecordTurnArgs(TurnArgs, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.record_turn`: :class:`TurnArgs`, plus:
+
+    Attributes:
+        reinforce: Keys of the memories recalled for the turn (default none).
+    """
+
+    reinforce: Sequence[str]
+
+
+class LoadThreadArgs(TurnArgs, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.load_thread`: :class:`TurnArgs`, plus:
+
+    Attributes:
+        limit: Memories recalled; default ``settings.recall_limit``.
+        reinforce: Reinforce the recalled memories now (default True).
+    """
+
+    limit: int | None
+    reinforce: bool
+
+
+class ContextBlockArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.context_block`.
+
+    Attributes:
+        profile: As for :class:`RecallArgs`.
+        thread_id: The active thread: its messages are not repeated as recent history.
+        messages: The active thread's messages (its short-term window).
+        recently_spoken: Keys surfaced as ``speak`` in the last two turns (demoted to
+            ``USE SILENTLY``).
+        now: Default: the layer's clock.
+    """
+
+    profile: str | None
+    thread_id: str | None
+    messages: Sequence[BaseMessage]
+    recently_spoken: Sequence[str]
+    now: datetime | None
+
+
+class ListArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.list`.
+
+    Attributes:
+        profile: As for :class:`RecallArgs`.
+        statuses: Default ``("active",)``; ``None``: every status.
+        limit: Default 100.
+    """
+
+    profile: str | None
+    statuses: Sequence[str] | None
+    limit: int
+
+
+class NowArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.correct`.
+
+    Attributes:
+        now: Default: the layer's clock.
+    """
+
+    now: datetime | None
+
+
+class ForgetArgs(NowArgs, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.forget`: :class:`NowArgs`, plus:
+
+    Attributes:
+        hard: Delete instead of archiving (default False).
+    """
+
+    hard: bool
+
+
+class DecisionsArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.decisions`.
+
+    Attributes:
+        thread_id: One thread's decisions only.
+        limit: Default 20.
+    """
+
+    thread_id: str | None
+    limit: int
+
+
+class RecentHistoryArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.recent_history`.
+
+    Attributes:
+        thread_id: The thread left out (the current one).
+        profile: As for :class:`RecallArgs`.
+        hours: Default ``settings.recent_history_hours``.
+        limit: Default ``settings.recent_history_limit``.
+        now: Default: the layer's clock.
+    """
+
+    thread_id: str | None
+    profile: str | None
+    hours: float | None
+    limit: int | None
+    now: datetime | None
+
+
+class ClearHistoryArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.clear_history`.
+
+    Attributes:
+        thread_id: That thread's messages only (default: all).
+    """
+
+    thread_id: str | None
+
+
+class SweepArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.sweep_sessions`.
+
+    Attributes:
+        now: The time to sweep at (tests move it); default: the layer's clock.
+        prune: Override ``settings.session_prune``.
+        ttl_seconds: Override ``settings.session_ttl_seconds``.
+        extract: Extract the turns queued now: ``None`` follows the layer's
+            ``extraction`` mode (inline: now; background: wake the worker); ``True``:
+            now; ``False`` leaves them to a worker process.
+    """
+
+    now: datetime | None
+    prune: PruneStrategy | None
+    ttl_seconds: float | None
+    extract: bool | None
+
+
+class PendingArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.process_pending`.
+
+    Attributes:
+        user_id: One user's entries only (default: all users').
+    """
+
+    user_id: str | None

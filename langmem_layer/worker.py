@@ -1,0 +1,175 @@
+"""The background extraction worker: a thread in sync code, tasks in async code.
+
+Turns are queued durably (:func:`langmem_layer.write.apply.enqueue_turn`); the worker
+extracts what is queued. Flows ask for it with two requests the :class:`Worker`
+registers on the runner: :class:`ProcessPending` (extract now, before the flow goes
+on) and :class:`WakeWorker` (extract in the background). The sync runner wakes the
+worker thread, the async one starts a task on the running loop; the decision of
+which to ask for is written once, in :meth:`Worker.after_enqueue` and the flows that
+yield these requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langmem_layer.runner import Call, Flow, Runner
+from langmem_layer.settings import MemorySettings
+from langmem_layer.write.apply import IngestResult, ProcessResult
+
+__all__ = ["ProcessPending", "WakeWorker", "Worker"]
+
+logger = logging.getLogger("langmem_layer")
+
+
+@dataclass(frozen=True)
+class ProcessPending(Call):
+    """Request: extract every queue entry ready now (all users, or one) before going on.
+
+    Its reply is the :class:`~langmem_layer.write.apply.ProcessResult`.
+    """
+
+    user_id: str | None = None
+
+
+@dataclass(frozen=True)
+class WakeWorker(Call):
+    """Request: let the background worker extract what is queued; returns at once."""
+
+
+class Worker:
+    """Extracts queued turns: inline on request, or in a background thread or task.
+
+    Args:
+        runner: Runs the queue flows; the worker registers its requests on it.
+        settings: Read for ``extract_every_n_turns`` at each turn.
+        batch: Builds the flow that extracts one batch of ready entries (all users, or
+            one user's).
+        on_results: Receives each batch's ingest results (the layer's ``ingest_log``).
+    """
+
+    def __init__(self, runner: Runner, settings: MemorySettings,
+                 batch: Callable[[str | None], Flow[ProcessResult]],
+                 on_results: Callable[[Sequence[IngestResult]], Any]) -> None:
+        self.runner = runner
+        self.settings = settings
+        self._batch = batch
+        self._on_results = on_results
+        #: Seconds the worker thread sleeps between queue polls when not woken.
+        self.poll_seconds = 5.0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._lock = threading.Lock()
+        self._busy = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._turns: dict[str | None, int] = {}
+        runner.handle(ProcessPending, self._process, self._aprocess)
+        runner.handle(WakeWorker, self._wake_thread, self._start_task)
+
+    # -- what flows ask for -------------------------------------------------------------
+
+    def after_enqueue(self, *, inline: bool, user_id: str, thread_id: str | None
+                      ) -> Flow[None]:
+        """After a turn was queued: inline, extract the user's queue now; in the
+        background, wake the worker every ``extract_every_n_turns`` turns of a thread."""
+        if inline:
+            yield ProcessPending(user_id)
+        elif self._turn_due(thread_id):
+            yield WakeWorker()
+
+    def process_pending(self, user_id: str | None = None) -> Flow[ProcessResult]:
+        """Extract batches until none is left ready; returns the totals."""
+        total = ProcessResult()
+        while True:
+            result = yield from self._batch(user_id)
+            total.done += result.done
+            total.failed += result.failed
+            total.results += result.results
+            self._on_results(result.results)
+            if not result.done and not result.failed:
+                return total
+
+    def _turn_due(self, thread_id: str | None) -> bool:
+        # Every N turns per thread; the queue keeps the rest until then (or a drain).
+        n = self.settings.extract_every_n_turns
+        with self._lock:
+            self._turns[thread_id] = self._turns.get(thread_id, 0) + 1
+            return self._turns[thread_id] % n == 0
+
+    # -- executing those requests -------------------------------------------------------
+
+    def _process(self, request: ProcessPending) -> ProcessResult:
+        return self.runner.run(self.process_pending(request.user_id))
+
+    async def _aprocess(self, request: ProcessPending) -> ProcessResult:
+        return await self.runner.arun(self.process_pending(request.user_id))
+
+    def _wake_thread(self, _: WakeWorker) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._stop.clear()
+                self._thread = threading.Thread(
+                    target=self._work, name="langmem-extract", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    async def _start_task(self, _: WakeWorker) -> None:
+        task = asyncio.get_running_loop().create_task(self._apass())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self.poll_seconds)
+            self._wake.clear()
+            with self._busy:
+                try:
+                    self.runner.run(self.process_pending())
+                except Exception:  # the entries stay queued; the next pass retries them
+                    logger.exception("Background extraction pass failed")
+
+    async def _apass(self) -> None:
+        try:
+            await self.runner.arun(self.process_pending())
+        except Exception:  # the entries stay queued; the next pass retries them
+            logger.exception("Background extraction pass failed")
+
+    # -- finishing ----------------------------------------------------------------------
+
+    def drain(self, timeout: float | None = None) -> ProcessResult:
+        """Wait for the thread's current pass, then extract everything ready.
+
+        Raises:
+            TimeoutError: The pass or the extraction took longer than ``timeout``.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._busy.acquire(timeout=-1 if timeout is None else timeout):
+            raise TimeoutError("drain(): the background worker did not finish in time")
+        try:
+            result = self.runner.run(self.process_pending())
+        finally:
+            self._busy.release()
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError("drain() took longer than its timeout")
+        return result
+
+    async def adrain(self, timeout: float | None = None) -> ProcessResult:
+        """Await this loop's extraction tasks, then extract everything ready."""
+        if self._tasks:
+            await asyncio.wait_for(asyncio.gather(*list(self._tasks)), timeout)
+        return await self.runner.arun(self.process_pending())
+
+    def stop(self) -> None:
+        """Stop the worker thread after its current pass (it restarts when woken)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None

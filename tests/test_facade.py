@@ -1,0 +1,147 @@
+"""The façade's shape: sync/async twins that cannot drift, one flow runner, imports down."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import langmem_layer
+from langmem_layer import MemoryLayer
+from langmem_layer.runner import Call, Flow, Runner, StoreCall
+from langmem_layer.write.rules import RuleExtractor
+
+PACKAGE = Path(langmem_layer.__file__).parent
+
+#: Every public operation of the façade has an ``a``-prefixed async twin.
+OPERATIONS = {
+    "remember", "recall", "ingest", "context_block", "get", "list", "correct", "forget",
+    "export", "import_", "decisions", "load_thread", "record_turn", "submit",
+    "recent_history", "clear_history", "sweep_sessions", "process_pending", "drain",
+    "close", "run",
+}
+
+
+def _twins() -> list[tuple[str, Any, Any]]:
+    return [(name, getattr(MemoryLayer, name), getattr(MemoryLayer, "a" + name))
+            for name in sorted(vars(MemoryLayer))
+            if not name.startswith("_") and callable(getattr(MemoryLayer, name))
+            and hasattr(MemoryLayer, "a" + name)]
+
+
+def test_every_operation_has_an_async_twin() -> None:
+    assert {name for name, _, _ in _twins()} >= OPERATIONS
+
+
+@pytest.mark.parametrize(("name", "sync", "twin"), _twins(), ids=[t[0] for t in _twins()])
+def test_async_twin_has_the_same_signature_and_a_docstring(name: str, sync: Any, twin: Any
+                                                           ) -> None:
+    assert not inspect.iscoroutinefunction(sync)
+    assert inspect.iscoroutinefunction(twin)
+    ours, theirs = inspect.signature(sync), inspect.signature(twin)
+    assert list(ours.parameters) == list(theirs.parameters)
+    for p, q in zip(ours.parameters.values(), theirs.parameters.values(), strict=True):
+        assert (p.kind, p.default) == (q.kind, q.default), p.name
+        if not (name == "run" and p.name == "extra"):  # sync vs async handlers, by design
+            assert p.annotation == q.annotation, p.name
+    assert ours.return_annotation == theirs.return_annotation
+    assert sync.__doc__ and sync.__doc__.strip()
+    assert twin.__doc__ and twin.__doc__.startswith(f"Async twin of :meth:`{name}`")
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+@pytest.mark.parametrize("module", ["nodes.py", "runner.py", "worker.py", "params.py",
+                                    "working/sessions.py"])
+def test_modules_below_the_facade_do_not_import_it(module: str) -> None:
+    assert "langmem_layer.layer" not in _imports(PACKAGE / module)
+
+
+# -- the runner ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ping(Call):
+    text: str
+
+
+class Batches:
+    """A store that records batches and fails the ones holding "boom"."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[Any]] = []
+
+    def batch(self, ops: list[Any]) -> list[Any]:
+        self.batches.append(ops)
+        if "boom" in ops:
+            raise ValueError("boom")
+        return [f"done {op}" for op in ops]
+
+    async def abatch(self, ops: list[Any]) -> list[Any]:
+        return self.batch(ops)
+
+
+def _flow() -> Flow[list[str]]:
+    seen: list[str] = []
+    (reply,) = yield StoreCall(["a"])
+    seen.append(reply)
+    try:
+        yield StoreCall(["boom"])
+    except ValueError as e:  # a failed request is raised at its yield
+        seen.append(f"caught {e}")
+    seen.append((yield Ping("registered")))
+    seen.append((yield Ping("again")))
+    return seen
+
+
+def test_runner_runs_one_flow_both_ways_with_registered_and_per_run_handlers() -> None:
+    store = Batches()
+    runner = Runner(store, RuleExtractor())
+
+    async def apong(request: Ping) -> str:
+        return f"apong {request.text}"
+
+    runner.handle(Ping, lambda r: f"pong {r.text}", apong)
+    assert runner.run(_flow()) == ["done a", "caught boom", "pong registered", "pong again"]
+    assert asyncio.run(runner.arun(_flow())) == [
+        "done a", "caught boom", "apong registered", "apong again"]
+
+    async def extra(request: Ping) -> str:
+        return f"extra {request.text}"
+
+    assert runner.run(_flow(), extra={Ping: lambda r: "x"})[2:] == ["x", "x"]
+    assert asyncio.run(runner.arun(_flow(), extra={Ping: extra}))[2:] == [
+        "extra registered", "extra again"]
+
+
+def test_a_request_without_handler_fails_inside_the_flow() -> None:
+    def flow() -> Flow[str]:
+        try:
+            yield Ping("nobody")
+        except TypeError as e:
+            return str(e)
+        return "answered"
+
+    assert "No handler" in Runner(Batches(), RuleExtractor()).run(flow())
+
+
+def test_an_unhandled_request_error_ends_the_flow() -> None:
+    def flow() -> Flow[None]:
+        yield StoreCall(["boom"])
+
+    with pytest.raises(ValueError, match="boom"):
+        Runner(Batches(), RuleExtractor()).run(flow())
