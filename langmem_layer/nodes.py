@@ -24,7 +24,8 @@ from langmem_layer.read.block import RELEVANT
 from langmem_layer.read.recall import context_block as block_with_history
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
-from langmem_layer.working.trim import WorkingLoad, short_term
+from langmem_layer.working.history import short_term
+from langmem_layer.working.trim import WorkingLoad
 
 __all__ = [
     "MemoryState",

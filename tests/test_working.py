@@ -27,7 +27,8 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langmem_layer import MemoryLayer, MemorySettings, MemoryState, plan_trim
 from langmem_layer.store.ops import EnqueueOp
 from langmem_layer.tokens import get_token_counter
-from langmem_layer.working.trim import short_term, split_turns, turn_starts
+from langmem_layer.working.history import short_term
+from langmem_layer.working.trim import split_turns, turn_starts
 from tests.fakes import Clock
 
 COUNTER = get_token_counter("o200k_base")

@@ -45,7 +45,6 @@ from langmem_layer.store import ops as mops
 from langmem_layer.tokens import TokenCounter
 from langmem_layer.types import Recalled
 from langmem_layer.working.history import log_op, recent_op
-from langmem_layer.working.history import short_term as short_term  # its old home: re-exported
 from langmem_layer.write import apply as write
 
 __all__ = [
@@ -56,7 +55,6 @@ __all__ = [
     "ops_flow",
     "plan_trim",
     "record_turn",
-    "short_term",
     "split_turns",
     "turn_dedupe_key",
     "turn_starts",
