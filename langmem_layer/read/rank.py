@@ -29,6 +29,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from langmem_layer.settings import MemorySettings
+# The SQL of the nightly rescoring computes the same decay (sql.lifecycle.decay_expression).
+from langmem_layer.sql.lifecycle import HALF_LIFE_KINDS
 from langmem_layer.sql.sources import RECALL_SOURCES
 from langmem_layer.store.ops import Candidate
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Recalled, to_utc
@@ -46,8 +48,6 @@ __all__ = [
     "urgency",
 ]
 
-#: Kinds that decay by half-life instead of by Ebbinghaus stability (R5.1).
-HALF_LIFE_KINDS = frozenset({Kind.TEMPORAL_SUMMARY, Kind.REFLECTION})
 #: Strategies fused by RRF; "link" is spread separately (see :func:`link_scores`).
 _FUSED_SOURCES = tuple(s.name for s in RECALL_SOURCES if s.fused)
 #: Evidence of relevance besides the embedding: such a candidate skips the floor.
@@ -247,7 +247,9 @@ def rank_candidates(
     """
     w = settings.weights
     weights = _weights(settings.source_weights)
-    half_life = settings.summary_half_life_days
+    # One user's candidates: their own half-life (R5.1).
+    half_life = (settings.half_life_days(candidates[0].namespace[1]) if candidates
+                 else settings.summary_half_life_days)
     pinned: list[tuple[Candidate, Facts]] = []
     kept: list[tuple[Candidate, Facts]] = []
     for c in candidates:
