@@ -48,6 +48,12 @@ def _settings(ctx: JobContext) -> MemorySettings:
     return ctx.settings
 
 
+def _run(ctx: JobContext, op: object) -> Any:
+    """One memory op in its own transaction (``batch`` is typed for LangGraph's ops)."""
+    ops: list[Any] = [op]
+    return ctx.store.batch(ops)[0]
+
+
 def lifecycle_thresholds(settings: MemorySettings) -> dict[str, Any]:
     """The transition thresholds of ``settings``, as the lifecycle SQL takes them."""
     s = settings
@@ -85,8 +91,7 @@ def lifecycle(ctx: JobContext, user_id: str, *, now: datetime,
     user_id = require_user(user_id)
     op = mops.LifecycleOp(user_id, to_utc(now), st.half_life_days(user_id),
                           st.decay_flag_below, lifecycle_thresholds(st), dry_run)
-    (counts,) = ctx.store.batch([op])
-    return dict(counts)
+    return dict(_run(ctx, op))
 
 
 @register("purge-expired", "delete one user's expired memories with embeddings and links",
@@ -100,8 +105,7 @@ def purge_expired(ctx: JobContext, user_id: str, *, now: datetime,
         them (a dry run counts only ``purged``).
     """
     user_id = require_user(user_id)
-    (counts,) = ctx.store.batch([mops.PurgeExpiredMemoriesOp(user_id, to_utc(now), dry_run)])
-    return dict(counts)
+    return dict(_run(ctx, mops.PurgeExpiredMemoriesOp(user_id, to_utc(now), dry_run)))
 
 
 def _every_user(ctx: JobContext, job: Callable[..., dict[str, int]], now: datetime | None,
@@ -111,7 +115,7 @@ def _every_user(ctx: JobContext, job: Callable[..., dict[str, int]], now: dateti
     users = 0
     after = ""
     while True:
-        (page,) = ctx.store.batch([mops.MemoryUsersOp(after)])
+        page: list[str] = _run(ctx, mops.MemoryUsersOp(after))
         for user_id in page:
             users += 1
             for outcome, n in job(ctx, user_id, now=at, dry_run=dry_run).items():

@@ -29,7 +29,6 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from langmem_layer.settings import MemorySettings
-# The SQL of the nightly rescoring computes the same decay (sql.lifecycle.decay_expression).
 from langmem_layer.sql.lifecycle import HALF_LIFE_KINDS
 from langmem_layer.sql.sources import RECALL_SOURCES
 from langmem_layer.store.ops import Candidate
@@ -135,6 +134,9 @@ def _days(later: datetime, earlier: datetime) -> float:
 
 def decay_score(record: Rankable, now: datetime, *, half_life_days: float = 180.0) -> float:
     """The decay score of R5.1 (1.0 means no decay).
+
+    The lifecycle job stores the same score, computed in SQL
+    (:func:`langmem_layer.sql.lifecycle.decay_expression`); tests hold the two equal.
 
     Semantic, procedural and identity memories: ``confidence × e^(−t/S)`` with ``t``
     days since last access and ``S = 1 + 0.5 × access_count``. Summaries and
