@@ -16,8 +16,8 @@ Here they are:
    mediocre hit adds nearly nothing, at any k;
 4. scored with the weighted composite of R4.2 (relevance = the above over its
    maximum), multiplied by the decay weight (R5.1) and the authoring agent's trust
-   (R7.2). Pinned memories bypass ranking; open questions (R4.5) are added after the
-   ranked ones, flagged by their ``open_question`` source.
+   (R7.2). Pinned memories bypass ranking; open questions (R4.5) and open loops due
+   now (source ``due``) are added after the ranked ones.
 """
 
 from __future__ import annotations
@@ -236,7 +236,8 @@ def rank_candidates(
     the similarity floor (0.72 for episodic memories); a keyword, reference or link
     hit stands on its own, so a memory found only by keywords, only by reference or
     only through a link can win. Open questions (candidates with an ``open_question``
-    rank) not among the ``limit`` best are appended after them.
+    rank) and due open loops (a ``due`` rank) not among the ``limit`` best are appended
+    after them.
 
     Args:
         candidates: From a :class:`~langmem_layer.store.ops.RecallOp`.
@@ -293,6 +294,9 @@ def rank_candidates(
     best = scored[:limit]
     open_questions = [t for t in scored[limit:] if "open_question" in t[2].ranks]
     chosen = best + open_questions[: settings.open_question_limit]
+    # Open loops due now come back whatever the question (the store bounds how many).
+    taken = {t[1] for t in chosen}
+    chosen += [t for t in scored[limit:] if "due" in t[2].ranks and t[1] not in taken]
 
     def recalled(c: Candidate, f: Facts, score: float) -> Recalled:
         decayed = not f.pinned and (

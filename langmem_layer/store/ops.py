@@ -80,6 +80,9 @@ class RecallOp(NamedTuple):
             of the best hits or ``refs`` (strategy ``"open_question"``, R4.5).
         ref_max_share: References carried by more than this share of the user's
             memories are ignored by the reference strategy.
+        due_window: ``(start, end)``: add up to ``due_limit`` open loops due in this
+            period, whatever the query (strategy ``"due"``).
+        due_limit: How many due open loops at most (0: none).
     """
 
     user_id: str
@@ -96,6 +99,8 @@ class RecallOp(NamedTuple):
     seed_min_similarity: float | None = None
     open_questions: int = 0
     ref_max_share: float = 1.0
+    due_window: tuple[datetime, datetime] | None = None
+    due_limit: int = 0
 
 
 class TouchOp(NamedTuple):
