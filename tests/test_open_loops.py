@@ -95,3 +95,82 @@ def test_a_due_loop_spoken_twice_is_demoted() -> None:
                      sources={"due": 0})
     assert build_context_block([speak], budget_tokens=500, counter=counter,
                                now=MONDAY).placements == {"k": OPEN_THREADS}
+
+
+def _loop(key: str, content: str, **kw: object) -> Recalled:
+    rec = MemoryRecord(content=content, kind=Kind.OPEN_LOOP, layer=Layer.EPISODIC,
+                       policy=Policy.CONTINUE, occurred_at=MONDAY, last_accessed_at=MONDAY,
+                       **kw)  # type: ignore[arg-type]
+    return Recalled(key, ("memories", "u1", "work"), rec)
+
+
+EXISTING = [
+    _loop("mom", "Needs to call their mom tomorrow (Tue 2026-11-17).",
+          due_at=MONDAY + timedelta(days=1)),
+    _loop("dentist", "Has a dentist appointment on Wednesday (Wed 2026-11-18)."),
+    _loop("report", "Needs to finish the quarterly report by Thursday (Thu 2026-11-19)."),
+    _loop("email", "Needs to send the email to Bob tomorrow (Tue 2026-11-17).", refs=["bob"]),
+    _loop("interview", "Has a job interview on Friday (Fri 2026-11-20)."),
+    _loop("closed", "Needs to renew the passport.", loop_status=LoopStatus.CLOSED),
+    Recalled("fact", ("memories", "u1", "work"), MemoryRecord(
+        content="Their mom lives in Porto.", kind=Kind.PROFILE_FACT, layer=Layer.SEMANTIC,
+        occurred_at=MONDAY, last_accessed_at=MONDAY)),
+]
+
+
+def _closed_by(text: str) -> list[str]:
+    from langmem_layer.write.extractor import OpType
+    from langmem_layer.write.rules import RuleExtractor
+
+    ops = RuleExtractor().extract([HumanMessage(text)], existing=EXISTING,
+                                  now=MONDAY + timedelta(days=2))
+    return [str(op.target_id) for op in ops if op.op == OpType.CLOSE_OPEN_LOOP]
+
+
+@pytest.mark.parametrize(("text", "closes"), [
+    ("I called my mom yesterday.", ["mom"]),
+    ("I finally called my mom", ["mom"]),
+    ("I've called my mom.", ["mom"]),
+    ("Done with the dentist appointment!", ["dentist"]),
+    ("I'm done with the dentist appointment.", ["dentist"]),
+    ("The dentist appointment is done.", ["dentist"]),
+    ("I finished the report", ["report"]),
+    ("I finished the quarterly report this morning.", ["report"]),
+    ("I sent the email to Bob.", ["email"]),
+    ("I just sent Bob the email", ["email"]),
+    ("I had the interview today, it went well.", ["interview"]),
+    ("I called my mom and I sent the email to Bob.", ["mom", "email"]),
+    # Negatives: plans, questions, negations, hedges, vague or unrelated statements.
+    ("I should call my mom.", []),
+    ("I need to call my mom tomorrow.", []),
+    ("Did I call my mom?", []),
+    ("Have I sent the email to Bob?", []),
+    ("I didn't call my mom.", []),
+    ("I haven't called my mom yet.", []),
+    ("I never called my mom back.", []),
+    ("I forgot to call my mom.", []),
+    ("I needed to call my mom.", []),
+    ("I wanted to finish the report.", []),
+    ("I did it.", []),
+    ("I called the plumber.", []),
+    ("I renewed the passport.", []),  # that loop is closed already
+    ("I finished the book about Porto.", []),
+    ("My mom called me.", []),
+])
+def test_a_turn_reporting_a_loop_done_closes_it(text: str, closes: list[str]) -> None:
+    assert _closed_by(text) == closes
+
+
+def test_closing_a_loop_end_to_end(layer: MemoryLayer) -> None:
+    loop = layer.remember("u1", "Promised to call their mom.", kind=Kind.OPEN_LOOP,
+                          policy=Policy.CONTINUE)
+    other = layer.remember("u1", "Needs to book a table for the anniversary.",
+                           kind=Kind.OPEN_LOOP, policy=Policy.CONTINUE)
+    kept = layer.ingest("u1", [HumanMessage("I should call my mom this week.")],
+                        now=MONDAY + timedelta(days=1))
+    assert loop.key not in kept.changed
+    done = layer.ingest("u1", [HumanMessage("I called my mom yesterday.")],
+                        now=MONDAY + timedelta(days=2))
+    assert done.changed == [loop.key]
+    assert layer.get("u1", loop.key).record.status == Status.ARCHIVED
+    assert layer.get("u1", other.key).record.status == Status.ACTIVE
