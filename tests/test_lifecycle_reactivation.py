@@ -38,6 +38,10 @@ def test_a_stale_memory_said_again_is_reactivated(store: PostgresMemoryStore,
         ("active", "stale", t0 + timedelta(days=3), "ephemeral: not referenced for 3 days"),
         ("stale", "active", later, "reactivated: matched again by a turn")]
     assert [r.key for r in layer.recall("u1", "Lisbon", now=later)] == ["home"]
+    # The history travels with the memory: in the export, and back in an import.
+    exported = layer.export("u1")
+    (item,) = [i for i in exported["items"] if i["key"] == "home"]
+    assert [h["new"] for h in item["value"]["history"]] == ["stale", "active"]
     # Archived (or contradicted) memories stay retired: the turn writes a new memory.
     store.batch([SetStatusOp("u1", ("home",), Status.ARCHIVED, later)])
     again = layer.ingest("u1", [HumanMessage("I live in Lisbon.")],
