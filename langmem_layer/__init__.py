@@ -34,6 +34,7 @@ from langmem_layer.store.core import MemoryIndexConfig
 from langmem_layer.store.ops import IngestLogEntry, LoggedMessage
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import (
+    HistoryEntry,
     Kind,
     Layer,
     LinkType,
@@ -71,6 +72,7 @@ __all__ = [
     "Extractor",
     "GateDecision",
     "GateSettings",
+    "HistoryEntry",
     "IngestLogEntry",
     "IngestResult",
     "InvalidContentError",

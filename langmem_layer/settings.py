@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal, get_origin
+from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -181,11 +181,52 @@ class MemorySettings(BaseModel):
         description="Half-life of the decay of summaries and reflections (R5.1).",
     )
 
+    summary_half_life_by_user: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="Per-user half-life (days) of summaries and reflections, overriding "
+        "summary_half_life_days for the users named (R5.1).",
+    )
+
+    # -- the lifecycle (R5.2); see langmem_layer.jobs.lifecycle --
+    lifecycle_ephemeral_stale_days: float = Field(
+        default=3.0, gt=0, description="Ephemeral context not referenced this long goes stale.")
+    lifecycle_episodic_stale_days: float = Field(
+        default=30.0, gt=0,
+        description="Episodic events not reinforced (written) this long go stale.")
+    lifecycle_archive_after_days: float = Field(
+        default=90.0, gt=0, description="A memory stale this long is archived.")
+    lifecycle_loop_grace_days: float = Field(
+        default=7.0, ge=0,
+        description="An open loop closes this long after its due date; until then it comes "
+        "back as a follow-up.")
+    lifecycle_loop_silence_days: float = Field(
+        default=60.0, gt=0,
+        description="An open loop without a future due date closes after this long unreferenced.")
+    lifecycle_habit_min_outcomes: int = Field(
+        default=5, ge=1, description="Outcomes a procedural habit needs before it can retire.")
+    lifecycle_habit_max_failure_rate: float = Field(
+        default=0.6, ge=0, le=1,
+        description="A habit whose failure rate is above this (with enough outcomes) retires.")
+    lifecycle_revalidate_after_days: float = Field(
+        default=180.0, gt=0,
+        description="A semantic fact not confirmed this long is flagged needs_revalidation.")
+    due_window_hours: float = Field(
+        default=72.0, ge=0,
+        description="An open loop due within this many hours comes back in OPEN THREADS on "
+        "the next turn, whatever the question (as it does, framed as a follow-up, until "
+        "lifecycle_loop_grace_days after its due date).")
+    due_limit: int = Field(
+        default=3, ge=0, description="At most this many due open loops a turn (0: off).")
+
     @model_validator(mode="after")
     def _default_profile_known(self) -> MemorySettings:
         if self.default_profile not in self.profiles:
             object.__setattr__(self, "profiles", (*self.profiles, self.default_profile))
         return self
+
+    def half_life_days(self, user_id: str) -> float:
+        """The half-life of ``user_id``'s summaries and reflections (R5.1)."""
+        return self.summary_half_life_by_user.get(user_id, self.summary_half_life_days)
 
     @property
     def context_budget_tokens(self) -> int:

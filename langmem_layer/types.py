@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 __all__ = [
     "IDENTITY_SCOPE",
     "MEMORY_ROOT",
+    "HistoryEntry",
     "Kind",
     "Layer",
     "LinkType",
@@ -149,6 +150,36 @@ class Source(BaseModel):
     text: str | None = None
 
 
+class HistoryEntry(BaseModel):
+    """One change in a memory's life (R5.2), kept in :attr:`MemoryRecord.history`.
+
+    Attributes:
+        at: When it happened.
+        event: What changed: ``"status"``, ``"loop_status"`` or ``"flag"`` (a metadata
+            flag such as ``needs_revalidation`` set or cleared).
+        old: The value before (a status, or ``None`` for a flag being set).
+        new: The value after.
+        reason: Why, in words ("no reference for 3 days", "reactivated: matched again").
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: datetime
+    event: str
+    old: str | None = None
+    new: str | None = None
+    reason: str = ""
+
+    @field_validator("at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return to_utc(value)
+
+    @field_serializer("at")
+    def _ser_at(self, value: datetime) -> str:
+        return utc_iso(value)
+
+
 class MemoryRecord(BaseModel):
     """The stored schema of one typed memory (R2.3).
 
@@ -181,6 +212,12 @@ class MemoryRecord(BaseModel):
     source: Source = Field(default_factory=Source)
     content_hash: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    success_count: int = Field(
+        default=0, ge=0, description="Procedural habits: times following it worked (R5.2).")
+    failure_count: int = Field(
+        default=0, ge=0, description="Procedural habits: times following it failed (R5.2).")
+    history: list[HistoryEntry] = Field(
+        default_factory=list, description="Lifecycle changes, oldest first (R5.2).")
 
     @field_validator("content")
     @classmethod

@@ -24,6 +24,10 @@ def test_registry_holds_every_job_with_its_schedule() -> None:
         "purge-embedding-cache": "weekly",
         "sweep-sessions": "daily",
         "extract": None,
+        "lifecycle": "daily",
+        "purge-expired": "monthly",
+        "lifecycle-all": "daily",
+        "purge-expired-all": "monthly",
     }
     assert all(name == job.name and job.summary for name, job in JOBS.items())
     assert {n for n, j in JOBS.items() if j.needs_embeddings} == {"index-large-users", "extract"}

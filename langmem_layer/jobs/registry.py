@@ -153,7 +153,7 @@ class JobResult:
         return f"{self.job}: {outcomes or 'nothing to do'}"
 
 
-JobFunction = Callable[..., JobResult]
+JobFunction = Callable[..., Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +167,10 @@ class Job:
             for on demand. Informational: nothing schedules jobs yet.
         needs_embeddings: Whether the store must have an embedding index, whatever the
             options.
-        function: ``function(ctx, *, now, **options) -> JobResult``.
+        function: ``function(ctx, *, now, **options) -> JobResult``; for a per-user
+            job ``function(ctx, user_id, *, now, dry_run=False) -> dict[str, int]``.
         options: The keyword options it takes.
+        per_user: The job runs for one user at a time (a runner calls it user by user).
     """
 
     name: str
@@ -177,6 +179,7 @@ class Job:
     needs_embeddings: bool
     function: JobFunction = field(repr=False)
     options: tuple[JobOption, ...] = ()
+    per_user: bool = False
 
     def embeds(self, options: Mapping[str, Any]) -> bool:
         """Whether a run with ``options`` needs an embedding index."""
@@ -206,8 +209,13 @@ class Job:
             **options: The job's options; None means the default.
 
         Raises:
-            ConfigurationError: An option the job does not take.
+            ConfigurationError: An option the job does not take, or a per-user job
+                (call its function with a user id).
         """
+        if self.per_user:
+            raise ConfigurationError(
+                f"Job {self.name} runs per user: call JOBS[{self.name!r}].function(ctx, "
+                "user_id, now=...) for each user, or run its whole-store job.")
         for name in options:
             self.option(name)
         given = {k: v for k, v in options.items() if v is not None}
@@ -219,8 +227,8 @@ JOBS: dict[str, Job] = {}
 
 
 def register(name: str, summary: str, *, schedule: str | None = None,
-             needs_embeddings: bool = False,
-             options: tuple[JobOption, ...] = ()) -> Callable[[JobFunction], JobFunction]:
+             needs_embeddings: bool = False, options: tuple[JobOption, ...] = (),
+             per_user: bool = False) -> Callable[[JobFunction], JobFunction]:
     """Register the decorated function as the job ``name`` (see :class:`Job`).
 
     Raises:
@@ -229,7 +237,8 @@ def register(name: str, summary: str, *, schedule: str | None = None,
     def decorate(function: JobFunction) -> JobFunction:
         if name in JOBS:
             raise ConfigurationError(f"Job {name!r} is already registered.")
-        JOBS[name] = Job(name, summary, schedule, needs_embeddings, function, options)
+        JOBS[name] = Job(name, summary, schedule, needs_embeddings, function, options,
+                         per_user)
         return function
 
     return decorate

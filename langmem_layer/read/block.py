@@ -28,6 +28,13 @@ Format (stable; tests pin it)::
 * An open loop (``kind=open_loop``) with a due date gets `` [due YYYY-MM-DD]`` (UTC
   date); `` [overdue]`` follows when ``now`` is given, ``due_at < now`` and the loop is
   not closed.
+* An open loop recall found because it is due now (source ``due``: due within
+  ``due_window_hours``, or past due within the grace period) is placed in
+  ``OPEN THREADS (pick up)`` whatever its policy (``avoid`` still wins), so it comes
+  back on the next turn whatever the question; once its due date has passed its line
+  ends `` [due YYYY-MM-DD] [overdue] [follow up: ask how it went]``.
+  Like a ``speak`` memory, one placed in the last two turns (``recently_spoken``)
+  goes to ``USE SILENTLY`` instead (R6.3).
 * When ``recent_history`` lines are given (the user's messages from other threads,
   seed 001's priority 4), those that fit follow the memory sections under
   ``### RECENT CONVERSATIONS (other threads)``, one ``- <speaker>: <text>`` line each,
@@ -165,8 +172,8 @@ def build_context_block(
         budget_tokens: Maximum tokens of the rendered block.
         counter: Counts tokens of the rendered text.
         semantic_share: Cap of group 2, as a share of the budget left after group 1.
-        recently_spoken: Keys surfaced as ``speak`` in the last two turns; such speak
-            memories are demoted to ``USE SILENTLY`` (R6.3).
+        recently_spoken: Keys surfaced as ``speak`` (or as due open loops) in the last
+            two turns; such memories are demoted to ``USE SILENTLY`` (R6.3).
         now: Current time, to flag overdue open loops; ``None`` never flags.
         recent_history: The user's messages from other threads, oldest first, as
             ``"<speaker>: <text>"``; they only get the budget the memories leave.
@@ -192,13 +199,18 @@ def build_context_block(
             continue
         seen.add(memory.key)
         record = memory.record
-        demote = record.policy == Policy.SPEAK and not record.pinned and memory.key in spoken
+        due = _due_now(memory)
+        spoken_before = not record.pinned and memory.key in spoken
+        demote = spoken_before and (record.policy == Policy.SPEAK or due)
+        section = section_for(record, demote_speak=demote)
+        if due and section not in (AVOID, ALWAYS_KNOWN):
+            section = SILENT if demote else OPEN_THREADS
         items.append(
             _Item(
                 rank=rank,
                 key=memory.key,
-                section=section_for(record, demote_speak=demote),
-                line=_render_line(record, now_utc),
+                section=section,
+                line=_render_line(record, now_utc, follow_up=due),
                 group=_priority_group(record),
                 demoted=demote,
             )
@@ -300,13 +312,22 @@ def _priority_group(record: MemoryRecord) -> int:
     return 3
 
 
-def _render_line(record: MemoryRecord, now: datetime | None) -> str:
+def _due_now(memory: Recalled) -> bool:
+    """Recall brought this open loop back because it is due (source ``due``)."""
+    record = memory.record
+    return ("due" in memory.sources and record.kind == Kind.OPEN_LOOP
+            and record.due_at is not None and record.loop_status != LoopStatus.CLOSED)
+
+
+def _render_line(record: MemoryRecord, now: datetime | None, *, follow_up: bool = False) -> str:
     line = "- " + _WHITESPACE.sub(" ", record.content).strip()
     if record.kind == Kind.OPEN_LOOP and record.due_at is not None:
         due = to_utc(record.due_at)
         line += f" [due {due:%Y-%m-%d}]"
         if now is not None and due < now and record.loop_status != LoopStatus.CLOSED:
             line += " [overdue]"
+            if follow_up:  # it came back because it is due: a thread to pick up
+                line += " [follow up: ask how it went]"
     return line
 
 

@@ -16,8 +16,8 @@ Here they are:
    mediocre hit adds nearly nothing, at any k;
 4. scored with the weighted composite of R4.2 (relevance = the above over its
    maximum), multiplied by the decay weight (R5.1) and the authoring agent's trust
-   (R7.2). Pinned memories bypass ranking; open questions (R4.5) are added after the
-   ranked ones, flagged by their ``open_question`` source.
+   (R7.2). Pinned memories bypass ranking; open questions (R4.5) and open loops due
+   now (source ``due``) are added after the ranked ones.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from langmem_layer.settings import MemorySettings
+from langmem_layer.sql.lifecycle import HALF_LIFE_KINDS
 from langmem_layer.sql.sources import RECALL_SOURCES
 from langmem_layer.store.ops import Candidate
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Recalled, to_utc
@@ -46,8 +47,6 @@ __all__ = [
     "urgency",
 ]
 
-#: Kinds that decay by half-life instead of by Ebbinghaus stability (R5.1).
-HALF_LIFE_KINDS = frozenset({Kind.TEMPORAL_SUMMARY, Kind.REFLECTION})
 #: Strategies fused by RRF; "link" is spread separately (see :func:`link_scores`).
 _FUSED_SOURCES = tuple(s.name for s in RECALL_SOURCES if s.fused)
 #: Evidence of relevance besides the embedding: such a candidate skips the floor.
@@ -135,6 +134,9 @@ def _days(later: datetime, earlier: datetime) -> float:
 
 def decay_score(record: Rankable, now: datetime, *, half_life_days: float = 180.0) -> float:
     """The decay score of R5.1 (1.0 means no decay).
+
+    The lifecycle job stores the same score, computed in SQL
+    (:func:`langmem_layer.sql.lifecycle.decay_expression`); tests hold the two equal.
 
     Semantic, procedural and identity memories: ``confidence × e^(−t/S)`` with ``t``
     days since last access and ``S = 1 + 0.5 × access_count``. Summaries and
@@ -234,7 +236,8 @@ def rank_candidates(
     the similarity floor (0.72 for episodic memories); a keyword, reference or link
     hit stands on its own, so a memory found only by keywords, only by reference or
     only through a link can win. Open questions (candidates with an ``open_question``
-    rank) not among the ``limit`` best are appended after them.
+    rank) and due open loops (a ``due`` rank) not among the ``limit`` best are appended
+    after them.
 
     Args:
         candidates: From a :class:`~langmem_layer.store.ops.RecallOp`.
@@ -247,7 +250,9 @@ def rank_candidates(
     """
     w = settings.weights
     weights = _weights(settings.source_weights)
-    half_life = settings.summary_half_life_days
+    # One user's candidates: their own half-life (R5.1).
+    half_life = (settings.half_life_days(candidates[0].namespace[1]) if candidates
+                 else settings.summary_half_life_days)
     pinned: list[tuple[Candidate, Facts]] = []
     kept: list[tuple[Candidate, Facts]] = []
     for c in candidates:
@@ -289,6 +294,9 @@ def rank_candidates(
     best = scored[:limit]
     open_questions = [t for t in scored[limit:] if "open_question" in t[2].ranks]
     chosen = best + open_questions[: settings.open_question_limit]
+    # Open loops due now come back whatever the question (the store bounds how many).
+    taken = {t[1] for t in chosen}
+    chosen += [t for t in scored[limit:] if "due" in t[2].ranks and t[1] not in taken]
 
     def recalled(c: Candidate, f: Facts, score: float) -> Recalled:
         decayed = not f.pinned and (

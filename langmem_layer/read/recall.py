@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -59,6 +59,11 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
         seed_min_similarity=min(st.similarity_floor, st.episodic_similarity_floor),
         open_questions=st.open_question_limit,
         ref_max_share=st.ref_max_share,
+        # Open loops due soon, or past due within the grace period, come back whatever
+        # the query (the lifecycle closes them after the grace period).
+        due_window=(now - timedelta(days=st.lifecycle_loop_grace_days),
+                    now + timedelta(hours=st.due_window_hours)),
+        due_limit=st.due_limit,
     )
 
 

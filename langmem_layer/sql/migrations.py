@@ -414,6 +414,17 @@ MIGRATIONS: list[str] = [
     ALTER TABLE langmem_items ADD COLUMN IF NOT EXISTS access jsonb;
     ALTER TABLE langmem_items SET (fillfactor = 90);
     """,
+    # the lifecycle (R5.1, R5.2): each memory's decay score, recomputed nightly into an
+    # unindexed column (an in-place HOT update, like `access`), and the open loops with
+    # a due date by due date, for the "due" strategy of recall (sql/recall.py).
+    """
+    ALTER TABLE langmem_items ADD COLUMN IF NOT EXISTS decay double precision;
+    CREATE INDEX IF NOT EXISTS langmem_items_due_idx
+        ON langmem_items (user_id, (value ->> 'due_at'))
+        WHERE is_memory AND (value ->> 'kind') = 'open_loop'
+          AND coalesce(value ->> 'loop_status', 'open') <> 'closed'
+          AND (value ->> 'due_at') IS NOT NULL;
+    """,
 ]
 
 

@@ -165,6 +165,8 @@ def recall_candidates(
     open_questions: int = 0,
     ref_max_share: float = 1.0,
     indexed_dims: int | None = None,
+    due_window: tuple[datetime, datetime] | None = None,
+    due_limit: int = 0,
 ) -> Sql:
     """Candidates from every retrieval strategy in one round trip.
 
@@ -192,6 +194,9 @@ def recall_candidates(
       ``seed_min_similarity``), ``kw`` and ``rf`` — ranked by their best seed's rank;
     * ``oq``: up to ``open_questions`` open loops (not closed) whose references overlap
       the references of the seeds or ``refs`` (R4.5), ranked by overlap;
+    * ``du``: up to ``due_limit`` open loops (not closed) whose due date lies in
+      ``due_window`` ([start, end]), whatever the query, soonest due first, from the
+      partial index on due dates (migration of the lifecycle);
     * ``pin``: pinned memories.
 
     Only memories of the user, in ``prefixes``, with a status in ``statuses`` and not
@@ -434,6 +439,27 @@ def recall_candidates(
         )"""
         )
         sources.append("oq")
+    if due_window is not None and due_limit > 0:
+        params.update(due_from=utc_iso(due_window[0]), due_to=utc_iso(due_window[1]),
+                      due_limit=due_limit)
+        # The open-loop conditions are the due index's predicate, word for word.
+        ctes.append(
+            """du AS (
+            SELECT i.prefix, i.key,
+                   row_number() OVER (ORDER BY i.value ->> 'due_at', i.key) - 1 AS rnk
+            FROM langmem_items i
+            WHERE (i.value ->> 'kind') = 'open_loop'
+              AND coalesce(i.value ->> 'loop_status', 'open') <> 'closed'
+              AND (i.value ->> 'due_at') IS NOT NULL
+              AND (i.value ->> 'due_at') >= %(due_from)s AND (i.value ->> 'due_at') <= %(due_to)s
+              AND """
+            + _ELIGIBLE
+            + """
+            ORDER BY rnk
+            LIMIT %(due_limit)s
+        )"""
+        )
+        sources.append("du")
     ctes.append(
         """pin AS (
             SELECT i.prefix, i.key, row_number() OVER (ORDER BY i.updated_at DESC, i.key) - 1

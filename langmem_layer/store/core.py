@@ -25,6 +25,7 @@ from langgraph.store.base import Op, PutOp, ensure_embeddings
 from langmem_layer import embeddings
 from langmem_layer.store.config import MemoryIndexConfig, field_path, model_name
 from langmem_layer.store.embedding import RETRY_BASE_DELAY, default_max_input_tokens
+from langmem_layer.store.lifecycle_handlers import LifecycleHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.memory_handlers import MemoryHandlers
 from langmem_layer.store.plan import Plan, Step
@@ -35,7 +36,7 @@ from langmem_layer.types import MEMORY_ROOT
 __all__ = ["ANN_MIN_USER_VECTORS", "MemoryIndexConfig", "Plan", "StoreCore"]
 
 
-class StoreCore(QueueHandlers, WorkingHandlers, MemoryHandlers, Maintenance):
+class StoreCore(QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers, Maintenance):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:

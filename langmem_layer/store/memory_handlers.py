@@ -53,6 +53,8 @@ class MemoryHandlers(ItemHandlers):
                 open_questions=op.open_questions,
                 ref_max_share=op.ref_max_share,
                 indexed_dims=dims,
+                due_window=op.due_window,
+                due_limit=op.due_limit,
             )
         )
         names = {s.column: s.name for s in rsql.RECALL_SOURCES}

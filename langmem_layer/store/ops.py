@@ -30,18 +30,23 @@ __all__ = [
     "IngestLogEntry",
     "IngestLogOp",
     "LargeUsersOp",
+    "LifecycleOp",
     "Link",
     "LinkOp",
     "LinksOp",
     "LogIngestOp",
     "LogMessagesOp",
     "LoggedMessage",
+    "MemoryHistoryOp",
+    "MemoryUsersOp",
     "PendingOp",
     "PurgeEmbeddingCacheOp",
+    "PurgeExpiredMemoriesOp",
     "PurgeMessagesOp",
     "QueueEntry",
     "RecallOp",
     "RecentMessagesOp",
+    "RecordOutcomeOp",
     "SetStatusOp",
     "SweepExpiredOp",
     "ThreadActivity",
@@ -75,6 +80,9 @@ class RecallOp(NamedTuple):
             of the best hits or ``refs`` (strategy ``"open_question"``, R4.5).
         ref_max_share: References carried by more than this share of the user's
             memories are ignored by the reference strategy.
+        due_window: ``(start, end)``: add up to ``due_limit`` open loops due in this
+            period, whatever the query (strategy ``"due"``).
+        due_limit: How many due open loops at most (0: none).
     """
 
     user_id: str
@@ -91,6 +99,8 @@ class RecallOp(NamedTuple):
     seed_min_similarity: float | None = None
     open_questions: int = 0
     ref_max_share: float = 1.0
+    due_window: tuple[datetime, datetime] | None = None
+    due_limit: int = 0
 
 
 class TouchOp(NamedTuple):
@@ -433,3 +443,62 @@ class LoggedMessage:
     role: str
     text: str
     at: datetime
+
+
+# -- the lifecycle (R5.1, R5.2); handled by store.lifecycle_handlers --------------------
+
+
+class LifecycleOp(NamedTuple):
+    """Run the lifecycle over one user's memories: decay, then every transition of
+    :func:`langmem_layer.sql.lifecycle.transitions` (result: ``dict[str, int]``, the
+    number of memories per outcome).
+
+    Attributes:
+        user_id: The tenant.
+        now: The time the lifecycle runs at.
+        half_life_days: The user's half-life of summaries and reflections.
+        flag_below: Decay below this counts as ``flagged``.
+        thresholds: Keyword arguments of :func:`~langmem_layer.sql.lifecycle.transitions`.
+        dry_run: Count what would change, change nothing.
+    """
+
+    user_id: str
+    now: datetime
+    half_life_days: float
+    flag_below: float
+    thresholds: dict[str, Any]
+    dry_run: bool = False
+
+
+class PurgeExpiredMemoriesOp(NamedTuple):
+    """Delete one user's memories whose expiry has passed, with their embeddings, links
+    and cached embeddings, atomically (result: ``dict[str, int]``)."""
+
+    user_id: str
+    now: datetime
+    dry_run: bool = False
+
+
+class MemoryHistoryOp(NamedTuple):
+    """One memory's lifecycle history, oldest first (result: ``list[HistoryEntry]``, or
+    None when the user has no such memory)."""
+
+    user_id: str
+    key: str
+
+
+class RecordOutcomeOp(NamedTuple):
+    """Count one outcome of following a procedural habit (result: ``(successes,
+    failures)`` after counting, or None when the user has no such procedural memory)."""
+
+    user_id: str
+    key: str
+    success: bool
+    now: datetime | None = None
+
+
+class MemoryUsersOp(NamedTuple):
+    """Ids of users holding memories, ordered, after ``after`` (result: ``list[str]``)."""
+
+    after: str = ""
+    limit: int = 1000

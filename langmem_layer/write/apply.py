@@ -26,7 +26,15 @@ from langmem_layer.read.rank import rank_candidates
 from langmem_layer.read.recall import recall_op
 from langmem_layer.runner import Env, ExtractCall, Flow, StoreCall, require_user
 from langmem_layer.store import ops as mops
-from langmem_layer.types import LinkType, MemoryRecord, Recalled, Source, Status, to_utc
+from langmem_layer.types import (
+    HistoryEntry,
+    LinkType,
+    MemoryRecord,
+    Recalled,
+    Source,
+    Status,
+    to_utc,
+)
 from langmem_layer.write.extractor import MemoryOperation, OpType
 from langmem_layer.write.gate import GateDecision
 from langmem_layer.write.memory import memory_ops, thread_tail_ops
@@ -175,7 +183,9 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
               if p.op in (OpType.ADD, OpType.UPDATE) and p.content]
     neighbors: dict[int, list[Recalled]] = {}
     if probes:
-        found = yield StoreCall([existing_op(str(proposed[i].content)) for i in probes])
+        # Stale memories too: an add of one is its reinforcement and reactivation.
+        found = yield StoreCall([existing_op(str(proposed[i].content))._replace(
+            statuses=(Status.ACTIVE, Status.STALE)) for i in probes])
         for i, cands_i in zip(probes, found, strict=True):
             neighbors[i] = sorted(
                 (Recalled(c.key, c.namespace, MemoryRecord.model_validate(c.value),
@@ -257,7 +267,8 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
             salience=op.salience, refs=op.refs,
             due_at=to_utc(op.due_at) if op.due_at else None, subject=op.subject,
             predicate=op.predicate, obj=op.object, source=source,
-            metadata={"needs_review": True} if review else None,
+            metadata={**({"needs_review": True} if review else {}),
+                      **({"ephemeral": True} if op.ephemeral else {})} or None,
         )
         plan.ops.extend(written)
         plan.written.append(key)
@@ -269,11 +280,17 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
             plan.changed.append(old.key)
     elif op.op == OpType.REINFORCE and target in known:
         old = known[target]
-        record = old.record.model_copy(update={
+        update: dict[str, Any] = {
             "confidence": min(1.0, old.record.confidence + 0.05),
             "reinforcement_count": old.record.reinforcement_count + 1,
             "last_accessed_at": now,
-        })
+        }
+        if old.record.status == Status.STALE:  # matched again: back in retrieval
+            update["status"] = Status.ACTIVE
+            update["history"] = [*old.record.history, HistoryEntry(
+                at=now, event="status", old=Status.STALE, new=Status.ACTIVE,
+                reason="reactivated: matched again by a turn")]
+        record = old.record.model_copy(update=update)
         plan.ops.append(PutOp(old.namespace, old.key, record.to_value()))
         plan.changed.append(old.key)
     elif op.op in (OpType.CONTRADICT, OpType.FORGET, OpType.CLOSE_OPEN_LOOP) and target:

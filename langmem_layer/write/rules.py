@@ -34,6 +34,8 @@ I no longer live in X, I live in Y now   UPDATE, as the new fact's row    (new f
 I no longer work at X; I don't work at   CONTRADICT of the old memory     (the verb's)  0.90
 X anymore; I'm not X anymore
 actually/no/sorry: it's Y, not X         UPDATE of the memory naming X                  0.85
+I called X, I've sent X, done with X,    CLOSE_OPEN_LOOP of the open loop               0.90
+X is done (see write/loops.py)           naming X (and the verb)
 =======================================  ===============================  ============  =====
 
 Conventions:
@@ -77,6 +79,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langmem_layer.types import Kind, Layer, Policy, Recalled, content_hash, normalize_ref
 from langmem_layer.write.dates import DateMatch, find_date
 from langmem_layer.write.extractor import MemoryOperation, OpType
+from langmem_layer.write.loops import done_target
 
 __all__ = ["Rule", "RuleExtractor"]
 
@@ -320,6 +323,12 @@ class RuleExtractor:
         ops: list[MemoryOperation] = []
         for clause in _clauses(sentence):
             if not re.match(r"(?:what\s+)?if\b", clause, re.IGNORECASE):
+                if not question and (loop := done_target(clause, existing)) is not None:
+                    ops.append(MemoryOperation(
+                        op=OpType.CLOSE_OPEN_LOOP, target_id=loop.key,
+                        target_hint=loop.record.content, kind=Kind.OPEN_LOOP,
+                        layer=loop.record.layer, confidence=0.9, reason="rule:loop-done",
+                        **src))
                 ops.extend(self._clause(clause, rules, existing, now, src))
         return ops
 

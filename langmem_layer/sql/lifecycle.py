@@ -1,0 +1,351 @@
+"""SQL of the memory lifecycle (R5.1, R5.2): decay, status transitions, purge, history.
+
+Builders return ``(sql, params)`` with named parameters and do no I/O. Every statement
+is set-based over ONE user's memories and binds ``user_id`` with an equality predicate,
+except :func:`memory_users`, which reads user ids only (as the TTL sweep does) so a
+whole-store run can then go user by user. Pinned memories are exempt from every
+statement that changes a memory.
+
+Each transition is a candidate query (which memories, and why) and an update that
+moves them and appends a :class:`~langmem_layer.types.HistoryEntry` to the value's
+``history``. A transition's condition is false once applied, so running the lifecycle
+again for the same ``now`` changes nothing. A dry run counts the candidates instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from langmem_layer.sql.items import VALUE
+from langmem_layer.types import Kind, utc_iso
+
+__all__ = [
+    "HALF_LIFE_KINDS",
+    "Transition",
+    "apply_transition",
+    "decay_expression",
+    "memory_history",
+    "memory_users",
+    "purge_expired",
+    "record_outcome",
+    "rescore_decay",
+    "transitions",
+]
+
+Sql = tuple[str, dict[str, Any]]
+
+#: Kinds that decay by half-life instead of by Ebbinghaus stability (R5.1).
+HALF_LIFE_KINDS = frozenset({Kind.TEMPORAL_SUMMARY, Kind.REFLECTION})
+
+_MINE = "i.user_id = %(user_id)s AND i.is_memory"
+_NOT_PINNED = "(i.value -> 'pinned') IS DISTINCT FROM 'true'::jsonb"
+_STATUS = "i.value ->> 'status'"
+# The last time a memory was written (created, reinforced, corrected) or retrieved.
+_LAST_SEEN = f"greatest(i.updated_at, ({VALUE} ->> 'last_accessed_at')::timestamptz)"
+_DAYS_SINCE_ACCESS = (
+    f"greatest(0.0, extract(epoch FROM (%(now)s::timestamptz - "
+    f"({VALUE} ->> 'last_accessed_at')::timestamptz))::float8 / 86400.0)"
+)
+
+
+def decay_expression() -> str:
+    """The decay score of R5.1 as a SQL expression over ``langmem_items i``.
+
+    The same formula as :func:`langmem_layer.read.rank.decay_score` (tests hold them
+    equal): episodic memories keep their confidence; summaries and reflections
+    ``confidence × 0.5^(t / %(half_life)s)``; the rest ``confidence × e^(−t/S)`` with
+    ``S = 1 + 0.5 × access_count``; ``t`` days since last access, never negative.
+    Needs the parameters ``now`` and ``half_life``.
+    """
+    kinds = ", ".join(f"'{k.value}'" for k in sorted(HALF_LIFE_KINDS))
+    conf = "coalesce((i.value ->> 'confidence')::float8, 0.8)"
+    count = f"coalesce(({VALUE} ->> 'access_count')::float8, 0.0)"
+    return f"""(CASE
+        WHEN i.value ->> 'layer' = 'episodic' THEN {conf}
+        WHEN i.value ->> 'kind' IN ({kinds})
+            THEN {conf} * power(0.5, {_DAYS_SINCE_ACCESS} / %(half_life)s::float8)
+        ELSE {conf} * exp(-{_DAYS_SINCE_ACCESS} / (1.0 + 0.5 * {count}))
+    END)"""
+
+
+def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_below: float,
+                  dry_run: bool = False) -> Sql:
+    """Recompute the stored decay score (column ``decay``) of a user's live memories.
+
+    Only rows whose score changes are written. Returns one row: ``rescored`` (rows
+    whose score changed) and ``flagged`` (rows that fell below ``flag_below`` now).
+    """
+    params = {"user_id": user_id, "now": now, "half_life": half_life_days, "flag": flag_below}
+    scored = f"""SELECT i.prefix, i.key, i.decay AS old, {decay_expression()} AS new
+            FROM langmem_items i
+            WHERE {_MINE} AND {_NOT_PINNED} AND {_STATUS} IN ('active', 'stale')"""
+    changed = "d.new IS DISTINCT FROM d.old"
+    newly = "d.new < %(flag)s AND (d.old IS NULL OR d.old >= %(flag)s)"
+    if dry_run:
+        return (
+            f"""SELECT count(*) FILTER (WHERE {changed}) AS rescored,
+                   count(*) FILTER (WHERE {newly}) AS flagged
+            FROM ({scored}) d""",
+            params,
+        )
+    return (
+        f"""WITH d AS ({scored}),
+        up AS (
+            UPDATE langmem_items i SET decay = d.new
+            FROM d
+            WHERE i.user_id = %(user_id)s AND i.prefix = d.prefix AND i.key = d.key
+              AND {changed}
+            RETURNING d.old, d.new
+        )
+        SELECT count(*) AS rescored, count(*) FILTER (WHERE {newly}) AS flagged FROM up d""",
+        params,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One lifecycle rule: which memories move, and what they become.
+
+    Attributes:
+        name: The outcome counted (``"stale_ephemeral"``, ``"archived"`` ...).
+        where: The condition over ``langmem_items i`` (besides user and pinned), with
+            named parameters from ``params`` and ``now``.
+        reason: A SQL text expression: why, recorded in the history.
+        params: The rule's thresholds.
+        status: The new status, or None to leave it.
+        loop_closed: Also close the open loop (``loop_status = 'closed'``).
+        flag: A metadata flag to set (True) or clear (False), e.g. needs_revalidation.
+    """
+
+    name: str
+    where: str
+    reason: str
+    params: dict[str, Any] = field(default_factory=dict)
+    status: str | None = None
+    loop_closed: bool = False
+    flag: tuple[str, bool] | None = None
+
+
+def _ago(param: str) -> str:
+    return f"%(now)s::timestamptz - make_interval(secs => %({param})s::float8 * 86400)"
+
+
+def transitions(
+    *,
+    ephemeral_stale_days: float,
+    episodic_stale_days: float,
+    archive_after_days: float,
+    loop_grace_days: float,
+    loop_silence_days: float,
+    habit_min_outcomes: int,
+    habit_max_failure_rate: float,
+    revalidate_after_days: float,
+) -> list[Transition]:
+    """The rules of R5.2 in the order they run (a memory moved by one is not re-moved).
+
+    Stale memories are archived first, so a memory that goes stale today is not
+    archived in the same run.
+    """
+    stale_since = """coalesce((SELECT max((h ->> 'at')::timestamptz)
+            FROM jsonb_array_elements(coalesce(i.value -> 'history', '[]'::jsonb)) h
+            WHERE h ->> 'event' = 'status' AND h ->> 'new' = 'stale'), i.updated_at)"""
+    due = "(i.value ->> 'due_at')::timestamptz"
+    loop = ("i.value ->> 'kind' = 'open_loop' "
+            "AND coalesce(i.value ->> 'loop_status', 'open') <> 'closed'")
+    outcomes = ("(coalesce((i.value ->> 'success_count')::int, 0) "
+                "+ coalesce((i.value ->> 'failure_count')::int, 0))")
+    failures = "coalesce((i.value ->> 'failure_count')::int, 0)"
+    flagged = "coalesce((i.value -> 'metadata' -> 'needs_revalidation') = 'true'::jsonb, false)"
+    return [
+        Transition(
+            "archived",
+            f"{_STATUS} = 'stale' AND {stale_since} <= {_ago('days')}",
+            "%(reason)s::text",
+            {"days": archive_after_days, "reason": f"stale for {archive_after_days:g} days"},
+            status="archived",
+        ),
+        Transition(
+            "stale_ephemeral",
+            f"{_STATUS} = 'active' AND (i.value -> 'metadata' -> 'ephemeral') = 'true'::jsonb "
+            f"AND {_LAST_SEEN} <= {_ago('days')}",
+            "%(reason)s::text",
+            {"days": ephemeral_stale_days,
+             "reason": f"ephemeral: not referenced for {ephemeral_stale_days:g} days"},
+            status="stale",
+        ),
+        Transition(
+            "stale_episodic",
+            f"{_STATUS} = 'active' AND i.value ->> 'kind' = 'episodic_event' "
+            f"AND {_LAST_SEEN} <= {_ago('days')}",
+            "%(reason)s::text",
+            {"days": episodic_stale_days,
+             "reason": f"episodic: not reinforced for {episodic_stale_days:g} days"},
+            status="stale",
+        ),
+        Transition(
+            "loops_closed",
+            f"{_STATUS} IN ('active', 'stale') AND {loop} AND ("
+            f"({due} IS NOT NULL AND {due} <= {_ago('grace')}) OR "
+            f"(({due} IS NULL OR {due} <= %(now)s) AND {_LAST_SEEN} <= {_ago('silence')}))",
+            f"CASE WHEN {due} IS NOT NULL AND {due} <= {_ago('grace')} "
+            "THEN %(reason_due)s::text ELSE %(reason_silence)s::text END",
+            {"grace": loop_grace_days, "silence": loop_silence_days,
+             "reason_due": f"open loop: due date passed over {loop_grace_days:g} days ago",
+             "reason_silence": f"open loop: no mention for {loop_silence_days:g} days"},
+            status="archived",
+            loop_closed=True,
+        ),
+        Transition(
+            "habits_retired",
+            f"{_STATUS} = 'active' AND i.value ->> 'layer' = 'procedural' "
+            f"AND {outcomes} >= %(min_outcomes)s "
+            f"AND {failures}::float8 / {outcomes} > %(max_rate)s::float8",
+            f"format('retired: failed %%s of %%s times', {failures}, {outcomes})",
+            {"min_outcomes": habit_min_outcomes, "max_rate": habit_max_failure_rate},
+            status="archived",
+        ),
+        Transition(
+            "needs_revalidation",
+            f"{_STATUS} = 'active' AND i.value ->> 'layer' = 'semantic' AND NOT {flagged} "
+            f"AND i.updated_at <= {_ago('days')}",
+            "%(reason)s::text",
+            {"days": revalidate_after_days,
+             "reason": f"not confirmed for {revalidate_after_days:g} days"},
+            flag=("needs_revalidation", True),
+        ),
+        Transition(
+            "revalidated",
+            f"{_STATUS} = 'active' AND {flagged} AND i.updated_at > {_ago('days')}",
+            "%(reason)s::text",
+            {"days": revalidate_after_days, "reason": "confirmed again"},
+            flag=("needs_revalidation", False),
+        ),
+    ]
+
+
+def _history(entries: list[str]) -> str:
+    return ("coalesce(i.value -> 'history', '[]'::jsonb) || jsonb_build_array("
+            + ", ".join(entries) + ")")
+
+
+def _entry(event: str, old: str, new: str, reason: str = "c.reason") -> str:
+    return (f"jsonb_build_object('at', %(now_iso)s::text, 'event', '{event}', 'old', {old}, "
+            f"'new', {new}, 'reason', {reason})")
+
+
+def apply_transition(user_id: str, t: Transition, now: datetime, *,
+                     dry_run: bool = False) -> Sql:
+    """Apply one transition to a user's memories; returns one row per memory moved
+    (``key``), or with ``dry_run`` one row ``n`` counting those it would move."""
+    params = {**t.params, "user_id": user_id, "now": now, "now_iso": utc_iso(now)}
+    cand = f"""SELECT i.prefix, i.key, {t.reason} AS reason FROM langmem_items i
+            WHERE {_MINE} AND {_NOT_PINNED} AND {t.where}"""
+    if dry_run:
+        return f"SELECT count(*) AS n FROM ({cand}) c", params
+    value = "i.value"
+    entries: list[str] = []
+    if t.status is not None:
+        value = f"jsonb_set({value}, '{{status}}', to_jsonb('{t.status}'::text))"
+        entries.append(_entry("status", "i.value -> 'status'", f"to_jsonb('{t.status}'::text)"))
+    if t.loop_closed:
+        value = f"jsonb_set({value}, '{{loop_status}}', '\"closed\"'::jsonb)"
+        entries.append(_entry("loop_status",
+                              "to_jsonb(coalesce(i.value ->> 'loop_status', 'open'))",
+                              "'\"closed\"'::jsonb"))
+    if t.flag is not None:
+        name, on = t.flag
+        meta = "coalesce(i.value -> 'metadata', '{}'::jsonb)"
+        new_meta = (f"{meta} || jsonb_build_object('{name}', true)" if on
+                    else f"{meta} - '{name}'")
+        value = f"jsonb_set({value}, '{{metadata}}', {new_meta})"
+        entries.append(_entry("flag", "'null'::jsonb" if on else f"to_jsonb('{name}'::text)",
+                              f"to_jsonb('{name}'::text)" if on else "'null'::jsonb"))
+    # A status change is a write of the memory; a flag is bookkeeping and keeps the
+    # time the memory was last confirmed.
+    stamp = ", updated_at = %(now)s" if t.status is not None else ""
+    return (
+        f"""WITH c AS ({cand})
+        UPDATE langmem_items i
+        SET value = jsonb_set({value}, '{{history}}', {_history(entries)}){stamp}
+        FROM c
+        WHERE i.user_id = %(user_id)s AND i.prefix = c.prefix AND i.key = c.key
+        RETURNING i.key""",
+        params,
+    )
+
+
+def purge_expired(user_id: str, now: datetime, *, dry_run: bool = False) -> Sql:
+    """Delete a user's memories whose ``expires_at`` has passed, with their links and
+    cached embeddings, in one statement (embeddings go by cascade).
+
+    Returns one row: ``purged``, ``links``, ``cached``.
+    """
+    params = {"user_id": user_id, "now": now}
+    gone = """SELECT i.key, i.value ->> 'content' AS content FROM langmem_items i
+            WHERE i.user_id = %(user_id)s AND i.is_memory
+              AND i.expires_at IS NOT NULL AND i.expires_at <= %(now)s"""
+    if dry_run:
+        return (f"SELECT count(*) AS purged, 0::bigint AS links, 0::bigint AS cached "
+                f"FROM ({gone}) g", params)
+    return (
+        f"""WITH gone AS ({gone}),
+        l AS (
+            DELETE FROM langmem_links
+            WHERE user_id = %(user_id)s AND (src_key IN (SELECT key FROM gone)
+                                             OR dst_key IN (SELECT key FROM gone))
+            RETURNING 1
+        ),
+        c AS (
+            -- the cache is keyed by the sha256 of the exact text embedded: the content
+            DELETE FROM langmem_embedding_cache
+            WHERE user_id = %(user_id)s AND content_hash IN (
+                SELECT encode(sha256(convert_to(content, 'UTF8')), 'hex') FROM gone)
+            RETURNING 1
+        ),
+        d AS (
+            DELETE FROM langmem_items
+            WHERE user_id = %(user_id)s AND is_memory AND key IN (SELECT key FROM gone)
+              AND expires_at IS NOT NULL AND expires_at <= %(now)s
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM d) AS purged, (SELECT count(*) FROM l) AS links,
+               (SELECT count(*) FROM c) AS cached""",
+        params,
+    )
+
+
+def memory_history(user_id: str, key: str) -> Sql:
+    """The history list of one memory (a row ``history``), whatever its status."""
+    return (
+        """SELECT coalesce(i.value -> 'history', '[]'::jsonb) AS history FROM langmem_items i
+        WHERE i.user_id = %(user_id)s AND i.key = %(key)s AND i.is_memory""",
+        {"user_id": user_id, "key": key},
+    )
+
+
+def record_outcome(user_id: str, key: str, success: bool, now: datetime) -> Sql:
+    """Count one outcome of following a procedural habit; returns the new counts."""
+    field = "success_count" if success else "failure_count"
+    return (
+        f"""UPDATE langmem_items i
+        SET value = jsonb_set(i.value, '{{{field}}}',
+                              to_jsonb(coalesce((i.value ->> '{field}')::int, 0) + 1)),
+            updated_at = %(now)s
+        WHERE i.user_id = %(user_id)s AND i.key = %(key)s AND i.is_memory
+          AND i.value ->> 'layer' = 'procedural'
+        RETURNING coalesce((i.value ->> 'success_count')::int, 0) AS success_count,
+                  coalesce((i.value ->> 'failure_count')::int, 0) AS failure_count""",
+        {"user_id": user_id, "key": key, "now": now},
+    )
+
+
+def memory_users(after: str = "", limit: int = 1000) -> Sql:
+    """User ids holding memories, in order, a page at a time (ids only, no values)."""
+    return (
+        """SELECT DISTINCT user_id FROM langmem_items
+        WHERE is_memory AND user_id > %(after)s ORDER BY user_id LIMIT %(limit)s""",
+        {"after": after, "limit": limit},
+    )
+
