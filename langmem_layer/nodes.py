@@ -20,7 +20,7 @@ from langgraph.graph.message import add_messages
 from langmem_layer import runner
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.params import LoadThreadArgs, RecordTurnArgs
-from langmem_layer.read.block import RELEVANT
+from langmem_layer.read.block import OPEN_THREADS, RELEVANT
 from langmem_layer.read.recall import context_block as block_with_history
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
@@ -48,7 +48,8 @@ class MemoryState(TypedDict, total=False):
         messages: The conversation (LangGraph's ``add_messages`` reducer).
         memory_context: The memory block for this turn (see :mod:`langmem_layer.read.block`).
         recalled: What ``load_memory`` retrieved, then where ``assemble_context`` placed it.
-        memory_spoken: Keys placed in "RELEVANT FOR THIS TURN" in each of the last turns.
+        memory_spoken: Keys placed in "RELEVANT FOR THIS TURN" or "OPEN THREADS" in each of
+            the last turns (R6.3: speak memories and due loops go quiet on the third).
         recent_history: The user's recent messages from other threads, read by
             ``load_memory`` for ``assemble_context`` (optional: a schema without it
             simply gets no recent-history section).
@@ -231,7 +232,9 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
                                    short_term=window,
                                    recently_spoken=sorted(_recently_spoken(state)),
                                    now=layer.now())
-        spoken = [k for k, section in block.placements.items() if section == RELEVANT]
+        # Due open loops surface in OPEN THREADS unasked: they too go quiet on a third turn.
+        spoken = [k for k, section in block.placements.items()
+                  if section in (RELEVANT, OPEN_THREADS)]
         history = [*(state.get("memory_spoken") or []), spoken][-2:]
         return {
             "memory_context": block.text,

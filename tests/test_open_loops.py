@@ -174,3 +174,27 @@ def test_closing_a_loop_end_to_end(layer: MemoryLayer) -> None:
     assert done.changed == [loop.key]
     assert layer.get("u1", loop.key).record.status == Status.ARCHIVED
     assert layer.get("u1", other.key).record.status == Status.ACTIVE
+
+
+def test_a_due_loop_goes_quiet_on_the_third_turn_of_a_thread(
+        layer: MemoryLayer, store: PostgresMemoryStore, clock: Clock) -> None:
+    from langgraph.graph import END, START, StateGraph
+
+    from langmem_layer import MemoryState
+
+    key = layer.remember("u1", "Needs to call the plumber.", kind=Kind.OPEN_LOOP,
+                         due_at=MONDAY + timedelta(hours=20)).key
+    builder = StateGraph(MemoryState)
+    builder.add_node("agent", lambda state: {})
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    graph = layer.wire(builder).compile(store=store)
+    config = {"configurable": {"user_id": "u1", "thread_id": "t1"}}
+    state: dict = {"messages": []}
+    sections = []
+    for text in ("Good morning.", "What's for lunch?", "Any plans tonight?"):
+        state = graph.invoke({**state, "messages": [*state["messages"], HumanMessage(text)]},
+                             config)
+        sections.append({r["key"]: r["section"] for r in state["recalled"]}.get(key))
+    # Surfaced unasked twice, then used silently (R6.3), as a "speak" memory would be.
+    assert sections == [OPEN_THREADS, OPEN_THREADS, SILENT]
