@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.store.base import InvalidNamespaceError as _LGInvalidNamespace
-from langgraph.store.base import PutOp, validate_op_namespace
+import math
 
-from langmem_layer.errors import InvalidNamespaceError
+from langgraph.store.base import GetOp, PutOp, SearchOp, validate_op_namespace
+
+from langmem_layer.errors import InvalidInputError, InvalidNamespaceError
 
 __all__ = ["Tenancy", "match_namespace", "ns_text", "ns_tuple"]
 
@@ -39,6 +41,15 @@ def match_namespace(path: tuple[str, ...], namespace: tuple[str, ...], suffix: b
     return all(p == "*" or n == p for n, p in pairs)
 
 
+def _check_key(key: Any) -> None:
+    if not isinstance(key, str):
+        raise InvalidInputError(
+            f"key must be a string, got {type(key).__name__} ({key!r}): pass str(key)."
+        )
+    if "\x00" in key:
+        raise InvalidInputError(f"key {key!r} contains a NUL character: remove it.")
+
+
 class Tenancy:
     """Namespace validation and the namespace → user rule; expects ``tenant_roots``."""
 
@@ -56,6 +67,27 @@ class Tenancy:
                 raise InvalidNamespaceError(
                     f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
                 )
+            _check_key(op.key)
+            if op.value is not None and not isinstance(op.value, dict):
+                raise InvalidInputError(
+                    f"value must be a dict (or None to delete), got {type(op.value).__name__}."
+                )
+            ttl = op.ttl
+            if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
+                                    or math.isnan(ttl) or ttl <= 0):
+                raise InvalidInputError(
+                    f"ttl must be a positive number of minutes (or None: no expiry), got "
+                    f"{ttl!r}; delete an item with store.delete(namespace, key)."
+                )
+        elif isinstance(op, GetOp):
+            _check_key(op.key)
+        elif isinstance(op, SearchOp):
+            for name in ("limit", "offset"):
+                n = getattr(op, name)
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise InvalidInputError(
+                        f"search {name} must be an int of at least 0, got {n!r}."
+                    )
 
     def tenant(self, namespace: tuple[str, ...], *, prefix: bool = False) -> str:
         """The user a namespace belongs to; ``""`` outside the tenant roots."""
