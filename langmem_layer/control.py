@@ -140,7 +140,7 @@ def delete_user(user_id: str) -> Flow[mops.UserDeletion]:
 
 def _bad_export(what: str) -> InvalidContentError:
     return InvalidContentError(
-        f"Not a valid langmem_layer export: {what}. Pass the dict MemoryLayer.export() "
+        f"Not a langmem_layer export: {what}. Pass the dict MemoryLayer.export() "
         "returned (or the JSON file `langmem-layer export` wrote), unmodified."
     )
 

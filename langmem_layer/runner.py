@@ -99,7 +99,7 @@ def require_user(user_id: str | None) -> str:
         MissingUserError: No user id, one that is not a string, blank, or with a dot
             (namespaces join labels with dots).
     """
-    if user_id is None:
+    if user_id is None or user_id == "":
         raise MissingUserError(
             "No user_id: pass it per run as "
             "graph.invoke(inputs, config={'configurable': {'user_id': 'alice'}}) "

@@ -7,12 +7,19 @@ never mixes with another's. Items elsewhere belong to the shared tenant ``""``.
 
 from __future__ import annotations
 
-from typing import Any
-
-from langgraph.store.base import InvalidNamespaceError as _LGInvalidNamespace
 import math
+from collections.abc import Mapping
+from typing import Any, Literal, cast
 
-from langgraph.store.base import GetOp, PutOp, SearchOp, validate_op_namespace
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    GetOp,
+    NotProvided,
+    PutOp,
+    SearchOp,
+    validate_op_namespace,
+)
+from langgraph.store.base import InvalidNamespaceError as _LGInvalidNamespace
 
 from langmem_layer.errors import InvalidInputError, InvalidNamespaceError
 
@@ -50,10 +57,68 @@ def _check_key(key: Any) -> None:
         raise InvalidInputError(f"key {key!r} contains a NUL character: remove it.")
 
 
+def _check_namespace(namespace: Any) -> None:
+    if not isinstance(namespace, tuple) or not namespace:
+        raise InvalidNamespaceError(
+            f"Namespace cannot be empty and must be a tuple of strings, got {namespace!r}."
+        )
+    try:
+        validate_op_namespace(GetOp(namespace, ""))
+    except _LGInvalidNamespace as e:
+        raise InvalidNamespaceError(str(e)) from e
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+        )
+
+
 class Tenancy:
-    """Namespace validation and the namespace → user rule; expects ``tenant_roots``."""
+    """Namespace validation and the namespace → user rule; expects ``tenant_roots``.
+
+    ``put``, ``get`` and ``delete`` (and their async twins) check the key before
+    LangGraph's ``BaseStore`` methods turn it into text: ``put(ns, None, v)`` must not
+    store an item under ``"None"``.
+    """
 
     tenant_roots: frozenset[str]
+
+    def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+            index: Literal[False] | list[str] | None = None, *,
+            ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
+        """``BaseStore.put``, refusing a key that is not a string."""
+        _check_namespace(namespace)
+        _check_key(key)
+        cast(Any, super()).put(namespace, key, value, index, ttl=ttl)
+
+    async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+                   index: Literal[False] | list[str] | None = None, *,
+                   ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
+        """``BaseStore.aput``, refusing a key that is not a string."""
+        _check_namespace(namespace)
+        _check_key(key)
+        await cast(Any, super()).aput(namespace, key, value, index, ttl=ttl)
+
+    def get(self, namespace: tuple[str, ...], key: str, *,
+            refresh_ttl: bool | None = None) -> Any:
+        """``BaseStore.get``, refusing a key that is not a string."""
+        _check_key(key)
+        return cast(Any, super()).get(namespace, key, refresh_ttl=refresh_ttl)
+
+    async def aget(self, namespace: tuple[str, ...], key: str, *,
+                   refresh_ttl: bool | None = None) -> Any:
+        """``BaseStore.aget``, refusing a key that is not a string."""
+        _check_key(key)
+        return await cast(Any, super()).aget(namespace, key, refresh_ttl=refresh_ttl)
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        """``BaseStore.delete``, refusing a key that is not a string."""
+        _check_key(key)
+        cast(Any, super()).delete(namespace, key)
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        """``BaseStore.adelete``, refusing a key that is not a string."""
+        _check_key(key)
+        await cast(Any, super()).adelete(namespace, key)
 
     def _validate(self, op: Any) -> None:
         try:
