@@ -381,9 +381,14 @@ class MemoryLayer:
         return await self._worker.adrain(timeout)
 
     def close(self) -> None:
-        """Finish queued extraction and stop the worker thread."""
+        """Finish queued extraction and stop the worker thread.
+
+        Call it before the store closes. After the store closed it only stops the
+        worker: what was not extracted stays queued for the next worker.
+        """
         self._worker.stop()
-        self.drain()
+        if not self._worker.store_closed():
+            self.drain()
 
     async def aclose(self) -> None:
         """Async twin of :meth:`close`: also awaits this loop's extraction tasks; call it
