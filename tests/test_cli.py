@@ -75,7 +75,7 @@ def test_jobs_list_needs_no_database(capsys, monkeypatch) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:2] for line in lines] == [
         ["extract", "on"], ["index-large-users", "daily"], ["purge-embedding-cache", "weekly"],
-        ["sweep-sessions", "daily"], ["sweep-ttl", "daily"]]
+        ["reextract", "on"], ["sweep-sessions", "daily"], ["sweep-ttl", "daily"]]
     assert all(JOBS[line.split()[0]].summary in line for line in lines)
 
 
