@@ -31,7 +31,7 @@ from langmem_layer.read.block import ContextBlock
 from langmem_layer.settings import GateSettings, MemorySettings, RankingWeights
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.core import MemoryIndexConfig
-from langmem_layer.store.ops import IngestLogEntry, LoggedMessage
+from langmem_layer.store.ops import FallbackTurn, IngestLogEntry, LoggedMessage, UserDeletion
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import (
     HistoryEntry,
@@ -70,6 +70,7 @@ __all__ = [
     "EmbeddingError",
     "ExtractionError",
     "Extractor",
+    "FallbackTurn",
     "GateDecision",
     "GateSettings",
     "HistoryEntry",
@@ -116,6 +117,7 @@ __all__ = [
     "Status",
     "SyncCallOnEventLoopError",
     "TrimPlan",
+    "UserDeletion",
     "WorkingLoad",
     "WriteGate",
     "apostgres_checkpointer",

@@ -127,6 +127,23 @@ def _import(args: argparse.Namespace, ctx: JobContext | None) -> int:
     return 0
 
 
+def _delete_user_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("user_id")
+    parser.add_argument("--yes", action="store_true",
+                        help="confirm: the user's data cannot be recovered")
+
+
+def _delete_user(args: argparse.Namespace, ctx: JobContext | None) -> int:
+    assert ctx is not None
+    if not args.yes:
+        raise _Failure(f"delete-user erases everything stored for {args.user_id!r} and "
+                       "cannot be undone: run it again with --yes")
+    deleted = ctx.layer.delete_user(args.user_id)
+    rows = ", ".join(f"{table} {n}" for table, n in deleted.counts.items() if n)
+    print(f"deleted {deleted.total} rows of user {args.user_id!r}" + (f": {rows}" if rows else ""))
+    return 0
+
+
 def _work_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="one pass over ready entries")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between polls")
@@ -237,6 +254,8 @@ COMMANDS: dict[str, Command] = {
     "export": Command("write a user's memory as JSON", _export_arguments, _export),
     "import": Command("load a JSON export into a user (re-embeds)", _import_arguments,
                       _import, _always),
+    "delete-user": Command("erase everything stored for a user (needs --yes)",
+                           _delete_user_arguments, _delete_user),
     **{name: _job_command(JOBS[name]) for name in
        ("sweep-ttl", "purge-embedding-cache", "sweep-sessions", "index-large-users")},
     "worker": Command("extract queued turns (until interrupted)", _work_arguments, _work,

@@ -14,6 +14,7 @@ from langmem_layer.errors import InvalidContentError, MemoryNotFoundError
 from langmem_layer.runner import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.store import ops as mops
 from langmem_layer.types import (
+    MEMORY_ROOT,
     MemoryRecord,
     Recalled,
     Status,
@@ -22,9 +23,12 @@ from langmem_layer.types import (
 from langmem_layer.write.memory import check_content
 
 __all__ = [
-    "correct", "decisions", "export", "forget", "get", "import_", "list_memories",
+    "correct", "decisions", "delete_user", "export", "forget", "get", "import_", "list_memories",
     "to_recalled",
 ]
+
+#: The format marker of :func:`export`'s data, checked by :func:`import_`.
+EXPORT_FORMAT = "langmem_layer.export/1"
 
 
 def to_recalled(item: Item) -> Recalled:
@@ -101,7 +105,7 @@ def export(user_id: str) -> Flow[dict[str, Any]]:
     """All of a user's items and links as JSON-ready data (R9.1)."""
     (data,) = yield StoreCall([mops.ExportOp(require_user(user_id))])
     return {
-        "format": "langmem_layer.export/1",
+        "format": EXPORT_FORMAT,
         "user_id": data.user_id,
         "items": [
             {
@@ -128,30 +132,107 @@ def export(user_id: str) -> Flow[dict[str, Any]]:
     }
 
 
+def delete_user(user_id: str) -> Flow[mops.UserDeletion]:
+    """Erase everything stored for the user, in every per-user table, in one transaction."""
+    (deleted,) = yield StoreCall([mops.DeleteUserOp(require_user(user_id))])
+    return deleted
+
+
+def _bad_export(what: str) -> InvalidContentError:
+    return InvalidContentError(
+        f"Not a langmem_layer export: {what}. Pass the dict MemoryLayer.export() "
+        "returned (or the JSON file `langmem-layer export` wrote), unmodified."
+    )
+
+
+def _parse_time(raw: Mapping[str, Any], field: str, where: str) -> datetime:
+    text = raw.get(field)
+    if not isinstance(text, str):
+        raise _bad_export(f"{where} has no {field!r} time")
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError as e:
+        raise _bad_export(f"{where} has an invalid {field!r}: {text!r}") from e
+
+
+def _parse_item(raw: Any, n: int, source_user: str | None, user_id: str
+                ) -> mops.ExportedItem:
+    where = f"item {n}"
+    if not isinstance(raw, Mapping):
+        raise _bad_export(f"{where} is not an object")
+    namespace = raw.get("namespace")
+    if (not isinstance(namespace, list) or not namespace
+            or not all(isinstance(label, str) for label in namespace)):
+        raise _bad_export(f"{where} has no namespace (a list of strings)")
+    key, value = raw.get("key"), raw.get("value")
+    if not isinstance(key, str) or not key:
+        raise _bad_export(f"{where} has no key (a string)")
+    if not isinstance(value, dict):
+        raise _bad_export(f"{where} ({key}) has no value (an object)")
+    ttl = raw.get("ttl_minutes")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
+                            or not ttl > 0):
+        raise _bad_export(f"{where} ({key}) has an invalid ttl_minutes: {ttl!r}")
+    ns = tuple(namespace)
+    if source_user and len(ns) > 1 and ns[1] == source_user:
+        ns = (ns[0], user_id, *ns[2:])
+    if ns[0] == MEMORY_ROOT and (len(ns) < 2 or ns[1] != user_id):
+        raise _bad_export(f"{where} ({key}) belongs to another user than the export's "
+                          f"({source_user!r}): {list(namespace)}")
+    return mops.ExportedItem(
+        namespace=ns, key=key, value=value, is_memory=bool(raw.get("is_memory")),
+        created_at=_parse_time(raw, "created_at", where),
+        updated_at=_parse_time(raw, "updated_at", where), ttl_minutes=ttl,
+    )
+
+
+def _parse_link(raw: Any, n: int) -> mops.Link:
+    where = f"link {n}"
+    if not isinstance(raw, Mapping):
+        raise _bad_export(f"{where} is not an object")
+    for name in ("src_key", "link_type", "dst_key"):
+        if not isinstance(raw.get(name), str) or not raw[name]:
+            raise _bad_export(f"{where} has no {name!r} (a string)")
+    metadata = raw.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise _bad_export(f"{where} has metadata that is not an object")
+    return mops.Link(raw["src_key"], raw["link_type"], raw["dst_key"],
+                     _parse_time(raw, "created_at", where), metadata)
+
+
 def import_(user_id: str, data: Mapping[str, Any]) -> Flow[int]:
-    """Load an :func:`export` into the store for ``user_id``; returns the item count."""
+    """Load an :func:`export` into the store for ``user_id``; returns the item count.
+
+    The whole file is checked before anything is written: its format, every item and
+    link, keys unique, and every link between memories of the file or already stored.
+
+    Raises:
+        InvalidContentError: The data is not a valid export (nothing was written).
+    """
     user_id = require_user(user_id)
-    if data.get("format") != "langmem_layer.export/1":
+    if not isinstance(data, Mapping) or data.get("format") != EXPORT_FORMAT:
         raise InvalidContentError(
-            "Not a langmem_layer export (expected format 'langmem_layer.export/1')."
+            f"Not a langmem_layer export (expected format {EXPORT_FORMAT!r})."
         )
     source_user = data.get("user_id")
-    items = []
-    for raw in data.get("items", []):
-        namespace = tuple(raw["namespace"])
-        if source_user and len(namespace) > 1 and namespace[1] == source_user:
-            namespace = (namespace[0], user_id, *namespace[2:])
-        items.append(mops.ExportedItem(
-            namespace=namespace, key=raw["key"], value=raw["value"],
-            is_memory=bool(raw.get("is_memory")),
-            created_at=datetime.fromisoformat(raw["created_at"]),
-            updated_at=datetime.fromisoformat(raw["updated_at"]),
-            ttl_minutes=raw.get("ttl_minutes"),
-        ))
-    links = [
-        mops.Link(ln["src_key"], ln["link_type"], ln["dst_key"],
-                  datetime.fromisoformat(ln["created_at"]), ln.get("metadata") or {})
-        for ln in data.get("links", [])
-    ]
+    if source_user is not None and not isinstance(source_user, str):
+        raise _bad_export("its user_id is not a string")
+    raw_items, raw_links = data.get("items", []), data.get("links", [])
+    if not isinstance(raw_items, list) or not isinstance(raw_links, list):
+        raise _bad_export("items and links must be lists")
+    items = [_parse_item(raw, n, source_user, user_id) for n, raw in enumerate(raw_items)]
+    seen: set[tuple[tuple[str, ...], str]] = set()
+    for item in items:
+        if (item.namespace, item.key) in seen:
+            raise _bad_export(f"item {item.namespace!r}/{item.key} appears twice")
+        seen.add((item.namespace, item.key))
+    links = [_parse_link(raw, n) for n, raw in enumerate(raw_links)]
+    memories = {i.key for i in items if i.is_memory}
+    outside = sorted({k for ln in links for k in (ln.src_key, ln.dst_key)} - memories)
+    if outside:
+        found = yield StoreCall([mops.FindMemoryOp(user_id, k) for k in outside])
+        missing = [k for k, hit in zip(outside, found, strict=True) if hit is None]
+        if missing:
+            raise _bad_export(f"links point at memories it does not contain: {missing}")
     (count,) = yield StoreCall([mops.ImportOp(user_id, mops.UserExport(user_id, items, links))])
     return count

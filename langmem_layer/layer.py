@@ -20,8 +20,9 @@ from langchain_core.messages import BaseMessage
 from langgraph.graph import StateGraph
 from langgraph.store.base import BaseStore
 
-from langmem_layer import control, nodes
+from langmem_layer import checks, control, nodes
 from langmem_layer.config import default_extractor
+from langmem_layer.errors import InvalidInputError
 from langmem_layer.params import (
     ClearHistoryArgs,
     ContextBlockArgs,
@@ -42,7 +43,7 @@ from langmem_layer.read import recall as read
 from langmem_layer.read.block import ContextBlock
 from langmem_layer.runner import AsyncHandlers, Env, Flow, Handlers, Runner
 from langmem_layer.settings import MemorySettings
-from langmem_layer.store.ops import IngestLogEntry, LoggedMessage
+from langmem_layer.store.ops import IngestLogEntry, LoggedMessage, UserDeletion
 from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import Kind, Layer, Policy, Recalled
 from langmem_layer.worker import ProcessPending, WakeWorker, Worker
@@ -290,6 +291,27 @@ class MemoryLayer:
         """Async twin of :meth:`import_`."""
         return await self._runner.arun(control.import_(user_id, data))
 
+    def delete_user(self, user_id: str) -> UserDeletion:
+        """Erase everything stored for the user, in one transaction (R9.1).
+
+        Every per-user table loses the user's rows: memories with their vectors and
+        links, the extraction queue, the decision log, the embedding cache, term
+        statistics, threads, the message log, applied-operation records, turns waiting
+        for re-extraction, and the user's own vector indexes. Other users are untouched.
+        Graph checkpoints are LangGraph's: delete the user's threads there too.
+
+        Args:
+            user_id: The user.
+
+        Returns:
+            Rows deleted per table.
+        """
+        return self._runner.run(control.delete_user(user_id))
+
+    async def adelete_user(self, user_id: str) -> UserDeletion:
+        """Async twin of :meth:`delete_user`."""
+        return await self._runner.arun(control.delete_user(user_id))
+
     def decisions(self, user_id: str, **kw: Unpack[DecisionsArgs]
                   ) -> builtins.list[IngestLogEntry]:
         """Why things were or were not remembered: the latest ingests' gate decisions.
@@ -359,9 +381,14 @@ class MemoryLayer:
         return await self._worker.adrain(timeout)
 
     def close(self) -> None:
-        """Finish queued extraction and stop the worker thread."""
+        """Finish queued extraction and stop the worker thread.
+
+        Call it before the store closes. After the store closed it only stops the
+        worker: what was not extracted stays queued for the next worker.
+        """
         self._worker.stop()
-        self.drain()
+        if not self._worker.store_closed():
+            self.drain()
 
     async def aclose(self) -> None:
         """Async twin of :meth:`close`: also awaits this loop's extraction tasks; call it
@@ -473,6 +500,15 @@ class MemoryLayer:
                   confidence: float = 0.8, salience: float = 0.5, refs: Sequence[str] = (),
                   due_at: datetime | None = None, thread_id: str | None = None,
                   now: datetime | None = None) -> Flow[Recalled]:
+        checks.check_content_text(content)
+        kind = checks.check_choice(kind, Kind, "kind")
+        layer = None if layer is None else checks.check_choice(layer, Layer, "layer")
+        policy = checks.check_choice(policy, Policy, "policy")
+        confidence = checks.check_score(confidence, "confidence")
+        salience = checks.check_score(salience, "salience")
+        refs = checks.check_strings(refs, "refs")
+        checks.check_time(due_at, "due_at")
+        checks.check_time(now, "now")
         return write_memory.remember(
             self.env, user_id, content, profile=profile, now=now or self.now(), kind=kind,
             layer=layer, policy=policy, pinned=pinned, confidence=confidence,
@@ -481,6 +517,11 @@ class MemoryLayer:
     def _recall(self, user_id: str, query: str | None, *, profile: str | None = None,
                 limit: int | None = None, refs: Sequence[str] = (),
                 now: datetime | None = None) -> Flow[builtins.list[Recalled]]:
+        if query is not None:
+            checks.check_content_text(query, "query")
+        limit = checks.check_limit(limit)
+        refs = checks.check_strings(refs, "refs")
+        checks.check_time(now, "now")
         return read.recall(
             self.env, user_id, query, profile=profile, limit=limit or self.settings.recall_limit,
             now=now or self.now(), refs=refs)
@@ -489,6 +530,8 @@ class MemoryLayer:
                 profile: str | None = None, thread_id: str | None = None,
                 agent_id: str | None = None, now: datetime | None = None
                 ) -> Flow[IngestResult]:
+        checks.check_messages(messages)
+        checks.check_time(now, "now")
         result = yield from write.ingest(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now())
@@ -506,11 +549,14 @@ class MemoryLayer:
     def _list(self, user_id: str, *, profile: str | None = None,
               statuses: Sequence[str] | None = ("active",), limit: int = 100
               ) -> Flow[builtins.list[Recalled]]:
+        statuses = checks.check_statuses(statuses)
+        limit = checks.check_limit(limit) or 100
         return control.list_memories(self.env, user_id, profile=profile, statuses=statuses,
                                      limit=limit)
 
     def _correct(self, user_id: str, memory_id: str, content: str, *,
                  now: datetime | None = None) -> Flow[Recalled]:
+        checks.check_content_text(content)
         return control.correct(self.env, user_id, memory_id, content, now=now or self.now())
 
     def _forget(self, user_id: str, memory_id: str, *, hard: bool = False,
@@ -519,12 +565,15 @@ class MemoryLayer:
 
     def _decisions(self, user_id: str, *, thread_id: str | None = None, limit: int = 20
                    ) -> Flow[builtins.list[IngestLogEntry]]:
+        limit = checks.check_limit(limit) or 20
         return control.decisions(user_id, thread_id=thread_id, limit=limit)
 
     def _submit(self, user_id: str, messages: Sequence[BaseMessage], *,
                 profile: str | None = None, thread_id: str | None = None,
                 agent_id: str | None = None, now: datetime | None = None
                 ) -> Flow[int | None]:
+        checks.check_messages(messages)
+        checks.check_time(now, "now")
         entry = yield from write.enqueue_turn(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now())
@@ -535,6 +584,8 @@ class MemoryLayer:
                      profile: str | None = None, thread_id: str | None = None,
                      agent_id: str | None = None, now: datetime | None = None,
                      reinforce: Sequence[str] = ()) -> Flow[int | None]:
+        checks.check_messages(messages)
+        reinforce = checks.check_strings(reinforce, "reinforce")
         entry = yield from working.record_turn(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now(), reinforce=reinforce)
@@ -557,6 +608,7 @@ class MemoryLayer:
                      thread_id: str | None = None, agent_id: str | None = None,
                      limit: int | None = None, now: datetime | None = None,
                      reinforce: bool = True) -> Flow[WorkingLoad]:
+        limit = checks.check_limit(limit)
         return working.load_thread(
             self.env, user_id, messages, query, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now(), limit=limit or self.settings.recall_limit,
@@ -566,6 +618,10 @@ class MemoryLayer:
                         profile: str | None = None, hours: float | None = None,
                         limit: int | None = None, now: datetime | None = None
                         ) -> Flow[builtins.list[LoggedMessage]]:
+        limit = checks.check_limit(limit)
+        if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float))
+                                  or not hours > 0):
+            raise InvalidInputError(f"hours must be a positive number, got {hours!r}.")
         return history.recent_history(
             self.env, user_id, profile=profile, thread_id=thread_id, now=now or self.now(),
             hours=hours, limit=limit)

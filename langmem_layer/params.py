@@ -47,7 +47,8 @@ class RememberArgs(TypedDict, total=False):
         pinned: Always recalled first (default False).
         confidence: Default 0.8.
         salience: Default 0.5.
-        refs: Identifiers the memory mentions (default none).
+        refs: Identifiers the memory mentions (default none); one string is one
+            reference (``refs="acme"`` is ``["acme"]``).
         due_at: When a task or reminder is due.
         thread_id: The thread the memory belongs to (recorded and linked).
         now: Default: the layer's clock.
@@ -71,8 +72,9 @@ class RecallArgs(TypedDict, total=False):
 
     Attributes:
         profile: The profile searched besides identity (default ``default_profile``).
-        limit: Default ``settings.recall_limit``.
-        refs: References to look up exactly, besides those the query names.
+        limit: At least 1; ``None``: ``settings.recall_limit``.
+        refs: References to look up exactly, besides those the query names (one
+            string is one reference).
         now: Default: the layer's clock.
     """
 
@@ -144,8 +146,9 @@ class ListArgs(TypedDict, total=False):
 
     Attributes:
         profile: As for :class:`RecallArgs`.
-        statuses: Default ``("active",)``; ``None``: every status.
-        limit: Default 100.
+        statuses: Default ``("active",)``; ``None``: every status; one string is one
+            status (``statuses="archived"``).
+        limit: At least 1; default 100.
     """
 
     profile: str | None

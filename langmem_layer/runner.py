@@ -93,15 +93,29 @@ class Env:
 
 
 def require_user(user_id: str | None) -> str:
-    """Validate a user id; the error says how to pass one."""
-    if not user_id or not isinstance(user_id, str):
+    """Validate a user id; the error says how to pass one.
+
+    Raises:
+        MissingUserError: No user id, one that is not a string, blank, or with a dot
+            (namespaces join labels with dots).
+    """
+    if user_id is None or user_id == "":
         raise MissingUserError(
             "No user_id: pass it per run as "
             "graph.invoke(inputs, config={'configurable': {'user_id': 'alice'}}) "
             "or as the first argument of the MemoryLayer method."
         )
-    if "." in user_id:
-        raise MissingUserError(f"user_id {user_id!r} must not contain '.'.")
+    if not isinstance(user_id, str):
+        raise MissingUserError(
+            f"user_id must be a string, got {type(user_id).__name__} ({user_id!r}): "
+            f"pass str(user_id) if it is a number."
+        )
+    if not user_id.strip():
+        raise MissingUserError(
+            f"user_id must not be blank, got {user_id!r}: pass the user's id, e.g. 'alice'."
+        )
+    if "." in user_id or "\x00" in user_id:
+        raise MissingUserError(f"user_id {user_id!r} must not contain '.' or NUL.")
     return user_id
 
 

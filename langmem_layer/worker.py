@@ -125,21 +125,39 @@ class Worker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def store_closed(self) -> bool:
+        """Whether the store's connection (or pool) was closed: nothing more can run."""
+        conn = getattr(self.runner.store, "conn", None)
+        return bool(getattr(conn, "closed", False))
+
+    def _failed(self) -> None:
+        if self.store_closed():
+            # The store closed under the pass (its ``with`` block ended before
+            # ``layer.close()``): not an error; what was not extracted stays queued.
+            logger.debug("Background extraction stopped: the store was closed",
+                         exc_info=True)
+        else:  # the entries stay queued; the next pass retries them
+            logger.exception("Background extraction pass failed")
+
     def _work(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(timeout=self.poll_seconds)
             self._wake.clear()
             with self._busy:
+                if self.store_closed():
+                    return
                 try:
                     self.runner.run(self.process_pending())
-                except Exception:  # the entries stay queued; the next pass retries them
-                    logger.exception("Background extraction pass failed")
+                except Exception:
+                    self._failed()
 
     async def _apass(self) -> None:
+        if self.store_closed():
+            return
         try:
             await self.runner.arun(self.process_pending())
-        except Exception:  # the entries stay queued; the next pass retries them
-            logger.exception("Background extraction pass failed")
+        except Exception:
+            self._failed()
 
     # -- finishing ----------------------------------------------------------------------
 

@@ -76,7 +76,7 @@ def test_jobs_list_needs_no_database(capsys, monkeypatch) -> None:
     assert [line.split()[:2] for line in lines] == [
         ["extract", "on"], ["index-large-users", "daily"], ["lifecycle", "daily"],
         ["lifecycle-all", "daily"], ["purge-embedding-cache", "weekly"],
-        ["purge-expired", "monthly"], ["purge-expired-all", "monthly"],
+        ["purge-expired", "monthly"], ["purge-expired-all", "monthly"], ["reextract", "on"],
         ["sweep-sessions", "daily"], ["sweep-ttl", "daily"]]
     assert all(JOBS[line.split()[0]].summary in line for line in lines)
 

@@ -28,9 +28,11 @@ def test_registry_holds_every_job_with_its_schedule() -> None:
         "purge-expired": "monthly",
         "lifecycle-all": "daily",
         "purge-expired-all": "monthly",
+        "reextract": None,
     }
     assert all(name == job.name and job.summary for name, job in JOBS.items())
-    assert {n for n, j in JOBS.items() if j.needs_embeddings} == {"index-large-users", "extract"}
+    assert {n for n, j in JOBS.items() if j.needs_embeddings} == {
+        "index-large-users", "extract", "reextract"}
     with pytest.raises(dataclasses.FrozenInstanceError):
         JOBS["sweep-ttl"].schedule = "hourly"  # type: ignore[misc]
 

@@ -11,7 +11,7 @@ or from the command line: ``langmem-layer jobs list`` / ``langmem-layer jobs run
 """
 
 # Imported for their side effect: each module registers its jobs.
-from langmem_layer.jobs import flows, lifecycle, maintenance  # noqa: F401
+from langmem_layer.jobs import flows, lifecycle, maintenance, reextract  # noqa: F401
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobOption, JobResult, register
 
 __all__ = ["JOBS", "Job", "JobContext", "JobOption", "JobResult", "register"]

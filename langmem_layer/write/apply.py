@@ -36,6 +36,7 @@ from langmem_layer.types import (
     to_utc,
 )
 from langmem_layer.write.extractor import MemoryOperation, OpType
+from langmem_layer.write.fallback import fallback_ops
 from langmem_layer.write.gate import GateDecision
 from langmem_layer.write.memory import memory_ops, thread_tail_ops
 
@@ -221,7 +222,8 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     result.decisions = decisions
     log = mops.LogIngestOp(user_id, [_decision_dict(d) for d in decisions], now, thread_id,
                            agent_id)
-    outcomes = yield StoreCall([*batch, log, *finish])
+    outcomes = yield StoreCall([*batch, log, *finish, *fallback_ops(
+        user_id, profile, thread_id, agent_id, messages, now, proposed)])
     for plan, outcome in zip(planned, outcomes, strict=False):
         if outcome is None:
             result.replayed.append(plan.op_id)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from langmem_layer.types import Kind, Layer, Policy, Recalled
 
-__all__ = ["Extractor", "MemoryOperation", "OpType"]
+__all__ = ["Extractor", "FallbackOperations", "MemoryOperation", "OpType", "fallback_label"]
 
 
 class OpType(StrEnum):
@@ -87,3 +87,23 @@ class Extractor(Protocol):
     ) -> list[MemoryOperation]:
         """Async twin of :meth:`extract`."""
         ...
+
+
+class FallbackOperations(list[MemoryOperation]):
+    """Operations a fallback extractor proposed because the primary one failed.
+
+    A list like any extractor's result, plus which extractor produced it and why, so
+    the write path can keep the turn for re-extraction (the ``reextract`` job).
+
+    Attributes:
+        extractor: E.g. ``"rules (fallback: ConnectionError: model unreachable)"``.
+    """
+
+    def __init__(self, operations: Sequence[MemoryOperation], extractor: str) -> None:
+        super().__init__(operations)
+        self.extractor = extractor
+
+
+def fallback_label(operations: Sequence[MemoryOperation]) -> str | None:
+    """The fallback description of an extractor's result; None for a normal result."""
+    return operations.extractor if isinstance(operations, FallbackOperations) else None

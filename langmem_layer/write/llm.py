@@ -1,8 +1,11 @@
 """`LLMExtractor`: any LangChain chat model with structured output proposes operations.
 
 Malformed or invalid output is retried once with the validation error shown to the
-model; if that fails too, the rule extractor takes over, so a turn is never lost to
-a model's bad day. Every failure is logged with the raw output.
+model; if that fails too (or the model cannot be reached), the rule extractor takes
+over, so a turn is never lost to a model's bad day. Its result says so
+(:class:`~langmem_layer.write.extractor.FallbackOperations`): the write path keeps such
+a turn, and the ``reextract`` job runs it through the model again once it is back.
+Every failure is logged with the raw output.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import BaseModel, Field, ValidationError
 
 from langmem_layer.types import Recalled, utc_iso
-from langmem_layer.write.extractor import Extractor, MemoryOperation
+from langmem_layer.write.extractor import Extractor, FallbackOperations, MemoryOperation
 from langmem_layer.write.rules import RuleExtractor
 
 __all__ = ["ExtractionOutput", "LLMExtractor"]
@@ -107,9 +110,11 @@ class LLMExtractor(Extractor):
         )]
 
     def _attempts(self, messages: Sequence[BaseMessage], existing: Sequence[Recalled],
-                  now: datetime) -> Generator[list[BaseMessage], Any, list[MemoryOperation] | None]:
-        """Yield prompts, receive replies (or the exception a call raised); return ops or None."""
+                  now: datetime) -> Generator[list[BaseMessage], Any, list[MemoryOperation] | str]:
+        """Yield prompts, receive replies (or the exception a call raised); return the
+        operations, or the last error when every attempt failed."""
         prompt = self._prompt(messages, existing, now)
+        error = ""
         for attempt in range(2):
             reply = yield prompt
             if isinstance(reply, Exception):  # the model or its transport failed
@@ -121,7 +126,14 @@ class LLMExtractor(Extractor):
             logger.warning("LLM extraction attempt %d invalid: %s; raw output: %s",
                            attempt + 1, error, raw)
             prompt = self._retry_prompt(prompt, raw, error)
-        return None
+        return error
+
+    def _fell_back(self, error: str, operations: Sequence[MemoryOperation]
+                   ) -> FallbackOperations:
+        name = "rules" if isinstance(self.fallback, RuleExtractor) else type(self.fallback).__name__
+        logger.warning("LLM extraction failed (%s); the turn was extracted by %s and is kept "
+                       "for the reextract job", error, name)
+        return FallbackOperations(operations, f"{name} (fallback: {error[:500]})")
 
     def extract(self, messages: Sequence[BaseMessage], *, existing: Sequence[Recalled] = (),
                 now: datetime) -> list[MemoryOperation]:
@@ -136,9 +148,10 @@ class LLMExtractor(Extractor):
             try:
                 prompt = attempts.send(reply)
             except StopIteration as done:
-                if done.value is not None:
-                    return done.value  # type: ignore[no-any-return]
-                return self.fallback.extract(messages, existing=existing, now=now)
+                if isinstance(done.value, list):
+                    return done.value
+                return self._fell_back(done.value, self.fallback.extract(
+                    messages, existing=existing, now=now))
 
     async def aextract(self, messages: Sequence[BaseMessage], *,
                        existing: Sequence[Recalled] = (), now: datetime
@@ -154,9 +167,10 @@ class LLMExtractor(Extractor):
             try:
                 prompt = attempts.send(reply)
             except StopIteration as done:
-                if done.value is not None:
-                    return done.value  # type: ignore[no-any-return]
-                return await self.fallback.aextract(messages, existing=existing, now=now)
+                if isinstance(done.value, list):
+                    return done.value
+                return self._fell_back(done.value, await self.fallback.aextract(
+                    messages, existing=existing, now=now))
 
 
 def dumps_operations(ops: Sequence[MemoryOperation]) -> str:

@@ -1,0 +1,105 @@
+"""SQL for erasing a user (R9.1): every per-user table, and a deleted memory's traces.
+
+Builders return ``(sql, params)`` and do no I/O; each binds ``user_id`` with an
+equality predicate. :data:`USER_TABLES` is the one list of per-user tables that
+:func:`delete_user_rows` erases; a test reads the catalog and fails when a table with
+a ``user_id`` column is missing from it, so a new table cannot be forgotten.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import sql
+
+from langmem_layer.sql.items import Sql
+
+__all__ = [
+    "USER_TABLES",
+    "delete_user_rows",
+    "drop_index",
+    "forget_memory_traces",
+    "user_index_names",
+]
+
+#: Every table holding per-user rows, in deletion order: rows that reference others
+#: first (links and embeddings before items), term statistics after the items whose
+#: triggers update them, and the index registry after its indexes are dropped.
+USER_TABLES: tuple[str, ...] = (
+    "langmem_links",
+    "langmem_embeddings",
+    "langmem_items",
+    "langmem_terms",
+    "langmem_extraction_queue",
+    "langmem_applied_ops",
+    "langmem_ingest_log",
+    "langmem_embedding_cache",
+    "langmem_messages",
+    "langmem_threads",
+    "langmem_reextract",
+    "langmem_vector_indexes",
+)
+
+
+def delete_user_rows(table: str, user_id: str) -> Sql:
+    """Delete the user's rows of one of :data:`USER_TABLES`; returns a ``deleted`` count.
+
+    Raises:
+        ValueError: ``table`` is not in :data:`USER_TABLES` (table names are never
+            taken from input).
+    """
+    if table not in USER_TABLES:
+        raise ValueError(f"{table!r} is not a per-user table")
+    return (
+        f"""WITH gone AS (DELETE FROM {table} WHERE user_id = %s RETURNING 1)
+        SELECT count(*) AS deleted FROM gone""",
+        [user_id],
+    )
+
+
+def user_index_names(user_id: str) -> Sql:
+    """The user's own ANN indexes (their predicates name the user, so they go too)."""
+    return (
+        "SELECT index_name FROM langmem_vector_indexes WHERE user_id = %s ORDER BY index_name",
+        [user_id],
+    )
+
+
+def drop_index(name: str) -> tuple[Any, None]:
+    """Drop one index by name, if it exists (a statement without parameters)."""
+    return sql.SQL("DROP INDEX IF EXISTS {name}").format(name=sql.Identifier(name)), None
+
+
+def forget_memory_traces(user_id: str, key: str) -> list[tuple[str, dict[str, Any]]]:
+    """Statements that erase what a memory left behind besides its row, links and vectors.
+
+    Run in the memory's delete transaction and before its row is deleted (they read
+    its content from it): the decisions that proposed, updated or targeted it leave
+    the decision log, and its content's cached vector leaves the embedding cache.
+    """
+    params = {"user_id": user_id, "key": key}
+    memory = """SELECT i.value ->> 'content' AS content FROM langmem_items i
+               WHERE i.user_id = %(user_id)s AND i.key = %(key)s AND i.is_memory"""
+    return [
+        (
+            f"""UPDATE langmem_ingest_log l
+            SET decisions = coalesce(
+                (SELECT jsonb_agg(d ORDER BY n) FROM jsonb_array_elements(l.decisions)
+                     WITH ORDINALITY AS e(d, n)
+                 WHERE (d ->> 'content') IS DISTINCT FROM m.content
+                   AND (d ->> 'target_id') IS DISTINCT FROM %(key)s),
+                '[]'::jsonb)
+            FROM ({memory}) m
+            WHERE l.user_id = %(user_id)s
+              AND EXISTS (SELECT 1 FROM jsonb_array_elements(l.decisions) d
+                          WHERE d ->> 'content' = m.content OR d ->> 'target_id' = %(key)s)""",
+            params,
+        ),
+        (
+            f"""DELETE FROM langmem_embedding_cache c
+            USING ({memory}) m
+            WHERE c.user_id = %(user_id)s
+              AND c.content_hash = encode(sha256(convert_to(m.content, 'UTF8')), 'hex')""",
+            params,
+        ),
+    ]

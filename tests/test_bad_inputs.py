@@ -1,0 +1,109 @@
+"""Bad input gets a library error that says what to fix, and changes nothing stored.
+
+The cases are data (tests/data/bad_inputs.json): a call on the façade or the store,
+its arguments, the LangmemError subclass expected and words its message must contain.
+JSON cannot hold every bad value, so a few markers stand for them: ``{"$float": "nan"}``,
+``{"$repeat": [text, n]}``, ``{"$human": text}`` (a HumanMessage), ``{"$broken_tz":
+iso}`` (a datetime whose timezone cannot tell its offset); namespaces are lists
+(tuples in the call), and ``"$seed"`` is the id of a memory the user already has.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, tzinfo
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+import langmem_layer
+from langmem_layer import LangmemError, MemoryLayer, PostgresMemoryStore
+from langmem_layer.write.rules import RuleExtractor
+from tests.fakes import Clock
+
+CASES: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parent / "data" / "bad_inputs.json").read_text(encoding="utf-8"))
+
+
+class _BrokenZone(tzinfo):
+    def utcoffset(self, dt: datetime | None) -> timedelta:
+        raise ValueError("this zone cannot tell its offset")
+
+    def dst(self, dt: datetime | None) -> timedelta:
+        return timedelta(0)
+
+
+def _decode(value: Any, seed: str) -> Any:
+    if isinstance(value, list):
+        return [_decode(v, seed) for v in value]
+    if isinstance(value, dict):
+        if "$float" in value:
+            return float(value["$float"])
+        if "$repeat" in value:
+            text, n = value["$repeat"]
+            return text * n
+        if "$human" in value:
+            return HumanMessage(value["$human"])
+        if "$broken_tz" in value:
+            return datetime.fromisoformat(value["$broken_tz"]).replace(tzinfo=_BrokenZone())
+        return {k: _decode(v, seed) for k, v in value.items()}
+    return seed if value == "$seed" else value
+
+
+@pytest.fixture
+def layer(store: PostgresMemoryStore, clock: Clock) -> Iterator[MemoryLayer]:
+    yield MemoryLayer(store, extractor=RuleExtractor(), extraction="inline", clock=clock)
+
+
+def _snapshot(layer: MemoryLayer) -> bytes:
+    return json.dumps(layer.export("alice"), sort_keys=True).encode()
+
+
+def test_the_corpus_is_large_and_well_formed() -> None:
+    assert len(CASES) >= 40
+    assert len({c["id"] for c in CASES}) == len(CASES)
+    for case in CASES:
+        assert issubclass(getattr(langmem_layer, case["error"]), LangmemError), case["id"]
+        assert case["api"] in ("layer", "store") and case["mentions"], case["id"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_bad_input_is_refused_and_changes_nothing(case: dict[str, Any], layer: MemoryLayer,
+                                                  store: PostgresMemoryStore) -> None:
+    seed = layer.remember("alice", "Likes tea.", now=datetime(2026, 1, 1, tzinfo=UTC)).key
+    store.put(("memories", "alice", "notes"), "k", {"a": 1})
+    before = _snapshot(layer)
+    args = _decode(case["args"], seed)
+    kwargs = _decode(case["kwargs"], seed)
+    if case["api"] == "store":
+        args[0] = tuple(args[0])
+    target = layer if case["api"] == "layer" else store
+    expected = getattr(langmem_layer, case["error"])
+
+    with pytest.raises(LangmemError) as caught:
+        getattr(target, case["call"])(*args, **kwargs)
+
+    assert type(caught.value) is expected, repr(caught.value)
+    assert case["mentions"].lower() in str(caught.value).lower()
+    assert _snapshot(layer) == before
+
+
+def test_aingest_of_no_messages_is_the_same_error(layer: MemoryLayer) -> None:
+    import asyncio
+
+    with pytest.raises(langmem_layer.InvalidInputError, match="messages is empty"):
+        asyncio.run(layer.aingest("alice", []))
+
+
+def test_a_string_is_one_ref_and_one_status(layer: MemoryLayer) -> None:
+    memory = layer.remember("alice", "Works at Acme.", refs="acme")
+    assert memory.record.refs == ["acme"]
+    assert [m.key for m in layer.list("alice", statuses="active")] == [memory.key]
+
+
+def test_limit_none_is_the_default(layer: MemoryLayer) -> None:
+    layer.remember("alice", "Likes tea.")
+    assert len(layer.recall("alice", "tea", limit=None)) == 1
