@@ -1,0 +1,189 @@
+"""SQL for the job runner: the users a per-user job walks, and the record of runs.
+
+Builders return ``(sql, params)`` and do no I/O. :func:`users` and :func:`count_users`
+read only user ids, across users, to know whom to serve (like
+:func:`langmem_layer.sql.queue.claimable_users`); the per-user work itself binds one
+user per statement. ``langmem_job_runs`` is the runner's own table, not a per-user
+one: one row per (job, period, shard).
+
+A shard is ``md5(user_id)`` read as a 32-bit number, modulo the shard count: stable
+across servers, PostgreSQL versions and processes (unlike ``hashtext``), and the
+same in Python (:func:`shard_of`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "advance",
+    "claim",
+    "count_users",
+    "fail",
+    "finish",
+    "last_runs",
+    "lock",
+    "restart",
+    "resume",
+    "run_row",
+    "shard_of",
+    "unlock",
+    "users",
+]
+
+Sql = tuple[str, dict[str, Any]]
+
+#: Tables whose rows make a user: memories and items, threads, queued turns. Each
+#: leads its primary key with ``user_id``, which the skip scan in :func:`users` needs.
+USER_TABLES = ("langmem_items", "langmem_threads", "langmem_extraction_queue")
+
+_SHARD = "(('x' || substr(md5({col}), 1, 8))::bit(32)::bigint %% %(shards)s)"
+
+_RUN = "job = %(job)s AND period = %(period)s AND shard = %(shard)s"
+
+_COLUMNS = "job, period, shard, cursor, users, counts, started_at, finished_at, error"
+
+
+def shard_of(user_id: str, shards: int) -> int:
+    """The shard of ``user_id`` among ``shards``, as the SQL of :func:`users` computes it."""
+    return int(hashlib.md5(user_id.encode()).hexdigest()[:8], 16) % shards
+
+
+def _skip_scan(table: str) -> str:
+    # A loose index scan: one index probe per distinct user instead of reading every
+    # row, so listing users costs O(users), not O(memories).
+    return f"""(WITH RECURSIVE walk(user_id) AS (
+            (SELECT t.user_id FROM {table} t WHERE t.user_id > %(after)s
+             ORDER BY t.user_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT t.user_id FROM {table} t WHERE t.user_id > w.user_id
+                    ORDER BY t.user_id LIMIT 1)
+            FROM walk w WHERE w.user_id IS NOT NULL)
+        SELECT user_id FROM walk WHERE user_id IS NOT NULL)"""
+
+
+def _users_in_shard(after: str, shard: int, shards: int) -> tuple[str, dict[str, Any]]:
+    union = "\n        UNION\n        ".join(_skip_scan(t) for t in USER_TABLES)
+    # '' is the shared tenant (items outside a tenant root): no user's job to run on it;
+    # starting after '' skips it.
+    sql = f"""SELECT u.user_id FROM ({union}) u
+        WHERE {_SHARD.format(col="u.user_id")} = %(shard)s"""
+    return sql, {"after": after, "shard": shard, "shards": shards}
+
+
+def users(*, after: str | None, shard: int, shards: int, limit: int) -> Sql:
+    """Up to ``limit`` user ids of ``shard`` (of ``shards``) after ``after``, in order."""
+    sql, params = _users_in_shard(after or "", shard, shards)
+    return f"{sql}\n        ORDER BY u.user_id LIMIT %(limit)s", {**params, "limit": limit}
+
+
+def count_users(*, after: str | None, shard: int, shards: int) -> Sql:
+    """How many users of ``shard`` come after ``after`` (one row: ``n``)."""
+    sql, params = _users_in_shard(after or "", shard, shards)
+    return f"SELECT count(*) AS n FROM ({sql}) s", params
+
+
+def lock(key: str) -> Sql:
+    """Try the session advisory lock of a run (one row: ``locked``); never waits.
+
+    Held by the connection running the job until :func:`unlock`, and released by the
+    server when that connection dies, so a crashed run can be resumed at once.
+    """
+    return ("SELECT pg_try_advisory_lock(hashtextextended(%(key)s, 0)) AS locked",
+            {"key": key})
+
+
+def unlock(key: str) -> Sql:
+    """Release the lock taken by :func:`lock`."""
+    return "SELECT pg_advisory_unlock(hashtextextended(%(key)s, 0)) AS unlocked", {"key": key}
+
+
+def _run(job: str, period: str, shard: str) -> dict[str, Any]:
+    return {"job": job, "period": period, "shard": shard}
+
+
+def claim(job: str, period: str, shard: str) -> Sql:
+    """Create the run's row unless it exists; returns the row as it now stands."""
+    return (
+        f"""WITH new AS (
+            INSERT INTO langmem_job_runs (job, period, shard) VALUES (%(job)s, %(period)s,
+                %(shard)s)
+            ON CONFLICT (job, period, shard) DO NOTHING
+            RETURNING {_COLUMNS})
+        SELECT {_COLUMNS}, true AS created FROM new
+        UNION ALL
+        SELECT {_COLUMNS}, false AS created FROM langmem_job_runs WHERE {_RUN}""",
+        _run(job, period, shard),
+    )
+
+
+def run_row(job: str, period: str, shard: str) -> Sql:
+    """The run's row (none if it never started)."""
+    return f"SELECT {_COLUMNS} FROM langmem_job_runs WHERE {_RUN}", _run(job, period, shard)
+
+
+def restart(job: str, period: str, shard: str) -> Sql:
+    """Start the run over (``--force``): no cursor, no counts, not finished."""
+    return (
+        f"""UPDATE langmem_job_runs SET cursor = NULL, users = 0, counts = '{{}}'::jsonb,
+            started_at = clock_timestamp(), finished_at = NULL, error = NULL
+        WHERE {_RUN} RETURNING {_COLUMNS}""",
+        _run(job, period, shard),
+    )
+
+
+def resume(job: str, period: str, shard: str) -> Sql:
+    """Pick up an unfinished run where its cursor stands; its last error is cleared."""
+    return (f"UPDATE langmem_job_runs SET error = NULL WHERE {_RUN} RETURNING {_COLUMNS}",
+            _run(job, period, shard))
+
+
+def advance(job: str, period: str, shard: str, user_id: str,
+            counts: Mapping[str, int]) -> Sql:
+    """Move the cursor to ``user_id`` and add its counts, in the user's transaction.
+
+    Returns no row when the cursor is already at or past the user (another runner did
+    it): the caller rolls the user's work back, so nothing is applied twice.
+    """
+    return (
+        f"""UPDATE langmem_job_runs r SET cursor = %(user_id)s, users = r.users + 1,
+            counts = (SELECT coalesce(jsonb_object_agg(k.key,
+                          coalesce((r.counts ->> k.key)::bigint, 0)
+                          + coalesce((%(counts)s::jsonb ->> k.key)::bigint, 0)), '{{}}')
+                      FROM (SELECT jsonb_object_keys(r.counts) AS key
+                            UNION SELECT jsonb_object_keys(%(counts)s::jsonb)) k)
+        WHERE {_RUN} AND r.finished_at IS NULL
+          AND (r.cursor IS NULL OR r.cursor < %(user_id)s)
+        RETURNING r.cursor""",
+        {**_run(job, period, shard), "user_id": user_id, "counts": json.dumps(dict(counts))},
+    )
+
+
+def finish(job: str, period: str, shard: str, *, counts: Mapping[str, int] | None = None,
+           error: str | None = None) -> Sql:
+    """Mark the run finished; ``counts`` replaces the row's (whole-store jobs)."""
+    return (
+        f"""UPDATE langmem_job_runs SET finished_at = clock_timestamp(), error = %(error)s,
+            counts = coalesce(%(counts)s::jsonb, counts)
+        WHERE {_RUN} RETURNING {_COLUMNS}""",
+        {**_run(job, period, shard), "error": error,
+         "counts": None if counts is None else json.dumps(dict(counts))},
+    )
+
+
+def fail(job: str, period: str, shard: str, error: str) -> Sql:
+    """Record why an unfinished run stopped; its cursor stays for the resume."""
+    return (f"UPDATE langmem_job_runs SET error = %(error)s WHERE {_RUN}",
+            {**_run(job, period, shard), "error": error})
+
+
+def last_runs() -> Sql:
+    """The latest started run of each job."""
+    return (
+        f"""SELECT DISTINCT ON (job) {_COLUMNS} FROM langmem_job_runs
+        ORDER BY job, started_at DESC""",
+        {},
+    )
