@@ -139,7 +139,10 @@ def _work_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-jobs", action="store_true",
                         help="only extract; run no scheduled job")
     parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",
-                        help="this worker's shard of users for per-user jobs (default: all)")
+                        help="pin this worker to one shard of users for per-user jobs")
+    parser.add_argument("--shards", type=int, default=1, metavar="N",
+                        help="split per-user jobs into N shards that the workers share, "
+                        "each taking the next free one (every worker: the same N)")
     parser.add_argument("--now", type=_iso_time, default=None,
                         help="run the pass as if at this ISO 8601 time (with --once)")
 
@@ -176,7 +179,7 @@ def _work(args: argparse.Namespace, ctx: JobContext | None) -> int:
                 print(result.summary(), flush=True)
             if not args.no_jobs:
                 for run in run_due(ctx, now=args.now, jobs=args.jobs, shard=args.shard,
-                                   on_error=_job_failed):
+                                   shards=args.shards, on_error=_job_failed):
                     print(run.summary(), flush=True)
             if args.once:
                 return 0

@@ -283,3 +283,48 @@ def test_shard_parsing() -> None:
     for bad in ("4/4", "1", "a/b", "-1/2"):
         with pytest.raises(ConfigurationError, match="i/n"):
             Shard.parse(bad)
+
+
+def test_workers_share_the_shards_of_a_period(pg_uri, index, people, touch) -> None:
+    barrier = threading.Barrier(2)
+    done: list[str] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as store:
+                barrier.wait()
+                done.extend(r.shard for r in run_due(ctx_of(store), now=NOW, jobs=[JOB],
+                                                     shards=4))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(done) == ["0/4", "1/4", "2/4", "3/4"]  # each shard by one worker
+    assert marks(pg_uri) == dict.fromkeys(people, 1)
+    assert all(r[5] for r in runs(pg_uri)) and len(runs(pg_uri)) == 4
+
+
+def test_the_store_of_a_per_user_job_writes_in_the_users_transaction(store, people,
+                                                                      pg_uri) -> None:
+    def note(ctx: JobContext, user_id: str, *, now: datetime, dry_run: bool = False):
+        rec = MemoryRecord(content=f"Checked {user_id} today.", kind=Kind.PROFILE_FACT,
+                           layer=Layer.SEMANTIC, occurred_at=now, last_accessed_at=now)
+        ctx.store.put(("memories", user_id, "work"), "checked", rec.to_value())
+        if user_id == "user-02":
+            raise RuntimeError("after the put")
+        return {"noted": 1}
+
+    register("note-test", "note each user", per_user=True, schedule="daily")(note)
+    try:
+        with pytest.raises(RuntimeError, match="after the put"):
+            run(ctx_of(store), "note-test", now=NOW)
+    finally:
+        del JOBS["note-test"]
+    noted = [u for u in people if store.get(("memories", u, "work"), "checked")]
+    assert noted == ["user-00", "user-01"]

@@ -31,7 +31,7 @@ import copy
 import json
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -229,7 +229,7 @@ def _walk(conn: psycopg.Connection[Any], *, after: str | None, shard: Shard,
           user: str | None) -> Iterator[str]:
     """The users of the run in order, after ``after``; fetched a page at a time."""
     if user is not None:
-        if after is None or user > after:
+        if after != user:  # a one-user run's cursor is that user once done
             yield user
         return
     while True:
@@ -244,7 +244,7 @@ def _walk(conn: psycopg.Connection[Any], *, after: str | None, shard: Shard,
 def _total(conn: psycopg.Connection[Any], *, after: str | None, shard: Shard,
            user: str | None) -> int:
     if user is not None:
-        return int(after is None or user > after)
+        return int(after != user)
     row = _one(conn, sql.count_users(after=after, shard=shard.index, shards=shard.count))
     return int(row["n"]) if row else 0
 
@@ -270,6 +270,8 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     with _progress(total, job.name, progress, out) as bar:
         for user_id in users:
             with conn.transaction():
+                if record is not None:
+                    _rows(conn, sql.relaxed_commit())
                 counts = _counts(job.function(bound, user_id, now=now, dry_run=dry_run,
                                               **options), job, user_id)
                 if dry_run:
@@ -430,8 +432,8 @@ def _scheduled(names: Iterable[str] | None) -> list[Job]:
 
 
 def run_due(ctx: JobContext, *, now: datetime | None = None, jobs: Iterable[str] | None = None,
-            shard: Shard | None = None, progress: bool = False,
-            on_error: Any = None) -> list[JobRun]:
+            shard: Shard | None = None, shards: int = 1, progress: bool = False,
+            on_error: Callable[[Job, Exception], None] | None = None) -> list[JobRun]:
     """Run each scheduled job whose latest due period has not finished (the worker's pass).
 
     Every worker may call this as often as it likes: a finished period is skipped, a
@@ -443,11 +445,14 @@ def run_due(ctx: JobContext, *, now: datetime | None = None, jobs: Iterable[str]
         ctx: The store, and settings (``jobs_time_of_day``, ``jobs_timezone``).
         now: The time of the pass (default: the store's clock).
         jobs: Only these jobs (default: every scheduled job).
-        shard: This worker's shard of users for per-user jobs (default: every user);
-            whole-store jobs run once, whichever worker gets them.
+        shard: Only this shard of users for per-user jobs (a worker pinned to it).
+        shards: Without ``shard``: split per-user jobs into this many shards and take
+            each in turn; one that another worker is running is passed over, so
+            workers share the shards and any one of them finishes them all. Every
+            worker must use the same count (a user's run is recorded per shard).
         progress: Show progress bars.
         on_error: ``on_error(job, exception)`` when a job fails; the pass goes on to
-            the next job. Default: raise.
+            the next. Default: raise.
 
     Returns:
         The runs that did something (``done``); skipped and busy ones are left out.
@@ -456,20 +461,25 @@ def run_due(ctx: JobContext, *, now: datetime | None = None, jobs: Iterable[str]
     tz = sched.zone(settings.jobs_timezone)
     at = sched.parse_time_of_day(settings.jobs_time_of_day)
     now = now or ctx.store.now()
+    if shards < 1:
+        raise ConfigurationError(f"shards is a count of 1 or more; got {shards}.")
     ran: list[JobRun] = []
     for job in _scheduled(jobs):
         assert job.schedule is not None
         period = sched.due_period(job.schedule, now, tz, at)
-        try:
-            result = run(ctx, job, now=now, period=period, progress=progress,
-                         shard=shard if job.per_user else None)
-        except Exception as e:
-            if on_error is None:
-                raise
-            on_error(job, e)
-            continue
-        if result.status == "done":
-            ran.append(result)
+        parts = [None] if not job.per_user else (
+            [shard] if shard is not None else [Shard(i, shards) for i in range(shards)])
+        for part in parts:
+            try:
+                result = run(ctx, job, now=now, period=period, progress=progress,
+                             shard=part)
+            except Exception as e:
+                if on_error is None:
+                    raise
+                on_error(job, e)
+                break  # its other shards wait for the next pass
+            if result.status == "done":
+                ran.append(result)
     return ran
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "finish",
     "last_runs",
     "lock",
+    "relaxed_commit",
     "restart",
     "resume",
     "run_row",
@@ -37,7 +38,7 @@ __all__ = [
 Sql = tuple[str, dict[str, Any]]
 
 #: Tables whose rows make a user: memories and items, threads, queued turns. Each
-#: leads its primary key with ``user_id``, which the skip scan in :func:`users` needs.
+#: leads its primary key with ``user_id``, which the walk of :func:`users` needs.
 USER_TABLES = ("langmem_items", "langmem_threads", "langmem_extraction_queue")
 
 _SHARD = "(('x' || substr(md5({col}), 1, 8))::bit(32)::bigint %% %(shards)s)"
@@ -52,38 +53,54 @@ def shard_of(user_id: str, shards: int) -> int:
     return int(hashlib.md5(user_id.encode()).hexdigest()[:8], 16) % shards
 
 
-def _skip_scan(table: str) -> str:
-    # A loose index scan: one index probe per distinct user instead of reading every
-    # row, so listing users costs O(users), not O(memories).
-    return f"""(WITH RECURSIVE walk(user_id) AS (
-            (SELECT t.user_id FROM {table} t WHERE t.user_id > %(after)s
-             ORDER BY t.user_id LIMIT 1)
+def _next_user(after: str) -> str:
+    # The least user id above ``after`` in any of the tables: one index probe per
+    # table (each leads its primary key with user_id), NULL when none is left.
+    probes = ",\n                ".join(
+        f"(SELECT t.user_id FROM {table} t WHERE t.user_id > {after} "
+        "ORDER BY t.user_id LIMIT 1)" for table in USER_TABLES)
+    return f"least({probes})"
+
+
+def _walk(after: str, shard: int, shards: int) -> tuple[str, dict[str, Any]]:
+    # A loose index scan merged across the tables: each step finds the next user, so
+    # walking costs one probe per table and user, never a read of every row. Steps are
+    # strictly increasing, so the walk is in order and without duplicates, and it is
+    # evaluated lazily: a LIMIT on it stops the walk. '' is the shared tenant (items
+    # outside a tenant root), no user's: starting after '' skips it.
+    sql = f"""WITH RECURSIVE walk(user_id) AS (
+            SELECT {_next_user("%(after)s")}
             UNION ALL
-            SELECT (SELECT t.user_id FROM {table} t WHERE t.user_id > w.user_id
-                    ORDER BY t.user_id LIMIT 1)
-            FROM walk w WHERE w.user_id IS NOT NULL)
-        SELECT user_id FROM walk WHERE user_id IS NOT NULL)"""
-
-
-def _users_in_shard(after: str, shard: int, shards: int) -> tuple[str, dict[str, Any]]:
-    union = "\n        UNION\n        ".join(_skip_scan(t) for t in USER_TABLES)
-    # '' is the shared tenant (items outside a tenant root): no user's job to run on it;
-    # starting after '' skips it.
-    sql = f"""SELECT u.user_id FROM ({union}) u
-        WHERE {_SHARD.format(col="u.user_id")} = %(shard)s"""
+            SELECT {_next_user("w.user_id")} FROM walk w WHERE w.user_id IS NOT NULL)
+        SELECT user_id FROM walk
+        WHERE user_id IS NOT NULL AND {_SHARD.format(col="user_id")} = %(shard)s"""
     return sql, {"after": after, "shard": shard, "shards": shards}
 
 
 def users(*, after: str | None, shard: int, shards: int, limit: int) -> Sql:
-    """Up to ``limit`` user ids of ``shard`` (of ``shards``) after ``after``, in order."""
-    sql, params = _users_in_shard(after or "", shard, shards)
-    return f"{sql}\n        ORDER BY u.user_id LIMIT %(limit)s", {**params, "limit": limit}
+    """Up to ``limit`` user ids of ``shard`` (of ``shards``) after ``after``, in order.
+
+    The cost is proportional to the users walked (``limit`` × ``shards`` or so), not
+    to the users left, so paging through every user is linear.
+    """
+    sql, params = _walk(after or "", shard, shards)
+    return f"{sql}\n        LIMIT %(limit)s", {**params, "limit": limit}
 
 
 def count_users(*, after: str | None, shard: int, shards: int) -> Sql:
-    """How many users of ``shard`` come after ``after`` (one row: ``n``)."""
-    sql, params = _users_in_shard(after or "", shard, shards)
+    """How many users of ``shard`` come after ``after`` (one row: ``n``); walks them all."""
+    sql, params = _walk(after or "", shard, shards)
     return f"SELECT count(*) AS n FROM ({sql}) s", params
+
+
+def relaxed_commit() -> Sql:
+    """Commit the current transaction without waiting for its WAL to reach disk.
+
+    Safe for a user's transaction: its work and its cursor advance commit or vanish
+    together, so a commit lost in a server crash is redone by the resume, never
+    half-applied. It spares each user a disk flush (most of a small job's time).
+    """
+    return "SET LOCAL synchronous_commit = off", {}
 
 
 def lock(key: str) -> Sql:
