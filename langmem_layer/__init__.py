@@ -24,7 +24,7 @@ from langmem_layer.errors import (
     SchemaNotReadyError,
     SyncCallOnEventLoopError,
 )
-from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult
+from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult, JobRun, JobStatus, Shard
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
 from langmem_layer.read.block import ContextBlock
@@ -82,6 +82,8 @@ __all__ = [
     "JobContext",
     "JobOption",
     "JobResult",
+    "JobRun",
+    "JobStatus",
     "Kind",
     "LLMExtractor",
     "LangmemError",
@@ -110,6 +112,7 @@ __all__ = [
     "RuleExtractor",
     "SchemaNotReadyError",
     "SessionSweep",
+    "Shard",
     "Source",
     "Status",
     "SyncCallOnEventLoopError",
