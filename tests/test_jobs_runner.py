@@ -328,3 +328,19 @@ def test_the_store_of_a_per_user_job_writes_in_the_users_transaction(store, peop
         del JOBS["note-test"]
     noted = [u for u in people if store.get(("memories", u, "work"), "checked")]
     assert noted == ["user-00", "user-01"]
+
+
+def test_status_of_a_sharded_period(store, people, touch) -> None:
+    ctx = ctx_of(store)
+    run(ctx, JOB, now=NOW, shard=Shard(0, 2))
+    touch.fail_after = 0
+    with pytest.raises(RuntimeError):
+        run(ctx, JOB, now=NOW, shard=Shard(1, 2))
+    mine = {s.job: s for s in status(ctx, now=NOW)}[JOB]
+    assert (mine.shard, mine.due_now) == ("1/2", True)
+    assert mine.error == "RuntimeError: stopped at " + min(
+        u for u in people if shard_of(u, 2) == 1)
+    touch.fail_after = None
+    run(ctx, JOB, now=NOW, shard=Shard(1, 2))
+    mine = {s.job: s for s in status(ctx, now=NOW)}[JOB]
+    assert (mine.error, mine.due_now) == (None, False)

@@ -486,8 +486,8 @@ def run_due(ctx: JobContext, *, now: datetime | None = None, jobs: Iterable[str]
 def status(ctx: JobContext, *, now: datetime | None = None) -> list[JobStatus]:
     """Every registered job's latest recorded run, and when it is next due.
 
-    ``due_now`` is set when the job's latest due period has no finished run for the
-    whole store (shard ``0/1``); sharded runs are not summed up here.
+    ``due_now`` is set when the job's latest due period has no run, or a run of some
+    shard not finished (shards never started are not known here).
     """
     settings = _settings(ctx)
     tz = sched.zone(settings.jobs_timezone)
@@ -505,9 +505,9 @@ def status(ctx: JobContext, *, now: datetime | None = None) -> list[JobStatus]:
                 st.users, st.counts, st.error = row["users"], dict(row["counts"]), row["error"]
             if job.schedule is not None:
                 st.next_due = sched.next_due(job.schedule, now, tz, at)
-                due = _one(conn, sql.run_row(
-                    job.name, sched.due_period(job.schedule, now, tz, at), ALL.label))
-                st.due_now = due is None or due["finished_at"] is None
+                due = _rows(conn, sql.period_runs(
+                    job.name, sched.due_period(job.schedule, now, tz, at)))
+                st.due_now = not due or any(r["finished_at"] is None for r in due)
             out.append(st)
     return out
 

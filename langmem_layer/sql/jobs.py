@@ -26,10 +26,10 @@ __all__ = [
     "finish",
     "last_runs",
     "lock",
+    "period_runs",
     "relaxed_commit",
     "restart",
     "resume",
-    "run_row",
     "shard_of",
     "unlock",
     "users",
@@ -137,9 +137,10 @@ def claim(job: str, period: str, shard: str) -> Sql:
     )
 
 
-def run_row(job: str, period: str, shard: str) -> Sql:
-    """The run's row (none if it never started)."""
-    return f"SELECT {_COLUMNS} FROM langmem_job_runs WHERE {_RUN}", _run(job, period, shard)
+def period_runs(job: str, period: str) -> Sql:
+    """Every shard's row of one period of a job."""
+    return (f"SELECT {_COLUMNS} FROM langmem_job_runs WHERE job = %(job)s "
+            "AND period = %(period)s", {"job": job, "period": period})
 
 
 def restart(job: str, period: str, shard: str) -> Sql:
