@@ -24,7 +24,7 @@ from langmem_layer.errors import (
     SchemaNotReadyError,
     SyncCallOnEventLoopError,
 )
-from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult
+from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult, JobRun, JobStatus, Shard
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
 from langmem_layer.read.block import ContextBlock
@@ -85,6 +85,8 @@ __all__ = [
     "JobContext",
     "JobOption",
     "JobResult",
+    "JobRun",
+    "JobStatus",
     "Kind",
     "LLMExtractor",
     "LangmemError",
@@ -113,6 +115,7 @@ __all__ = [
     "RuleExtractor",
     "SchemaNotReadyError",
     "SessionSweep",
+    "Shard",
     "Source",
     "Status",
     "SyncCallOnEventLoopError",

@@ -19,9 +19,12 @@ from typing import Any
 
 import psycopg
 
-from langmem_layer.config import open_store
+from langmem_layer.config import open_store, settings_from_env
 from langmem_layer.errors import LangmemError
 from langmem_layer.jobs import JOBS, Job, JobContext
+from langmem_layer.jobs.runner import Shard, counts_json, run_due, status
+from langmem_layer.jobs.runner import run as run_job
+from langmem_layer.jobs.schedule import zone
 
 __all__ = ["COMMANDS", "Command", "main"]
 
@@ -145,18 +148,56 @@ def _delete_user(args: argparse.Namespace, ctx: JobContext | None) -> int:
 
 
 def _work_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--once", action="store_true", help="one pass over ready entries")
+    parser.add_argument("--once", action="store_true",
+                        help="one pass: ready entries, then the jobs due")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between polls")
+    parser.add_argument("--jobs", type=_job_names, default=None, metavar="NAME,...",
+                        help="run only these scheduled jobs (default: every scheduled job)")
+    parser.add_argument("--no-jobs", action="store_true",
+                        help="only extract; run no scheduled job")
+    parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",
+                        help="pin this worker to one shard of users for per-user jobs")
+    parser.add_argument("--shards", type=int, default=1, metavar="N",
+                        help="split per-user jobs into N shards that the workers share, "
+                        "each taking the next free one (every worker: the same N)")
+    parser.add_argument("--now", type=_iso_time, default=None,
+                        help="run the pass as if at this ISO 8601 time (with --once)")
+
+
+def _job_names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _shard(text: str) -> Shard:
+    try:
+        return Shard.parse(text)
+    except LangmemError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _job_failed(job: Job, error: Exception) -> None:
+    # The worker goes on: the failed run keeps its cursor and is resumed next pass.
+    print(f"{PROG}: job {job.name} failed: {type(error).__name__}: {error}",
+          file=sys.stderr, flush=True)
 
 
 def _work(args: argparse.Namespace, ctx: JobContext | None) -> int:
-    """Run the ``extract`` job, then poll; Ctrl-C stops after the current pass."""
+    """Run the ``extract`` job and the scheduled jobs that are due, then poll; Ctrl-C
+    stops after the current pass.
+
+    Every worker runs the schedule: a period's run is claimed by one of them (see
+    :mod:`langmem_layer.jobs.runner`), the others skip it.
+    """
     assert ctx is not None
     try:
         while True:
             result = JOBS["extract"].run(ctx)
             if result.counts["extracted"] or result.failed:
                 print(result.summary(), flush=True)
+            if not args.no_jobs:
+                for run in run_due(ctx, now=args.now, jobs=args.jobs, shard=args.shard,
+                                   shards=args.shards, on_error=_job_failed):
+                    print(run.summary(), flush=True)
             if args.once:
                 return 0
             time.sleep(args.interval)
@@ -206,7 +247,8 @@ def _job_command(job: Job) -> Command:
 def _jobs_list(args: argparse.Namespace, ctx: JobContext | None) -> int:
     width = max(len(name) for name in JOBS)
     for job in sorted(JOBS.values(), key=lambda j: j.name):
-        print(f"{job.name:<{width}}  {job.schedule or 'on demand':<9}  {job.summary}")
+        scope = " (per user)" if job.per_user else ""
+        print(f"{job.name:<{width}}  {job.schedule or 'on demand':<9}  {job.summary}{scope}")
     return 0
 
 
@@ -226,6 +268,13 @@ def _jobs_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run as if at this ISO 8601 time (default: now)")
     parser.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
                         help="a job option, e.g. -O threshold=1000 (repeatable)")
+    parser.add_argument("--user", default=None, help="a per-user job for this user only")
+    parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",
+                        help="a per-user job for shard I of N of the users (e.g. 0/4)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="a per-user job run without writing anything; not recorded")
+    parser.add_argument("--force", action="store_true",
+                        help="run again a period that has already finished")
 
 
 def _jobs_run_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -240,8 +289,48 @@ def _jobs_run_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _jobs_run(args: argparse.Namespace, ctx: JobContext | None) -> int:
+    """Run a job through the runner: recorded, once per period unless ``--force``."""
     assert ctx is not None
-    return _run_job(JOBS[args.name], ctx, _jobs_run_options(args), now=args.now)
+    job = JOBS[args.name]
+    run = run_job(ctx, job, now=args.now, user=args.user, shard=args.shard,
+                  dry_run=args.dry_run, force=args.force, progress=True,
+                  options=_jobs_run_options(args))
+    if run.status == "done" and run.result is not None:
+        print(run.result.summary())  # a whole-store job: its own line
+    elif run.status in ("done", "dry-run"):
+        print(run.table())
+    else:
+        print(run.summary())
+    return 1 if run.failed else 0
+
+
+def _when(value: datetime | None, tz: Any) -> str:
+    return value.astimezone(tz).strftime("%Y-%m-%d %H:%M") if value else "-"
+
+
+def _jobs_status_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--now", type=_iso_time, default=None,
+                        help="next due times as of this ISO 8601 time (default: now)")
+
+
+def _jobs_status(args: argparse.Namespace, ctx: JobContext | None) -> int:
+    """Each job's latest run: period, shard, times, counts, error, and when next due."""
+    assert ctx is not None
+    settings = settings_from_env()
+    tz = zone(settings.jobs_timezone)
+    rows = [("JOB", "PERIOD", "SHARD", "STARTED", "FINISHED", "USERS", "COUNTS", "ERROR",
+             f"NEXT DUE ({settings.jobs_timezone})")]
+    for st in status(JobContext(ctx.store, settings=settings), now=args.now):
+        due = "now" if st.due_now else _when(st.next_due, tz)
+        rows.append((st.job, st.period or "never", st.shard or "-", _when(st.started_at, tz),
+                     _when(st.finished_at, tz) if st.started_at else "-",
+                     str(st.users) if st.started_at else "-",
+                     counts_json(st.counts) if st.started_at else "-", st.error or "-",
+                     due if st.schedule else "on demand"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
 
 
 def _jobs_run_embeds(args: argparse.Namespace) -> bool:
@@ -258,15 +347,17 @@ COMMANDS: dict[str, Command] = {
                            _delete_user_arguments, _delete_user),
     **{name: _job_command(JOBS[name]) for name in
        ("sweep-ttl", "purge-embedding-cache", "sweep-sessions", "index-large-users")},
-    "worker": Command("extract queued turns (until interrupted)", _work_arguments, _work,
-                      _always),
+    "worker": Command("extract queued turns and run the scheduled jobs as they fall due "
+                      "(until interrupted)", _work_arguments, _work, _always),
     "jobs list": Command("list the maintenance jobs: name, schedule, summary",
                          _no_arguments, _jobs_list, uses_store=False),
-    "jobs run": Command("run one maintenance job by name", _jobs_run_arguments, _jobs_run,
-                        _jobs_run_embeds),
+    "jobs run": Command("run one maintenance job by name (once per period; recorded)",
+                        _jobs_run_arguments, _jobs_run, _jobs_run_embeds),
+    "jobs status": Command("each job's last run and when it is next due",
+                           _jobs_status_arguments, _jobs_status),
 }
 
-_GROUP_HELP = {"jobs": "list the maintenance jobs, or run one by name"}
+_GROUP_HELP = {"jobs": "list the maintenance jobs, run one by name, or show their runs"}
 
 
 # -- main -----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import json
 import os
 from typing import Annotated, Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from langmem_layer.errors import ConfigurationError
 
@@ -218,6 +218,18 @@ class MemorySettings(BaseModel):
     due_limit: int = Field(
         default=3, ge=0, description="At most this many due open loops a turn (0: off).")
 
+    jobs_time_of_day: str = Field(
+        default="03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description="Local time (HH:MM) from which a scheduled job's period is due: a "
+        "daily job runs once a day from then, a weekly one from then on Mondays, a "
+        "monthly one from then on the 1st (R7.6).",
+    )
+    jobs_timezone: str = Field(
+        default="UTC",
+        description="IANA timezone of jobs_time_of_day and of the jobs' periods "
+        "(a daily period is a local calendar day).",
+    )
+
     @model_validator(mode="after")
     def _default_profile_known(self) -> MemorySettings:
         if self.default_profile not in self.profiles:
@@ -227,6 +239,14 @@ class MemorySettings(BaseModel):
     def half_life_days(self, user_id: str) -> float:
         """The half-life of ``user_id``'s summaries and reflections (R5.1)."""
         return self.summary_half_life_by_user.get(user_id, self.summary_half_life_days)
+
+    @field_validator("jobs_timezone")
+    @classmethod
+    def _known_timezone(cls, name: str) -> str:
+        from langmem_layer.jobs.schedule import zone
+
+        zone(name)  # raises ConfigurationError (a ValueError) naming the fix
+        return name
 
     @property
     def context_budget_tokens(self) -> int:

@@ -75,8 +75,7 @@ def test_jobs_list_needs_no_database(capsys, monkeypatch) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:2] for line in lines] == [
         ["extract", "on"], ["index-large-users", "daily"], ["lifecycle", "daily"],
-        ["lifecycle-all", "daily"], ["purge-embedding-cache", "weekly"],
-        ["purge-expired", "monthly"], ["purge-expired-all", "monthly"], ["reextract", "on"],
+        ["purge-embedding-cache", "weekly"], ["purge-expired", "monthly"], ["reextract", "on"],
         ["sweep-sessions", "daily"], ["sweep-ttl", "daily"]]
     assert all(JOBS[line.split()[0]].summary in line for line in lines)
 
@@ -93,7 +92,10 @@ def test_jobs_run_with_time_and_options(pg_uri: str, store, clock, capsys, monke
     assert main([*url, "jobs", "run", "sweep-ttl", "--now", at]) == 0
     assert capsys.readouterr().out == "deleted 0 expired items\n"
     at = (clock.now + timedelta(hours=2)).isoformat()
+    # The same day's period has run: again only when forced.
     assert main([*url, "jobs", "run", "sweep-ttl", "--now", at]) == 0
+    assert capsys.readouterr().out.startswith("sweep-ttl [2026-11-18, shard 0/1]: already ran")
+    assert main([*url, "jobs", "run", "sweep-ttl", "--now", at, "--force"]) == 0
     assert capsys.readouterr().out == "deleted 1 expired items\n"
     monkeypatch.setattr("langmem_layer.embeddings.default_index", lambda: store.index_config)
     assert main([*url, "jobs", "run", "index-large-users", "-O", "threshold=1000000"]) == 0

@@ -26,8 +26,6 @@ def test_registry_holds_every_job_with_its_schedule() -> None:
         "extract": None,
         "lifecycle": "daily",
         "purge-expired": "monthly",
-        "lifecycle-all": "daily",
-        "purge-expired-all": "monthly",
         "reextract": None,
     }
     assert all(name == job.name and job.summary for name, job in JOBS.items())

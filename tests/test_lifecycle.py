@@ -8,9 +8,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 
-from langmem_layer import JOBS, ConfigurationError, MemorySettings
+from langmem_layer import JOBS, MemorySettings
 from langmem_layer.jobs import JobContext
 from langmem_layer.read.rank import decay_score
 from langmem_layer.store import ops as mops
@@ -213,8 +212,6 @@ def test_whole_store_job_runs_each_user(store: PostgresMemoryStore, clock: Clock
         put(store, "e", "Went to the lake.", Kind.EPISODIC_EVENT, Layer.EPISODIC, t0,
             ns=("memories", user, "work"))
     ctx = JobContext(store, settings=MemorySettings())
-    result = JOBS["lifecycle-all"].run(ctx, now=t0 + timedelta(days=31))
-    assert result.counts["users"] == 3 and result.counts["stale_episodic"] == 3
+    result = JOBS["lifecycle"].run(ctx, now=t0 + timedelta(days=31))
+    assert result.counts["stale_episodic"] == 3
     assert JOBS["lifecycle"].per_user and JOBS["purge-expired"].schedule == "monthly"
-    with pytest.raises(ConfigurationError, match="runs per user"):
-        JOBS["lifecycle"].run(ctx)

@@ -7,11 +7,19 @@ Run one from code::
     with open_store(index=None) as store:
         print(JOBS["sweep-ttl"].run(JobContext(store)).summary())
 
-or from the command line: ``langmem-layer jobs list`` / ``langmem-layer jobs run NAME``.
+or, recorded once per period (resumable, sharded), through the runner::
+
+    from langmem_layer.jobs import run
+    print(run(JobContext(store), "sweep-ttl").summary())
+
+or from the command line: ``langmem-layer jobs list`` / ``jobs run NAME`` /
+``jobs status``; ``langmem-layer worker`` runs the scheduled ones as they fall due.
 """
 
 # Imported for their side effect: each module registers its jobs.
 from langmem_layer.jobs import flows, lifecycle, maintenance, reextract  # noqa: F401
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobOption, JobResult, register
+from langmem_layer.jobs.runner import JobRun, JobStatus, Shard, run, run_due, status
 
-__all__ = ["JOBS", "Job", "JobContext", "JobOption", "JobResult", "register"]
+__all__ = ["JOBS", "Job", "JobContext", "JobOption", "JobResult", "JobRun", "JobStatus", "Shard",
+           "register", "run", "run_due", "status"]

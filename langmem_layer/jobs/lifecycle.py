@@ -20,16 +20,16 @@ embeddings, in one transaction.
 
 Each job works on one user in one transaction, with set-based SQL
 (:mod:`langmem_layer.sql.lifecycle`), and running it again for the same ``now``
-changes nothing. ``lifecycle-all`` and ``purge-expired-all`` run them for every user.
+changes nothing. ``langmem-layer jobs run lifecycle`` (the runner,
+:mod:`langmem_layer.jobs.runner`) runs them user by user, recorded, resumable, sharded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from langmem_layer.jobs.registry import JobContext, JobOption, JobResult, register
+from langmem_layer.jobs.registry import JobContext, register
 from langmem_layer.runner import require_user
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store import ops as mops
@@ -37,7 +37,6 @@ from langmem_layer.types import to_utc
 
 __all__ = ["lifecycle", "lifecycle_thresholds", "purge_expired"]
 
-_DRY_RUN = JobOption("dry_run", bool, "count what would change, change nothing")
 
 
 def _settings(ctx: JobContext) -> MemorySettings:
@@ -106,38 +105,3 @@ def purge_expired(ctx: JobContext, user_id: str, *, now: datetime,
     """
     user_id = require_user(user_id)
     return dict(_run(ctx, mops.PurgeExpiredMemoriesOp(user_id, to_utc(now), dry_run)))
-
-
-def _every_user(ctx: JobContext, job: Callable[..., dict[str, int]], now: datetime | None,
-                dry_run: bool) -> tuple[dict[str, int], int]:
-    at = to_utc(now or ctx.store.now())
-    totals: dict[str, int] = {}
-    users = 0
-    after = ""
-    while True:
-        page: list[str] = _run(ctx, mops.MemoryUsersOp(after))
-        for user_id in page:
-            users += 1
-            for outcome, n in job(ctx, user_id, now=at, dry_run=dry_run).items():
-                totals[outcome] = totals.get(outcome, 0) + n
-        if not page:
-            return totals, users
-        after = page[-1]
-
-
-@register("lifecycle-all", "run the lifecycle for every user", schedule="daily",
-          options=(_DRY_RUN,))
-def lifecycle_all(ctx: JobContext, *, now: datetime | None = None,
-                  dry_run: bool = False) -> JobResult:
-    """``lifecycle`` for each user with memories, one transaction per user."""
-    counts, users = _every_user(ctx, lifecycle, now, dry_run)
-    return JobResult("lifecycle-all", {"users": users, **counts}, detail=counts)
-
-
-@register("purge-expired-all", "delete every user's expired memories", schedule="monthly",
-          options=(_DRY_RUN,))
-def purge_expired_all(ctx: JobContext, *, now: datetime | None = None,
-                      dry_run: bool = False) -> JobResult:
-    """``purge-expired`` for each user with memories, one transaction per user."""
-    counts, users = _every_user(ctx, purge_expired, now, dry_run)
-    return JobResult("purge-expired-all", {"users": users, **counts}, detail=counts)

@@ -1,9 +1,22 @@
 """The job registry: every periodic maintenance task, by name.
 
-A job is a named call to a public method of the store or of :class:`MemoryLayer`
-(``store.sweep_ttl()``, ``layer.sweep_sessions(...)`` ...) that an operator runs
-from cron, ``langmem-layer jobs run NAME``, or code. Registering it here is what
-makes it appear in ``langmem-layer jobs list`` and runnable by name.
+A whole-store job is a named call to a public method of the store or of
+:class:`MemoryLayer` (``store.sweep_ttl()``, ``layer.sweep_sessions(...)`` ...). A
+per-user job (``per_user=True``) is a function of one user::
+
+    @register("count-memories", "count each user's memories", schedule="daily",
+              per_user=True)
+    def count_memories(ctx: JobContext, user_id: str, *, now: datetime,
+                       dry_run: bool = False) -> dict[str, int]:
+        rows = ctx.execute(("SELECT count(*) AS n FROM langmem_items "
+                            "WHERE user_id = %s", [user_id]))
+        return {"counted": rows[0]["n"]}
+
+which :mod:`langmem_layer.jobs.runner` calls once per user, each call in a
+transaction of its own that also records the user as done. Either kind runs from
+``langmem-layer jobs run NAME``, the ``langmem-layer worker`` schedule, the ``jobs``
+LangGraph graph, or code; registering it here is what makes it appear in
+``langmem-layer jobs list`` and runnable by name.
 """
 
 from __future__ import annotations
@@ -15,9 +28,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from psycopg.rows import dict_row
+
 from langmem_layer.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
 
     from langmem_layer.layer import MemoryLayer
@@ -34,7 +50,9 @@ class JobContext:
     """What a job runs against: a store, and a :class:`MemoryLayer` built on first use.
 
     Store-level jobs only touch :attr:`store`; flow-level jobs ask for :attr:`layer`,
-    which is built lazily so that store jobs never construct an extractor.
+    which is built lazily so that store jobs never construct an extractor. The runner
+    hands a per-user job a context bound to the connection of the user's transaction:
+    its :meth:`execute`, :attr:`store` and :attr:`layer` all write in that transaction.
 
     Args:
         store: The open store.
@@ -53,6 +71,21 @@ class JobContext:
         self.data_dir = data_dir
         self.settings = settings
         self._layer = layer
+        #: The connection the runner bound this context to (None: the store's own).
+        self.conn: psycopg.Connection[Any] | None = None
+
+    def execute(self, query: tuple[str, Any]) -> list[dict[str, Any]]:
+        """Run one ``(sql, params)`` statement (a builder of :mod:`langmem_layer.sql`).
+
+        In a per-user job it runs in the user's transaction, so it commits with the
+        user's cursor advance or not at all. Returns the rows (empty for a statement
+        that returns none).
+        """
+        sql, params = query
+        if self.conn is not None:
+            return _execute(self.conn, sql, params)
+        with self.store._connection() as conn:
+            return _execute(conn, sql, params)
 
     @property
     def layer(self) -> MemoryLayer:
@@ -71,6 +104,12 @@ class JobContext:
         from langmem_layer.working.sessions import postgres_checkpointer
 
         return postgres_checkpointer(self.database_url, data_dir=self.data_dir)
+
+
+def _execute(conn: psycopg.Connection[Any], sql: str, params: Any) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(sql, params)
+        return cur.fetchall() if cur.description else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +192,8 @@ class JobResult:
         return f"{self.job}: {outcomes or 'nothing to do'}"
 
 
+#: ``fn(ctx, *, now, **options) -> JobResult`` for a whole-store job;
+#: ``fn(ctx, user_id, *, now, dry_run=False, **options) -> dict[str, int]`` per user.
 JobFunction = Callable[..., Any]
 
 
@@ -164,13 +205,14 @@ class Job:
         name: The registry key and command name (``sweep-ttl``).
         summary: One line saying what it does.
         schedule: How often to run it (``"daily"``, ``"weekly"``, ``"monthly"``), or None
-            for on demand. Informational: nothing schedules jobs yet.
+            for on demand; ``langmem-layer worker`` runs scheduled jobs once per period.
         needs_embeddings: Whether the store must have an embedding index, whatever the
             options.
-        function: ``function(ctx, *, now, **options) -> JobResult``; for a per-user
-            job ``function(ctx, user_id, *, now, dry_run=False) -> dict[str, int]``.
+        function: ``function(ctx, *, now, **options) -> JobResult``; for a per-user job
+            ``function(ctx, user_id, *, now, dry_run=False, **options) -> dict[str, int]``
+            (how many things ended in each outcome for that user).
         options: The keyword options it takes.
-        per_user: The job runs for one user at a time (a runner calls it user by user).
+        per_user: Whether the runner calls :attr:`function` once per user.
     """
 
     name: str
@@ -200,7 +242,9 @@ class Job:
 
     def run(self, ctx: JobContext, *, now: datetime | None = None,
             **options: Any) -> JobResult:
-        """Run the job once.
+        """Run the job once, unrecorded (:func:`langmem_layer.jobs.runner.run` records).
+
+        A per-user job runs over every user, each in its own transaction.
 
         Args:
             ctx: The store (and layer) to run against.
@@ -212,14 +256,22 @@ class Job:
             ConfigurationError: An option the job does not take, or a per-user job
                 (call its function with a user id).
         """
+        given = self.given(options)
         if self.per_user:
-            raise ConfigurationError(
-                f"Job {self.name} runs per user: call JOBS[{self.name!r}].function(ctx, "
-                "user_id, now=...) for each user, or run its whole-store job.")
+            from langmem_layer.jobs.runner import run_users
+
+            return run_users(ctx, self, now=now, options=given)
+        return self.function(ctx, now=now, **given)  # type: ignore[no-any-return]
+
+    def given(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` checked against the job's, without the Nones (job defaults).
+
+        Raises:
+            ConfigurationError: An option the job does not take.
+        """
         for name in options:
             self.option(name)
-        given = {k: v for k, v in options.items() if v is not None}
-        return self.function(ctx, now=now, **given)
+        return {k: v for k, v in options.items() if v is not None}
 
 
 #: Every registered job by name, in registration order.
@@ -232,8 +284,16 @@ def register(name: str, summary: str, *, schedule: str | None = None,
     """Register the decorated function as the job ``name`` (see :class:`Job`).
 
     Raises:
-        ConfigurationError: A job of that name is already registered.
+        ConfigurationError: A job of that name is already registered, or the schedule
+            is not one of ``daily``, ``weekly``, ``monthly`` (or None).
     """
+    from langmem_layer.jobs.schedule import SCHEDULES
+
+    if schedule is not None and schedule not in SCHEDULES:
+        raise ConfigurationError(
+            f"Job {name!r}: schedule is one of {', '.join(SCHEDULES)} or None, "
+            f"got {schedule!r}.")
+
     def decorate(function: JobFunction) -> JobFunction:
         if name in JOBS:
             raise ConfigurationError(f"Job {name!r} is already registered.")

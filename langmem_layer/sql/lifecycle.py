@@ -1,10 +1,8 @@
 """SQL of the memory lifecycle (R5.1, R5.2): decay, status transitions, purge, history.
 
 Builders return ``(sql, params)`` with named parameters and do no I/O. Every statement
-is set-based over ONE user's memories and binds ``user_id`` with an equality predicate,
-except :func:`memory_users`, which reads user ids only (as the TTL sweep does) so a
-whole-store run can then go user by user. Pinned memories are exempt from every
-statement that changes a memory.
+is set-based over ONE user's memories and binds ``user_id`` with an equality predicate.
+Pinned memories are exempt from every statement that changes a memory.
 
 Each transition is a candidate query (which memories, and why) and an update that
 moves them and appends a :class:`~langmem_layer.types.HistoryEntry` to the value's
@@ -27,7 +25,6 @@ __all__ = [
     "apply_transition",
     "decay_expression",
     "memory_history",
-    "memory_users",
     "purge_expired",
     "record_outcome",
     "rescore_decay",
@@ -338,14 +335,5 @@ def record_outcome(user_id: str, key: str, success: bool, now: datetime) -> Sql:
         RETURNING coalesce((i.value ->> 'success_count')::int, 0) AS success_count,
                   coalesce((i.value ->> 'failure_count')::int, 0) AS failure_count""",
         {"user_id": user_id, "key": key, "now": now},
-    )
-
-
-def memory_users(after: str = "", limit: int = 1000) -> Sql:
-    """User ids holding memories, in order, a page at a time (ids only, no values)."""
-    return (
-        """SELECT DISTINCT user_id FROM langmem_items
-        WHERE is_memory AND user_id > %(after)s ORDER BY user_id LIMIT %(limit)s""",
-        {"after": after, "limit": limit},
     )
 

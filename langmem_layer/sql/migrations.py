@@ -443,6 +443,27 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (user_id, turn_key)
     );
     """,
+    # The job runner's record (R7.6): one row per job, period and shard, claimed before
+    # the run and finished after it, so a finished period is not run again; the cursor
+    # is the last user whose work committed, so a crashed run resumes after it. The
+    # runner's own table, not a per-user one (on a distributed PostgreSQL: a local
+    # table of the coordinator).
+    """
+    CREATE TABLE IF NOT EXISTS langmem_job_runs (
+        job         text NOT NULL,
+        period      text NOT NULL,
+        shard       text NOT NULL,
+        cursor      text,
+        users       integer NOT NULL DEFAULT 0,
+        counts      jsonb NOT NULL DEFAULT '{}'::jsonb,
+        started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+        finished_at timestamptz,
+        error       text,
+        PRIMARY KEY (job, period, shard)
+    );
+    CREATE INDEX IF NOT EXISTS langmem_job_runs_latest_idx
+        ON langmem_job_runs (job, started_at DESC);
+    """,
 ]
 
 

@@ -55,8 +55,3 @@ class LifecycleHandlers(Registry):
         rows = yield Query(*lsql.record_outcome(op.user_id, op.key, op.success,
                                                 op.now or self.now()))
         return (rows[0]["success_count"], rows[0]["failure_count"]) if rows else None
-
-    @handles(mops.MemoryUsersOp)
-    def _memory_users(self, op: mops.MemoryUsersOp) -> Handler:
-        rows = yield Query(*lsql.memory_users(op.after, op.limit))
-        return [r["user_id"] for r in rows]

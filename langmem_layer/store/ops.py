@@ -41,7 +41,6 @@ __all__ = [
     "LogMessagesOp",
     "LoggedMessage",
     "MemoryHistoryOp",
-    "MemoryUsersOp",
     "PendingOp",
     "PurgeEmbeddingCacheOp",
     "PurgeExpiredMemoriesOp",
@@ -502,12 +501,6 @@ class RecordOutcomeOp(NamedTuple):
     success: bool
     now: datetime | None = None
 
-
-class MemoryUsersOp(NamedTuple):
-    """Ids of users holding memories, ordered, after ``after`` (result: ``list[str]``)."""
-
-    after: str = ""
-    limit: int = 1000
 
 
 # -- erasing a user, and turns the LLM extractor could not handle -------------------------

@@ -1,0 +1,207 @@
+"""SQL for the job runner: the users a per-user job walks, and the record of runs.
+
+Builders return ``(sql, params)`` and do no I/O. :func:`users` and :func:`count_users`
+read only user ids, across users, to know whom to serve (like
+:func:`langmem_layer.sql.queue.claimable_users`); the per-user work itself binds one
+user per statement. ``langmem_job_runs`` is the runner's own table, not a per-user
+one: one row per (job, period, shard).
+
+A shard is ``md5(user_id)`` read as a 32-bit number, modulo the shard count: stable
+across servers, PostgreSQL versions and processes (unlike ``hashtext``), and the
+same in Python (:func:`shard_of`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "advance",
+    "claim",
+    "count_users",
+    "fail",
+    "finish",
+    "last_runs",
+    "lock",
+    "period_runs",
+    "relaxed_commit",
+    "restart",
+    "resume",
+    "shard_of",
+    "unlock",
+    "users",
+]
+
+Sql = tuple[str, dict[str, Any]]
+
+#: Tables whose rows make a user: memories and items, threads, queued turns. Each
+#: leads its primary key with ``user_id``, which the walk of :func:`users` needs.
+USER_TABLES = ("langmem_items", "langmem_threads", "langmem_extraction_queue")
+
+_SHARD = "(('x' || substr(md5({col}), 1, 8))::bit(32)::bigint %% %(shards)s)"
+
+_RUN = "job = %(job)s AND period = %(period)s AND shard = %(shard)s"
+
+_COLUMNS = "job, period, shard, cursor, users, counts, started_at, finished_at, error"
+
+
+def shard_of(user_id: str, shards: int) -> int:
+    """The shard of ``user_id`` among ``shards``, as the SQL of :func:`users` computes it."""
+    return int(hashlib.md5(user_id.encode()).hexdigest()[:8], 16) % shards
+
+
+def _next_user(after: str) -> str:
+    # The least user id above ``after`` in any of the tables: one index probe per
+    # table (each leads its primary key with user_id), NULL when none is left.
+    probes = ",\n                ".join(
+        f"(SELECT t.user_id FROM {table} t WHERE t.user_id > {after} "
+        "ORDER BY t.user_id LIMIT 1)" for table in USER_TABLES)
+    return f"least({probes})"
+
+
+def _walk(after: str, shard: int, shards: int) -> tuple[str, dict[str, Any]]:
+    # A loose index scan merged across the tables: each step finds the next user, so
+    # walking costs one probe per table and user, never a read of every row. Steps are
+    # strictly increasing, so the walk is in order and without duplicates, and it is
+    # evaluated lazily: a LIMIT on it stops the walk. '' is the shared tenant (items
+    # outside a tenant root), no user's: starting after '' skips it.
+    sql = f"""WITH RECURSIVE walk(user_id) AS (
+            SELECT {_next_user("%(after)s")}
+            UNION ALL
+            SELECT {_next_user("w.user_id")} FROM walk w WHERE w.user_id IS NOT NULL)
+        SELECT user_id FROM walk
+        WHERE user_id IS NOT NULL AND {_SHARD.format(col="user_id")} = %(shard)s"""
+    return sql, {"after": after, "shard": shard, "shards": shards}
+
+
+def users(*, after: str | None, shard: int, shards: int, limit: int) -> Sql:
+    """Up to ``limit`` user ids of ``shard`` (of ``shards``) after ``after``, in order.
+
+    The cost is proportional to the users walked (``limit`` × ``shards`` or so), not
+    to the users left, so paging through every user is linear.
+    """
+    sql, params = _walk(after or "", shard, shards)
+    return f"{sql}\n        LIMIT %(limit)s", {**params, "limit": limit}
+
+
+def count_users(*, after: str | None, shard: int, shards: int) -> Sql:
+    """How many users of ``shard`` come after ``after`` (one row: ``n``); walks them all."""
+    sql, params = _walk(after or "", shard, shards)
+    return f"SELECT count(*) AS n FROM ({sql}) s", params
+
+
+def relaxed_commit() -> Sql:
+    """Commit the current transaction without waiting for its WAL to reach disk.
+
+    Safe for a user's transaction: its work and its cursor advance commit or vanish
+    together, so a commit lost in a server crash is redone by the resume, never
+    half-applied. It spares each user a disk flush (most of a small job's time).
+    """
+    return "SET LOCAL synchronous_commit = off", {}
+
+
+def lock(key: str) -> Sql:
+    """Try the session advisory lock of a run (one row: ``locked``); never waits.
+
+    Held by the connection running the job until :func:`unlock`, and released by the
+    server when that connection dies, so a crashed run can be resumed at once.
+    """
+    return ("SELECT pg_try_advisory_lock(hashtextextended(%(key)s, 0)) AS locked",
+            {"key": key})
+
+
+def unlock(key: str) -> Sql:
+    """Release the lock taken by :func:`lock`."""
+    return "SELECT pg_advisory_unlock(hashtextextended(%(key)s, 0)) AS unlocked", {"key": key}
+
+
+def _run(job: str, period: str, shard: str) -> dict[str, Any]:
+    return {"job": job, "period": period, "shard": shard}
+
+
+def claim(job: str, period: str, shard: str) -> Sql:
+    """Create the run's row unless it exists; returns the row as it now stands."""
+    return (
+        f"""WITH new AS (
+            INSERT INTO langmem_job_runs (job, period, shard) VALUES (%(job)s, %(period)s,
+                %(shard)s)
+            ON CONFLICT (job, period, shard) DO NOTHING
+            RETURNING {_COLUMNS})
+        SELECT {_COLUMNS}, true AS created FROM new
+        UNION ALL
+        SELECT {_COLUMNS}, false AS created FROM langmem_job_runs WHERE {_RUN}""",
+        _run(job, period, shard),
+    )
+
+
+def period_runs(job: str, period: str) -> Sql:
+    """Every shard's row of one period of a job."""
+    return (f"SELECT {_COLUMNS} FROM langmem_job_runs WHERE job = %(job)s "
+            "AND period = %(period)s", {"job": job, "period": period})
+
+
+def restart(job: str, period: str, shard: str) -> Sql:
+    """Start the run over (``--force``): no cursor, no counts, not finished."""
+    return (
+        f"""UPDATE langmem_job_runs SET cursor = NULL, users = 0, counts = '{{}}'::jsonb,
+            started_at = clock_timestamp(), finished_at = NULL, error = NULL
+        WHERE {_RUN} RETURNING {_COLUMNS}""",
+        _run(job, period, shard),
+    )
+
+
+def resume(job: str, period: str, shard: str) -> Sql:
+    """Pick up an unfinished run where its cursor stands; its last error is cleared."""
+    return (f"UPDATE langmem_job_runs SET error = NULL WHERE {_RUN} RETURNING {_COLUMNS}",
+            _run(job, period, shard))
+
+
+def advance(job: str, period: str, shard: str, user_id: str,
+            counts: Mapping[str, int]) -> Sql:
+    """Move the cursor to ``user_id`` and add its counts, in the user's transaction.
+
+    Returns no row when the cursor is already at or past the user (another runner did
+    it): the caller rolls the user's work back, so nothing is applied twice.
+    """
+    return (
+        f"""UPDATE langmem_job_runs r SET cursor = %(user_id)s, users = r.users + 1,
+            counts = (SELECT coalesce(jsonb_object_agg(k.key,
+                          coalesce((r.counts ->> k.key)::bigint, 0)
+                          + coalesce((%(counts)s::jsonb ->> k.key)::bigint, 0)), '{{}}')
+                      FROM (SELECT jsonb_object_keys(r.counts) AS key
+                            UNION SELECT jsonb_object_keys(%(counts)s::jsonb)) k)
+        WHERE {_RUN} AND r.finished_at IS NULL
+          AND (r.cursor IS NULL OR r.cursor < %(user_id)s)
+        RETURNING r.cursor""",
+        {**_run(job, period, shard), "user_id": user_id, "counts": json.dumps(dict(counts))},
+    )
+
+
+def finish(job: str, period: str, shard: str, *, counts: Mapping[str, int] | None = None,
+           error: str | None = None) -> Sql:
+    """Mark the run finished; ``counts`` replaces the row's (whole-store jobs)."""
+    return (
+        f"""UPDATE langmem_job_runs SET finished_at = clock_timestamp(), error = %(error)s,
+            counts = coalesce(%(counts)s::jsonb, counts)
+        WHERE {_RUN} RETURNING {_COLUMNS}""",
+        {**_run(job, period, shard), "error": error,
+         "counts": None if counts is None else json.dumps(dict(counts))},
+    )
+
+
+def fail(job: str, period: str, shard: str, error: str) -> Sql:
+    """Record why an unfinished run stopped; its cursor stays for the resume."""
+    return (f"UPDATE langmem_job_runs SET error = %(error)s WHERE {_RUN}",
+            {**_run(job, period, shard), "error": error})
+
+
+def last_runs() -> Sql:
+    """The latest started run of each job."""
+    return (
+        f"""SELECT DISTINCT ON (job) {_COLUMNS} FROM langmem_job_runs
+        ORDER BY job, started_at DESC""",
+        {},
+    )
