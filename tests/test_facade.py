@@ -23,13 +23,13 @@ OPERATIONS = {
     "remember", "recall", "ingest", "context_block", "get", "list", "correct", "forget",
     "export", "import_", "decisions", "load_thread", "record_turn", "submit",
     "recent_history", "clear_history", "sweep_sessions", "process_pending", "drain",
-    "close", "run",
+    "close", "run", "delete_user",
 }
 
 
 def _twins() -> list[tuple[str, Any, Any]]:
     return [(name, getattr(MemoryLayer, name), getattr(MemoryLayer, "a" + name))
-            for name in sorted(vars(MemoryLayer))
+            for name in sorted(dir(MemoryLayer))
             if not name.startswith("_") and callable(getattr(MemoryLayer, name))
             and hasattr(MemoryLayer, "a" + name)]
 

@@ -13,7 +13,7 @@ import pytest
 from langmem_layer import ConfigurationError, MemorySettings
 from langmem_layer.jobs import JOBS, JobContext, register
 from langmem_layer.jobs import schedule as sched
-from langmem_layer.jobs.runner import ALL, Shard, run, run_due, status
+from langmem_layer.jobs.runner import ALL, Shard, run, run_due, run_users, status
 from langmem_layer.sql.jobs import shard_of
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, MemoryRecord
@@ -223,7 +223,7 @@ def test_dry_run_undoes_what_the_function_wrote_anyway(store, people, touch, pg_
 
 def test_a_per_user_job_also_runs_unrecorded_through_job_run(store, people, touch,
                                                              pg_uri) -> None:
-    result = JOBS[JOB].run(ctx_of(store), now=NOW)
+    result = run_users(ctx_of(store), JOBS[JOB], now=NOW)
     assert (result.counts, result.detail) == ({"touched": 12, "items": 12}, 12)
     assert runs(pg_uri) == []
 

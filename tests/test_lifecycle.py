@@ -11,6 +11,7 @@ import psycopg
 
 from langmem_layer import JOBS, MemorySettings
 from langmem_layer.jobs import JobContext
+from langmem_layer.jobs.runner import run_users
 from langmem_layer.read.rank import decay_score
 from langmem_layer.store import ops as mops
 from langmem_layer.store.sync import PostgresMemoryStore
@@ -212,6 +213,6 @@ def test_whole_store_job_runs_each_user(store: PostgresMemoryStore, clock: Clock
         put(store, "e", "Went to the lake.", Kind.EPISODIC_EVENT, Layer.EPISODIC, t0,
             ns=("memories", user, "work"))
     ctx = JobContext(store, settings=MemorySettings())
-    result = JOBS["lifecycle"].run(ctx, now=t0 + timedelta(days=31))
+    result = run_users(ctx, JOBS["lifecycle"], now=t0 + timedelta(days=31))
     assert result.counts["stale_episodic"] == 3
     assert JOBS["lifecycle"].per_user and JOBS["purge-expired"].schedule == "monthly"

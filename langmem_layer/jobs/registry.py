@@ -242,9 +242,8 @@ class Job:
 
     def run(self, ctx: JobContext, *, now: datetime | None = None,
             **options: Any) -> JobResult:
-        """Run the job once, unrecorded (:func:`langmem_layer.jobs.runner.run` records).
-
-        A per-user job runs over every user, each in its own transaction.
+        """Run a whole-store job once, unrecorded (:func:`langmem_layer.jobs.runner.run`
+        records; :func:`~langmem_layer.jobs.runner.run_users` runs a per-user job).
 
         Args:
             ctx: The store (and layer) to run against.
@@ -258,9 +257,12 @@ class Job:
         """
         given = self.given(options)
         if self.per_user:
-            from langmem_layer.jobs.runner import run_users
-
-            return run_users(ctx, self, now=now, options=given)
+            # The runner walks users and records runs; it imports this module, not the
+            # other way round.
+            raise ConfigurationError(
+                f"Job {self.name} runs per user: run it with "
+                f"`langmem-layer jobs run {self.name}` or "
+                f"langmem_layer.jobs.runner.run_users(ctx, JOBS[{self.name!r}], now=...).")
         return self.function(ctx, now=now, **given)  # type: ignore[no-any-return]
 
     def given(self, options: Mapping[str, Any]) -> dict[str, Any]:
