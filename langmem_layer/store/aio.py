@@ -34,6 +34,7 @@ from langmem_layer.store.driver import (
     Stepper,
 )
 from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.item_handlers import GetManyOp
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 
 __all__ = ["AsyncPostgresMemoryStore"]
@@ -67,40 +68,49 @@ class _Coalescer:
         self.task: asyncio.Task[None] | None = None
 
 
-def _arrange(calls: list[_Call]) -> tuple[list[Op], list[list[int]]]:
-    """The ops of one coalesced batch, and each call's indices into them.
+def _arrange(calls: list[_Call]) -> tuple[list[Any], list[list[tuple[int, str | None]]]]:
+    """The ops of one coalesced batch, and where each call finds its results in theirs.
 
     Concurrent calls have no order among themselves, so the batch is arranged as
-    LangGraph's batched stores do: plain reads first (identical reads, e.g. the same
-    search from many callers, run once), then every multi-op or memory-op call as one
-    contiguous run in its own order, then single puts and deletes together, so their
-    upserts go out in one statement (the last put of a key wins, as in LangGraph).
-    Each call's own ops keep their order.
+    LangGraph's batched stores do: plain reads first (gets of one namespace as one
+    statement, identical searches and listings, e.g. the same search from many
+    callers, run once), then every multi-op or memory-op call as one contiguous run in
+    its own order, then single puts and deletes together, so their upserts go out in
+    one statement (the last put of a key wins, as in LangGraph). Each call's own ops
+    keep their order. A result is ``results[i]``, or ``results[i].get(key)`` for a get.
     """
+    gets: dict[tuple[tuple[str, ...], bool], dict[str, None]] = {}  # ordered key sets
+    group_ix: dict[tuple[tuple[str, ...], bool], int] = {}
     reads: list[Op] = []
     seen: dict[Any, int] = {}
     others: list[Op] = []
     puts: list[Op] = []
-    where: list[list[tuple[int, int]]] = []  # (section, index in it) per op of a call
+    where: list[list[tuple[int, int, str | None]]] = []  # (section, index, key) per op
     for call in calls:
-        if len(call.ops) == 1 and isinstance(call.ops[0], _READS):
-            op = call.ops[0]
+        op = call.ops[0]
+        if len(call.ops) > 1 or not isinstance(op, (*_READS, PutOp)):
+            where.append([(2, len(others) + j, None) for j in range(len(call.ops))])
+            others.extend(call.ops)
+        elif isinstance(op, GetOp):
+            group = (op.namespace, bool(op.refresh_ttl))
+            keys = gets.setdefault(group, {})
+            keys[op.key] = None
+            where.append([(0, group_ix.setdefault(group, len(group_ix)), op.key)])
+        elif isinstance(op, PutOp):
+            where.append([(3, len(puts), None)])
+            puts.append(op)
+        else:
             try:
                 ix = seen.setdefault(op, len(reads))
             except TypeError:  # a filter dict makes the op unhashable: run it alone
                 ix = len(reads)
             if ix == len(reads):
                 reads.append(op)
-            where.append([(0, ix)])
-        elif len(call.ops) == 1 and isinstance(call.ops[0], PutOp):
-            where.append([(2, len(puts))])
-            puts.append(call.ops[0])
-        else:
-            where.append([(1, len(others) + j) for j in range(len(call.ops))])
-            others.extend(call.ops)
-    offset = (0, len(reads), len(reads) + len(others))
-    flat = [*reads, *others, *puts]
-    return flat, [[offset[sec] + i for sec, i in w] for w in where]
+            where.append([(1, ix, None)])
+    many = [GetManyOp(ns, tuple(keys), refresh) for (ns, refresh), keys in gets.items()]
+    offset = (0, len(many), len(many) + len(reads), len(many) + len(reads) + len(others))
+    flat: list[Any] = [*many, *reads, *others, *puts]
+    return flat, [[(offset[sec] + i, key) for sec, i, key in w] for w in where]
 
 
 class AsyncPostgresMemoryStore(StoreCore, BaseStore):
@@ -269,7 +279,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                 _settle(call, error=e)
         else:
             for call, ix in zip(calls, indices, strict=True):
-                _settle(call, [results[i] for i in ix])
+                _settle(call, [results[i] if key is None else results[i].get(key)
+                               for i, key in ix])
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run :meth:`abatch` on the store's event loop from another thread.
