@@ -4,6 +4,12 @@ Concurrent calls are coalesced, as in LangGraph's ``AsyncBatchedBaseStore``: eve
 made while the store's previous batch runs (or in the same event-loop iteration) is
 executed with them as ONE batch, in one transaction on one connection, instead of each
 taking a connection and a transaction of its own (see :class:`_Coalescer`).
+
+LangGraph's class itself is not reused: it needs a running loop when the store is made
+(ours can be made outside one), queues only its own five methods (ours also coalesces
+``abatch``, so memory ops and the sync-from-thread ``batch`` take the same path), fails
+every call of a batch on any error, and raises a plain ``InvalidStateError`` where ours
+raises :class:`~langmem_layer.errors.SyncCallOnEventLoopError`.
 """
 
 from __future__ import annotations
@@ -231,6 +237,9 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         call, so only the offending call fails. Any other error (the database gone, a
         pool time-out, a transaction that kept losing to concurrent ones) fails every
         call of the batch, as LangGraph's batched stores fail the whole batch.
+
+        One coalesced batch runs at a time per event loop, on one connection; a call
+        that waits on the embedding model delays the calls batched with it.
         """
         ops = list(ops)
         for op in ops:
