@@ -69,16 +69,35 @@ def get_items(user_id: str, prefix: str, keys: Sequence[str], now: datetime) -> 
 
 
 def refresh_ttl(user_id: str, pairs: Sequence[tuple[str, str]], now: datetime) -> Sql:
-    """Restart the TTL clock of items (``pairs`` of prefix, key) that have a TTL."""
+    """Restart the TTL clock of items (``pairs`` of prefix, key) that have a TTL.
+
+    The refresh runs inside the read's transaction, so overlapping reads of the same
+    items must never wait on each other: an UPDATE that visits rows in join order takes
+    their locks in different orders in different transactions and deadlocks. Instead
+    the rows are locked in one fixed order (prefix, key) and a row another transaction
+    holds is skipped (``FOR UPDATE SKIP LOCKED``): that transaction is a write, which
+    sets the row's expiry itself, or another read, which refreshes it to the same "now"
+    give or take its own clock. So a refresh never blocks and never fails a read, and
+    keeps the read's round trips and snapshot (moving it out of the transaction would
+    cost a second transaction per read).
+    """
     prefixes = [p for p, _ in pairs]
     keys = [k for _, k in pairs]
     return (
-        f"""UPDATE langmem_items i
+        f"""WITH locked AS (
+            SELECT i.prefix, i.key
+            FROM langmem_items i
+            JOIN unnest(%s::text[], %s::text[]) AS t(prefix, key)
+              ON i.prefix = t.prefix AND i.key = t.key
+            WHERE i.user_id = %s AND i.ttl_minutes IS NOT NULL AND {_LIVE}
+            ORDER BY i.prefix, i.key
+            FOR UPDATE OF i SKIP LOCKED
+        )
+        UPDATE langmem_items i
         SET expires_at = %s + make_interval(secs => i.ttl_minutes * 60)
-        FROM unnest(%s::text[], %s::text[]) AS t(prefix, key)
-        WHERE i.user_id = %s AND i.prefix = t.prefix AND i.key = t.key
-          AND i.ttl_minutes IS NOT NULL AND {_LIVE}""",
-        [now, prefixes, keys, user_id, now],
+        FROM locked
+        WHERE i.user_id = %s AND i.prefix = locked.prefix AND i.key = locked.key""",
+        [prefixes, keys, user_id, now, now, user_id],
     )
 
 

@@ -1,8 +1,21 @@
-"""`AsyncPostgresMemoryStore`: the asyncio store. It executes plans; the logic is in core."""
+"""`AsyncPostgresMemoryStore`: the asyncio store. It executes plans; the logic is in core.
+
+Concurrent calls are coalesced, as in LangGraph's ``AsyncBatchedBaseStore``: every call
+made while the store's previous batch runs (or in the same event-loop iteration) is
+executed with them as ONE batch, in one transaction on one connection, instead of each
+taking a connection and a transaction of its own (see :class:`_Coalescer`).
+
+LangGraph's class itself is not reused: it needs a running loop when the store is made
+(ours can be made outside one), queues only its own five methods (ours also coalesces
+``abatch``, so memory ops and the sync-from-thread ``batch`` take the same path), fails
+every call of a batch on any error, and raises a plain ``InvalidStateError`` where ours
+raises :class:`~langmem_layer.errors.SyncCallOnEventLoopError`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -10,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from langgraph.store.base import BaseStore, Op, Result
+from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -27,9 +40,83 @@ from langmem_layer.store.driver import (
     Stepper,
 )
 from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.item_handlers import GetManyOp
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 
 __all__ = ["AsyncPostgresMemoryStore"]
+
+#: Reads whose identical twins in one coalesced batch share one execution.
+_READS = (GetOp, SearchOp, ListNamespacesOp)
+#: Errors that are the caller's own (bad input): they fail only the call that made them.
+_CALLER_ERRORS = (ValueError, TypeError, LookupError)
+
+
+class _Call:
+    """One ``abatch`` call waiting in a :class:`_Coalescer`."""
+
+    __slots__ = ("future", "ops")
+
+    def __init__(self, future: asyncio.Future[list[Result]], ops: list[Op]) -> None:
+        self.future = future
+        self.ops = ops
+
+
+class _Coalescer:
+    """The calls of one event loop waiting for the store, and the task that runs them.
+
+    The task runs while calls wait: it takes every call queued so far as one batch,
+    runs it, sets each caller's result, and takes the next lot (the calls made while the
+    batch ran). It ends when none is left, so a closed store leaves no task behind.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[_Call] = []
+        self.task: asyncio.Task[None] | None = None
+
+
+def _arrange(calls: list[_Call]) -> tuple[list[Any], list[list[tuple[int, str | None]]]]:
+    """The ops of one coalesced batch, and where each call finds its results in theirs.
+
+    Concurrent calls have no order among themselves, so the batch is arranged as
+    LangGraph's batched stores do: plain reads first (gets of one namespace as one
+    statement, identical searches and listings, e.g. the same search from many
+    callers, run once), then every multi-op or memory-op call as one contiguous run in
+    its own order, then single puts and deletes together, so their upserts go out in
+    one statement (the last put of a key wins, as in LangGraph). Each call's own ops
+    keep their order. A result is ``results[i]``, or ``results[i].get(key)`` for a get.
+    """
+    gets: dict[tuple[tuple[str, ...], bool], dict[str, None]] = {}  # ordered key sets
+    group_ix: dict[tuple[tuple[str, ...], bool], int] = {}
+    reads: list[Op] = []
+    seen: dict[Any, int] = {}
+    others: list[Op] = []
+    puts: list[Op] = []
+    where: list[list[tuple[int, int, str | None]]] = []  # (section, index, key) per op
+    for call in calls:
+        op = call.ops[0]
+        if len(call.ops) > 1 or not isinstance(op, (*_READS, PutOp)):
+            where.append([(2, len(others) + j, None) for j in range(len(call.ops))])
+            others.extend(call.ops)
+        elif isinstance(op, GetOp):
+            group = (op.namespace, bool(op.refresh_ttl))
+            keys = gets.setdefault(group, {})
+            keys[op.key] = None
+            where.append([(0, group_ix.setdefault(group, len(group_ix)), op.key)])
+        elif isinstance(op, PutOp):
+            where.append([(3, len(puts), None)])
+            puts.append(op)
+        else:
+            try:
+                ix = seen.setdefault(op, len(reads))
+            except TypeError:  # a filter dict makes the op unhashable: run it alone
+                ix = len(reads)
+            if ix == len(reads):
+                reads.append(op)
+            where.append([(1, ix, None)])
+    many = [GetManyOp(ns, tuple(keys), refresh) for (ns, refresh), keys in gets.items()]
+    offset = (0, len(many), len(many) + len(reads), len(many) + len(reads) + len(others))
+    flat: list[Any] = [*many, *reads, *others, *puts]
+    return flat, [[(offset[sec] + i, key) for sec, i, key in w] for w in where]
 
 
 class AsyncPostgresMemoryStore(StoreCore, BaseStore):
@@ -49,6 +136,9 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     def __init__(self, conn: Any, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
         self._lock = asyncio.Lock()
+        self._coalescers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Coalescer] = (
+            weakref.WeakKeyDictionary()
+        )
         # The loop the sync methods hand their work to from other threads, known from
         # the start (as in LangGraph's AsyncPostgresStore) when the store is made in it.
         self.loop: asyncio.AbstractEventLoop | None = _running_loop()
@@ -132,8 +222,74 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         return step.result
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Execute a batch of store and memory ops in one transaction."""
-        return await self._drive(self._batch_job(ops))  # type: ignore[no-any-return]
+        """Execute a batch of store and memory ops in one transaction.
+
+        Calls made concurrently (``asyncio.gather``, several tasks, threads through
+        :meth:`batch`) are coalesced: the ones waiting when the store's previous batch
+        ends run together as one batch, in one transaction, as in LangGraph's
+        ``AsyncPostgresStore``. A call's own ops keep their order and run together;
+        concurrent calls run in an order of the store's choosing (reads first, then
+        memory ops, then single puts). Every result is the caller's own.
+
+        Failures: a bad op that can be told before running (an invalid namespace) fails
+        only its caller. Bad input found while running (an invalid memory value, text
+        PostgreSQL refuses) rolls the whole batch back, which is then run again call by
+        call, so only the offending call fails. Any other error (the database gone, a
+        pool time-out, a transaction that kept losing to concurrent ones) fails every
+        call of the batch, as LangGraph's batched stores fail the whole batch.
+
+        One coalesced batch runs at a time per event loop, on one connection; a call
+        that waits on the embedding model delays the calls batched with it.
+        """
+        ops = list(ops)
+        for op in ops:
+            self._validate(op)
+        if not ops:
+            return []
+        loop = asyncio.get_running_loop()
+        if self.loop is None or self.loop.is_closed():
+            self.loop = loop
+        queue = self._coalescers.get(loop)
+        if queue is None:
+            queue = self._coalescers[loop] = _Coalescer()
+        future: asyncio.Future[list[Result]] = loop.create_future()
+        queue.calls.append(_Call(future, ops))
+        if queue.task is None or queue.task.done():
+            queue.task = loop.create_task(self._run_calls(queue))
+        return await future
+
+    async def _run_calls(self, queue: _Coalescer) -> None:
+        calls: list[_Call] = []
+        try:
+            while queue.calls:
+                calls, queue.calls = [c for c in queue.calls if not c.future.done()], []
+                if calls:
+                    await self._run_coalesced(calls)
+        finally:  # cancelled with the loop: nobody waits forever
+            for call in (*calls, *queue.calls):
+                call.future.cancel()
+
+    async def _run_coalesced(self, calls: list[_Call]) -> None:
+        flat, indices = _arrange(calls)
+        try:
+            results = await self._drive(self._batch_job(flat))
+        except _CALLER_ERRORS as e:
+            if len(calls) == 1:
+                _settle(calls[0], error=e)
+                return
+            # Nothing was written (one transaction): find the caller at fault alone.
+            for call in calls:
+                try:
+                    _settle(call, await self._drive(self._batch_job(call.ops)))
+                except Exception as own:
+                    _settle(call, error=own)
+        except Exception as e:
+            for call in calls:
+                _settle(call, error=e)
+        else:
+            for call, ix in zip(calls, indices, strict=True):
+                _settle(call, [results[i] if key is None else results[i].get(key)
+                               for i, key in ix])
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run :meth:`abatch` on the store's event loop from another thread.
@@ -175,6 +331,17 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     async def purge_embedding_cache(self, *, now: datetime | None = None) -> int:
         """Delete embedding-cache entries older than 30 days; returns how many."""
         return int(await self._drive(self._op_job(PurgeEmbeddingCacheOp(now))))
+
+
+def _settle(
+    call: _Call, results: list[Result] | None = None, *, error: BaseException | None = None
+) -> None:
+    if call.future.done():  # the caller was cancelled meanwhile
+        return
+    if error is not None:
+        call.future.set_exception(error)
+    else:
+        call.future.set_result(results or [])
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -35,7 +35,7 @@ from langmem_layer.store.registry import Registry, handles
 from langmem_layer.store.tenancy import Tenancy, match_namespace, ns_text, ns_tuple
 from langmem_layer.types import MEMORY_ROOT, Kind, MemoryRecord
 
-__all__ = ["ItemHandlers", "Write", "row_to_item"]
+__all__ = ["GetManyOp", "ItemHandlers", "Write", "row_to_item"]
 
 
 class Write(NamedTuple):
@@ -48,6 +48,16 @@ class Write(NamedTuple):
     ttl: float | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+
+
+class GetManyOp(NamedTuple):
+    """Gets of several keys of one namespace as one statement; the result is a dict of
+    key -> ``Item`` of the keys found. The async store turns concurrent ``aget`` calls
+    into these (see :mod:`langmem_layer.store.aio`)."""
+
+    namespace: tuple[str, ...]
+    keys: tuple[str, ...]
+    refresh_ttl: bool = True
 
 
 def _record_expiry(value: Mapping[str, Any]) -> datetime | None:
@@ -199,6 +209,15 @@ class ItemHandlers(Registry, Tenancy):
         if op.refresh_ttl:
             yield Query(*isql.refresh_ttl(user, [(prefix, op.key)], now))
         return row_to_item(rows[0])
+
+    @handles(GetManyOp)
+    def _get_many(self, op: GetManyOp) -> Handler:
+        now = self.now()
+        user, prefix = self.tenant(op.namespace), ns_text(op.namespace)
+        rows = yield Query(*isql.get_items(user, prefix, list(op.keys), now))
+        if rows and op.refresh_ttl:
+            yield Query(*isql.refresh_ttl(user, [(prefix, r["key"]) for r in rows], now))
+        return {r["key"]: row_to_item(r) for r in rows}
 
     @handles(SearchOp)
     def _search(self, op: SearchOp) -> Handler:
