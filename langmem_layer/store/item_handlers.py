@@ -29,7 +29,7 @@ from langmem_layer.sql import items as isql
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
-from langmem_layer.store.config import FieldPath, field_path
+from langmem_layer.store.config import FieldPath, distance_type, field_path, omit_expired
 from langmem_layer.store.plan import Embed, Handler, Query
 from langmem_layer.store.registry import Registry, handles
 from langmem_layer.store.tenancy import Tenancy, match_namespace, ns_text, ns_tuple
@@ -74,6 +74,18 @@ class ItemHandlers(Registry, Tenancy):
     model_id: str | None
     _fields: list[FieldPath]
     now: Callable[[], datetime]
+    index_config: Any
+    ttl_config: Any
+
+    @property
+    def omit_expired(self) -> bool:
+        """Whether get, search and list_namespaces hide expired items not swept yet."""
+        return omit_expired(self.ttl_config)
+
+    @property
+    def distance_type(self) -> str:
+        """The distance ``search`` scores with: cosine, l2 or inner_product."""
+        return distance_type(self.index_config)
 
     # -- values -----------------------------------------------------------------------
 
@@ -193,7 +205,8 @@ class ItemHandlers(Registry, Tenancy):
     def _get(self, op: GetOp) -> Handler:
         now = self.now()
         user, prefix = self.tenant(op.namespace), ns_text(op.namespace)
-        rows = yield Query(*isql.get_items(user, prefix, [op.key], now))
+        rows = yield Query(*isql.get_items(user, prefix, [op.key], now,
+                                           omit_expired=self.omit_expired))
         if not rows:
             return None
         if op.refresh_ttl:
@@ -207,9 +220,11 @@ class ItemHandlers(Registry, Tenancy):
         filter_sql = compile_filter(op.filter, column=isql.VALUE)
         qvec = None
         dims = None
+        distance = self.distance_type
         if op.query and self.embeddings is not None:
             _, (qvec,) = yield Embed([], [op.query])
-            dims = yield from self._ann_dims(user)
+            if distance == "cosine":  # large users' HNSW indexes are cosine; else exact
+                dims = yield from self._ann_dims(user)
         rows = yield Query(
             *isql.search_items(
                 user,
@@ -221,6 +236,8 @@ class ItemHandlers(Registry, Tenancy):
                 query_vector=qvec,
                 model_id=self.model_id,
                 indexed_dims=dims,
+                distance=distance,
+                omit_expired=self.omit_expired,
             )
         )
         expiring = [(r["prefix"], r["key"]) for r in rows if r["ttl_minutes"] is not None]
@@ -261,7 +278,8 @@ class ItemHandlers(Registry, Tenancy):
             user = literal[1]
         elif literal and literal[0] not in self.tenant_roots:
             user = ""
-        rows = yield Query(*isql.list_prefixes(user, ns_text(literal), self.now()))
+        rows = yield Query(*isql.list_prefixes(user, ns_text(literal), self.now(),
+                                               omit_expired=self.omit_expired))
         found: set[tuple[str, ...]] = set()
         for r in rows:
             ns = ns_tuple(r["prefix"])
