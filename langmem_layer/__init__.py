@@ -30,6 +30,7 @@ from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_messag
 from langmem_layer.read.block import ContextBlock
 from langmem_layer.settings import GateSettings, MemorySettings, RankingWeights
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
+from langmem_layer.store.config import AnnIndexConfig, PoolConfig
 from langmem_layer.store.core import MemoryIndexConfig
 from langmem_layer.store.ops import FallbackTurn, IngestLogEntry, LoggedMessage, UserDeletion
 from langmem_layer.store.sync import PostgresMemoryStore
@@ -61,6 +62,7 @@ from langmem_layer.write.rules import Rule, RuleExtractor
 
 __all__ = [
     "JOBS",
+    "AnnIndexConfig",
     "AsyncPostgresMemoryStore",
     "ConcurrencyError",
     "ConfigurationError",
@@ -105,6 +107,7 @@ __all__ = [
     "MissingUserError",
     "OpType",
     "Policy",
+    "PoolConfig",
     "PoolTimeoutError",
     "PostgresMemoryStore",
     "ProcessResult",

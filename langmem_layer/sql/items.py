@@ -34,6 +34,12 @@ Sql = tuple[str, list[Any]]
 
 _LIVE = "(i.expires_at IS NULL OR i.expires_at > %s)"
 
+
+def _live(now: datetime, omit_expired: bool) -> Sql:
+    """Which rows a read sees: live ones, or (``omit_expired=False``, as LangGraph's
+    PostgresStore by default) also expired ones the sweep has not deleted yet."""
+    return (_LIVE, [now]) if omit_expired else ("TRUE", [])
+
 #: An item's value as every reader sees it (alias ``i``): reinforcement keeps the access
 #: fields in the ``access`` column (migration 13, see :func:`~langmem_layer.sql.memory.touch`),
 #: and a write of the value clears it.
@@ -58,13 +64,16 @@ def prefix_args(prefix: str) -> tuple[str | None, str | None]:
     return prefix, _escape_like(prefix) + ".%"
 
 
-def get_items(user_id: str, prefix: str, keys: Sequence[str], now: datetime) -> Sql:
-    """Fetch live items of one namespace by key."""
+def get_items(
+    user_id: str, prefix: str, keys: Sequence[str], now: datetime, *, omit_expired: bool = True
+) -> Sql:
+    """Fetch items of one namespace by key (live ones only, unless ``omit_expired=False``)."""
+    live_sql, live_params = _live(now, omit_expired)
     return (
         f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at
         FROM langmem_items i
-        WHERE i.user_id = %s AND i.prefix = %s AND i.key = ANY(%s::text[]) AND {_LIVE}""",
-        [user_id, prefix, list(keys), now],
+        WHERE i.user_id = %s AND i.prefix = %s AND i.key = ANY(%s::text[]) AND {live_sql}""",
+        [user_id, prefix, list(keys), *live_params],
     )
 
 
@@ -217,24 +226,29 @@ def search_items(
     query_vector: Sequence[float] | None = None,
     model_id: str | None = None,
     indexed_dims: int | None = None,
+    distance: str = "cosine",
+    omit_expired: bool = True,
 ) -> Sql:
-    """Filter items under a namespace prefix; with a query vector, rank by cosine.
+    """Filter items under a namespace prefix; with a query vector, rank by ``distance``
+    (scored as :data:`~langmem_layer.sql.vector.SCORES`, higher first).
 
-    The vector branch searches only this tenant's vectors (exactly, or through the
+    Expired items not swept yet are left out unless ``omit_expired=False``. The vector
+    branch searches only this tenant's vectors (exactly, or through the
     tenant's own HNSW index when it has one, see :mod:`langmem_layer.sql.vector`), so a
     search inside one user's namespace returns ``limit`` results when that many match.
     """
     ns_sql, ns_params = prefix_condition(prefix)
     f_sql, f_params = filter_sql
+    live_sql, live_params = _live(now, omit_expired)
     if query_vector is None:
         return (
             f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
                    NULL::float8 AS score
             FROM langmem_items i
-            WHERE i.user_id = %s AND {ns_sql} AND {_LIVE} AND {f_sql}
+            WHERE i.user_id = %s AND {ns_sql} AND {live_sql} AND {f_sql}
             ORDER BY i.updated_at DESC, i.prefix, i.key
             LIMIT %s OFFSET %s""",
-            [user_id, *ns_params, now, *f_params, limit, offset],
+            [user_id, *ns_params, *live_params, *f_params, limit, offset],
         )
     near_sql, near_params = nearest(
         user_id,
@@ -246,26 +260,31 @@ def search_items(
         # indexed search over-fetches instead (iterative scan keeps walking).
         limit=None if indexed_dims is None else max(4 * (limit + offset), 40),
         indexed_dims=indexed_dims,
+        distance=distance,
     )
     return (
         f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
                s.sim AS score
         FROM ({near_sql}) s
         JOIN langmem_items i ON i.user_id = %s AND i.prefix = s.prefix AND i.key = s.key
-        WHERE {_LIVE} AND {f_sql}
+        WHERE {live_sql} AND {f_sql}
         ORDER BY s.sim DESC, i.prefix, i.key
         LIMIT %s OFFSET %s""",
-        [*near_params, user_id, now, *f_params, limit, offset],
+        [*near_params, user_id, *live_params, *f_params, limit, offset],
     )
 
 
-def list_prefixes(user_id: str | None, literal_prefix: str, now: datetime) -> Sql:
-    """Distinct live namespaces, optionally within one tenant and under a literal prefix.
+def list_prefixes(
+    user_id: str | None, literal_prefix: str, now: datetime, *, omit_expired: bool = True
+) -> Sql:
+    """Distinct namespaces, optionally within one tenant and under a literal prefix; of
+    live items only unless ``omit_expired=False``.
 
     Wildcards, suffixes and depth are applied by the caller on the (small) result.
     """
-    clauses = ["(i.expires_at IS NULL OR i.expires_at > %s)"]
-    params: list[Any] = [now]
+    live_sql, live_params = _live(now, omit_expired)
+    clauses = [live_sql]
+    params: list[Any] = list(live_params)
     if user_id is not None:
         clauses.append("i.user_id = %s")
         params.append(user_id)

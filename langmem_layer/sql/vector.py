@@ -38,6 +38,15 @@ ANN_EF_SEARCH = 100
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 
+#: A search's score per distance type, ``{}`` standing for the vector column and the
+#: query; higher is better. LangGraph's PostgresStore scores alike: cosine similarity,
+#: minus the Euclidean distance, and the dot product (pgvector's ``<#>`` is its negative).
+SCORES = {
+    "cosine": "1 - ({} <=> {})",
+    "l2": "-({} <-> {})",
+    "inner_product": "-({} <#> {})",
+}
+
 
 def vector_literal(vector: Sequence[float]) -> str:
     """pgvector's text form. Text keeps the driver free of per-connection type setup.
@@ -107,6 +116,7 @@ def nearest(
     prefix_args: tuple[str | None, str | None] = (None, None),
     limit: int | None,
     indexed_dims: int | None,
+    distance: str = "cosine",
 ) -> Sql:
     """The user's ``limit`` nearest items: rows (prefix, key, sim), best first.
 
@@ -118,14 +128,17 @@ def nearest(
         limit: How many; ``None`` scores every vector of the user (exact search only),
             for callers that filter afterwards and must still fill their limit.
         indexed_dims: The dimensions of the user's HNSW index, or None for exact search.
+        distance: A key of :data:`SCORES`; the HNSW index (built for cosine) serves
+            ``"cosine"`` only, so other distances need ``indexed_dims=None``.
     """
     p_sql, p_params = prefix_sql
     if indexed_dims is None:
         cut = "" if limit is None else "LIMIT %s"
+        # (SELECT ...): the text is parsed into a vector once, not again for every row
+        # (a generic plan would parse it per row).
+        score = SCORES[distance].format("e.embedding", "(SELECT %s::vector)")
         return (
-            # (SELECT ...): the text is parsed into a vector once, not again for every row
-            # (a generic plan would parse it per row).
-            f"""SELECT e.prefix, e.key, max(1 - (e.embedding <=> (SELECT %s::vector))) AS sim
+            f"""SELECT e.prefix, e.key, max({score}) AS sim
             FROM langmem_embeddings e
             WHERE e.user_id = %s AND e.model_id = %s AND {p_sql}
             GROUP BY e.prefix, e.key
@@ -136,6 +149,8 @@ def nearest(
         )
     if limit is None:
         raise ValueError("an HNSW search needs a limit")
+    if distance != "cosine":
+        raise ValueError("the per-user HNSW indexes serve cosine search only")
     # The user's own HNSW graph, walked inside langmem_user_nearest (migration 8).
     prefix, like = prefix_args
     vec = vector_literal(query_vector)
@@ -179,8 +194,19 @@ def large_users(model_id: str, threshold: int) -> Sql:
     )
 
 
-def create_user_index(user_id: str, model_id: str, dims: int) -> Ddl:
-    """``CREATE INDEX`` of one user's HNSW graph (idempotent)."""
+def create_user_index(
+    user_id: str,
+    model_id: str,
+    dims: int,
+    *,
+    m: int = HNSW_M,
+    ef_construction: int = HNSW_EF_CONSTRUCTION,
+) -> Ddl:
+    """``CREATE INDEX`` of one user's HNSW graph (idempotent).
+
+    ``m`` and ``ef_construction`` come from the store's ``ann_index_config`` (validated
+    there); an index already built keeps the parameters it was built with.
+    """
     query = sql.SQL(
         """CREATE INDEX IF NOT EXISTS {name} ON langmem_embeddings
         USING hnsw ((embedding::vector({dims})) vector_cosine_ops)
@@ -189,8 +215,8 @@ def create_user_index(user_id: str, model_id: str, dims: int) -> Ddl:
     ).format(
         name=sql.Identifier(index_name(user_id, model_id)),
         dims=sql.SQL(str(int(dims))),
-        m=sql.SQL(str(HNSW_M)),
-        efc=sql.SQL(str(HNSW_EF_CONSTRUCTION)),
+        m=sql.SQL(str(int(m))),
+        efc=sql.SQL(str(int(ef_construction))),
         user=sql.Literal(user_id),
         model=sql.Literal(model_id),
     )

@@ -15,6 +15,7 @@ raises :class:`~langmem_layer.errors.SyncCallOnEventLoopError`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -28,6 +29,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError, SyncCallOnEventLoopError
+from langmem_layer.store.config import PoolConfig, pool_options, sweep_interval
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
 from langmem_layer.store.driver import (
     IO,
@@ -44,6 +46,8 @@ from langmem_layer.store.item_handlers import GetManyOp
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 
 __all__ = ["AsyncPostgresMemoryStore"]
+
+logger = logging.getLogger("langmem_layer.store")
 
 #: Reads whose identical twins in one coalesced batch share one execution.
 _READS = (GetOp, SearchOp, ListNamespacesOp)
@@ -142,27 +146,55 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         # The loop the sync methods hand their work to from other threads, known from
         # the start (as in LangGraph's AsyncPostgresStore) when the store is made in it.
         self.loop: asyncio.AbstractEventLoop | None = _running_loop()
+        self._ttl_sweeper_task: asyncio.Task[None] | None = None
+        self._ttl_stop_event: asyncio.Event | None = None
 
     @classmethod
     @asynccontextmanager
     async def from_conn_string(
-        cls, conn_string: str, *, pool_size: int | None = None, **kwargs: Any
+        cls,
+        conn_string: str,
+        *,
+        pool_size: int | None = None,
+        pool_config: PoolConfig | None = None,
+        pipeline: bool = False,
+        deserializer: Any = None,
+        **kwargs: Any,
     ) -> AsyncIterator[AsyncPostgresMemoryStore]:
-        """Open a store on ``conn_string``; closes the connection (or pool) on exit."""
+        """Open a store on ``conn_string``; on exit stops its TTL sweeper and closes the
+        connection (or pool). Arguments as ``PostgresMemoryStore.from_conn_string``.
+
+        Raises:
+            ConfigurationError: ``pipeline=True``, a ``deserializer``, or pool settings
+                that cannot work.
+            DatabaseUnavailableError: PostgreSQL cannot be reached.
+        """
+        pool = pool_options(pool_size, pool_config, pipeline=pipeline, deserializer=deserializer)
         try:
-            if pool_size:
-                async with AsyncConnectionPool(
-                    conn_string, min_size=1, max_size=pool_size,
-                    kwargs={"autocommit": True}, open=False,
-                ) as pool:
-                    yield cls(pool, **kwargs)
+            if pool is not None:
+                async with (
+                    AsyncConnectionPool(conn_string, **pool, open=False) as conn_pool,
+                    cls._serve(conn_pool, kwargs) as store,
+                ):
+                    yield store
                 return
             async with await psycopg.AsyncConnection.connect(
                 conn_string, autocommit=True
-            ) as conn:
-                yield cls(conn, **kwargs)
+            ) as conn, cls._serve(conn, kwargs) as store:
+                yield store
         except psycopg.OperationalError as e:
             raise DatabaseUnavailableError(f"Cannot connect to PostgreSQL: {e}") from e
+
+    @classmethod
+    @asynccontextmanager
+    async def _serve(
+        cls, conn: Any, kwargs: dict[str, Any]
+    ) -> AsyncIterator[AsyncPostgresMemoryStore]:
+        store = cls(conn, **kwargs)
+        try:
+            yield store
+        finally:
+            await store.stop_ttl_sweeper()
 
     @classmethod
     @asynccontextmanager
@@ -331,6 +363,65 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     async def purge_embedding_cache(self, *, now: datetime | None = None) -> int:
         """Delete embedding-cache entries older than 30 days; returns how many."""
         return int(await self._drive(self._op_job(PurgeEmbeddingCacheOp(now))))
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` in a task on this loop.
+
+        As LangGraph's ``AsyncPostgresStore``: the interval defaults to the TTL config's
+        ``sweep_interval_minutes``, else 5; without a TTL config the task ends at once;
+        while the sweeper runs, its task is returned again. A failed sweep is logged and
+        the next one still runs. Leaving ``from_conn_string`` stops the sweeper.
+
+        Returns:
+            The sweeper's task; cancelling it stops the sweeper.
+        """
+        if not self.ttl_config:
+            return asyncio.create_task(asyncio.sleep(0))
+        if self._ttl_sweeper_task is not None and not self._ttl_sweeper_task.done():
+            return self._ttl_sweeper_task
+        seconds = sweep_interval(self.ttl_config, sweep_interval_minutes) * 60
+        stop = self._ttl_stop_event = asyncio.Event()
+
+        async def sweep_loop() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=seconds)
+                    return
+                except TimeoutError:
+                    pass
+                try:
+                    if swept := await self.sweep_ttl():
+                        logger.info("TTL sweep deleted %d expired items", swept)
+                except Exception:
+                    logger.exception("TTL sweep failed; the next one runs as planned")
+
+        task = asyncio.create_task(sweep_loop(), name="langmem-ttl-sweeper")
+        self._ttl_sweeper_task = task
+        return task
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the TTL sweeper task, waiting up to ``timeout`` seconds (None: no limit).
+
+        Returns:
+            True when no sweeper runs any more, False if it was still sweeping at the
+            timeout.
+        """
+        task = self._ttl_sweeper_task
+        if task is None or task.done():
+            return True
+        if self._ttl_stop_event is not None:
+            self._ttl_stop_event.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except TimeoutError:
+            return False
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise
+        self._ttl_sweeper_task = None
+        return True
 
 
 def _settle(

@@ -23,7 +23,13 @@ from typing import Any, Literal, cast
 from langgraph.store.base import Op, PutOp, ensure_embeddings
 
 from langmem_layer import embeddings
-from langmem_layer.store.config import MemoryIndexConfig, field_path, model_name
+from langmem_layer.store.config import (
+    MemoryIndexConfig,
+    check_index_config,
+    check_ttl_config,
+    field_path,
+    model_name,
+)
 from langmem_layer.store.embedding import RETRY_BASE_DELAY, default_max_input_tokens
 from langmem_layer.store.lifecycle_handlers import LifecycleHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
@@ -69,6 +75,8 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
     ) -> None:
         if index == "default":
             index = embeddings.default_index()  # looked up per call: tests and tools swap it
+        check_index_config(index)
+        check_ttl_config(ttl)
         self.conn = conn
         self.embedding_batch_size = embedding_batch_size
         self.embedding_retry_delay = embedding_retry_delay

@@ -29,7 +29,7 @@ from langmem_layer.sql import items as isql
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
-from langmem_layer.store.config import FieldPath, field_path
+from langmem_layer.store.config import FieldPath, distance_type, field_path, omit_expired
 from langmem_layer.store.plan import Embed, Handler, Query
 from langmem_layer.store.registry import Registry, handles
 from langmem_layer.store.tenancy import Tenancy, match_namespace, ns_text, ns_tuple
@@ -84,6 +84,18 @@ class ItemHandlers(Registry, Tenancy):
     model_id: str | None
     _fields: list[FieldPath]
     now: Callable[[], datetime]
+    index_config: Any
+    ttl_config: Any
+
+    @property
+    def omit_expired(self) -> bool:
+        """Whether get, search and list_namespaces hide expired items not swept yet."""
+        return omit_expired(self.ttl_config)
+
+    @property
+    def distance_type(self) -> str:
+        """The distance ``search`` scores with: cosine, l2 or inner_product."""
+        return distance_type(self.index_config)
 
     # -- values -----------------------------------------------------------------------
 
@@ -201,20 +213,15 @@ class ItemHandlers(Registry, Tenancy):
 
     @handles(GetOp)
     def _get(self, op: GetOp) -> Handler:
-        now = self.now()
-        user, prefix = self.tenant(op.namespace), ns_text(op.namespace)
-        rows = yield Query(*isql.get_items(user, prefix, [op.key], now))
-        if not rows:
-            return None
-        if op.refresh_ttl:
-            yield Query(*isql.refresh_ttl(user, [(prefix, op.key)], now))
-        return row_to_item(rows[0])
+        found = yield from self._get_many(GetManyOp(op.namespace, (op.key,), op.refresh_ttl))
+        return found.get(op.key)
 
     @handles(GetManyOp)
     def _get_many(self, op: GetManyOp) -> Handler:
         now = self.now()
         user, prefix = self.tenant(op.namespace), ns_text(op.namespace)
-        rows = yield Query(*isql.get_items(user, prefix, list(op.keys), now))
+        rows = yield Query(*isql.get_items(user, prefix, list(op.keys), now,
+                                           omit_expired=self.omit_expired))
         if rows and op.refresh_ttl:
             yield Query(*isql.refresh_ttl(user, [(prefix, r["key"]) for r in rows], now))
         return {r["key"]: row_to_item(r) for r in rows}
@@ -226,9 +233,11 @@ class ItemHandlers(Registry, Tenancy):
         filter_sql = compile_filter(op.filter, column=isql.VALUE)
         qvec = None
         dims = None
+        distance = self.distance_type
         if op.query and self.embeddings is not None:
             _, (qvec,) = yield Embed([], [op.query])
-            dims = yield from self._ann_dims(user)
+            if distance == "cosine":  # large users' HNSW indexes are cosine; else exact
+                dims = yield from self._ann_dims(user)
         rows = yield Query(
             *isql.search_items(
                 user,
@@ -240,6 +249,8 @@ class ItemHandlers(Registry, Tenancy):
                 query_vector=qvec,
                 model_id=self.model_id,
                 indexed_dims=dims,
+                distance=distance,
+                omit_expired=self.omit_expired,
             )
         )
         expiring = [(r["prefix"], r["key"]) for r in rows if r["ttl_minutes"] is not None]
@@ -280,7 +291,8 @@ class ItemHandlers(Registry, Tenancy):
             user = literal[1]
         elif literal and literal[0] not in self.tenant_roots:
             user = ""
-        rows = yield Query(*isql.list_prefixes(user, ns_text(literal), self.now()))
+        rows = yield Query(*isql.list_prefixes(user, ns_text(literal), self.now(),
+                                               omit_expired=self.omit_expired))
         found: set[tuple[str, ...]] = set()
         for r in rows:
             ns = ns_tuple(r["prefix"])

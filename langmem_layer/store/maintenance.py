@@ -15,6 +15,7 @@ from langmem_layer.sql import memory as msql
 from langmem_layer.sql import migrations as migsql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.store import ops as mops
+from langmem_layer.store.config import hnsw_params
 from langmem_layer.store.driver import Execution, Job
 from langmem_layer.store.embedding import CACHE_TTL
 from langmem_layer.store.item_handlers import ItemHandlers
@@ -73,7 +74,9 @@ class Maintenance(ItemHandlers, Execution):
     def _index_user(self, op: mops.IndexUserOp) -> Handler:
         if not self.model_id or not self.dims:
             raise ConfigurationError("index_user needs a store with an embedding index")
-        yield Query(*vsql.create_user_index(op.user_id, self.model_id, self.dims))
+        m, efc = hnsw_params(self.index_config)
+        yield Query(*vsql.create_user_index(op.user_id, self.model_id, self.dims,
+                                            m=m, ef_construction=efc))
         yield Query(*vsql.create_user_keyword_index(op.user_id, self.model_id))
         yield Query(*vsql.record_user_index(op.user_id, self.model_id, self.dims,
                                             op.now or self.now()))

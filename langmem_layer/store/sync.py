@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -17,6 +19,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
+from langmem_layer.store.config import PoolConfig, pool_options, sweep_interval
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
 from langmem_layer.store.driver import (
     IO,
@@ -32,6 +35,8 @@ from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 
 __all__ = ["PostgresMemoryStore"]
+
+logger = logging.getLogger("langmem_layer.store")
 
 
 class PostgresMemoryStore(StoreCore, BaseStore):
@@ -60,30 +65,58 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     def __init__(self, conn: Any, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
         self._lock = threading.Lock()
+        self._ttl_sweeper_thread: threading.Thread | None = None
+        self._ttl_stop_event = threading.Event()
 
     @classmethod
     @contextmanager
     def from_conn_string(
-        cls, conn_string: str, *, pool_size: int | None = None, **kwargs: Any
+        cls,
+        conn_string: str,
+        *,
+        pool_size: int | None = None,
+        pool_config: PoolConfig | None = None,
+        pipeline: bool = False,
+        deserializer: Any = None,
+        **kwargs: Any,
     ) -> Iterator[PostgresMemoryStore]:
-        """Open a store on ``conn_string``; closes the connection (or pool) on exit.
+        """Open a store on ``conn_string``; on exit stops its TTL sweeper and closes the
+        connection (or pool).
 
         Args:
             conn_string: A PostgreSQL URI.
             pool_size: Use a connection pool of this size instead of one connection.
+            pool_config: Use a connection pool with these settings (LangGraph's
+                ``PoolConfig``: ``min_size``, ``max_size``, ``kwargs``; other keys go to
+                psycopg's ``ConnectionPool``).
+            pipeline: Not supported (``True`` raises); the store sends each batch as
+                one transaction.
+            deserializer: Not supported (raises); values are read back as dicts.
             **kwargs: Passed to the constructor (``index``, ``ttl``, ``clock``...).
+
+        Raises:
+            ConfigurationError: ``pipeline=True``, a ``deserializer``, or pool settings
+                that cannot work (see :func:`~langmem_layer.store.config.pool_options`).
+            DatabaseUnavailableError: PostgreSQL cannot be reached.
         """
+        pool = pool_options(pool_size, pool_config, pipeline=pipeline, deserializer=deserializer)
         try:
-            if pool_size:
-                with ConnectionPool(
-                    conn_string, min_size=1, max_size=pool_size, kwargs={"autocommit": True}
-                ) as pool:
-                    yield cls(pool, **kwargs)
+            if pool is not None:
+                with ConnectionPool(conn_string, **pool) as conn_pool:
+                    yield from cls._serve(conn_pool, kwargs)
                 return
             with psycopg.connect(conn_string, autocommit=True) as conn:
-                yield cls(conn, **kwargs)
+                yield from cls._serve(conn, kwargs)
         except psycopg.OperationalError as e:
             raise DatabaseUnavailableError(f"Cannot connect to PostgreSQL: {e}") from e
+
+    @classmethod
+    def _serve(cls, conn: Any, kwargs: dict[str, Any]) -> Iterator[PostgresMemoryStore]:
+        store = cls(conn, **kwargs)
+        try:
+            yield store
+        finally:
+            store.stop_ttl_sweeper()
 
     @classmethod
     @contextmanager
@@ -164,6 +197,62 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     def sweep_ttl(self, *, now: datetime | None = None) -> int:
         """Delete expired items now; returns how many were deleted."""
         return int(self._drive(self._op_job(SweepExpiredOp(now))))
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` in a background thread.
+
+        As LangGraph's ``PostgresStore``: the interval defaults to the TTL config's
+        ``sweep_interval_minutes``, else 5; without a TTL config nothing starts; a
+        second call while the sweeper runs starts no other. A failed sweep is logged and
+        the next one still runs. Leaving ``from_conn_string`` stops the sweeper.
+
+        Returns:
+            A future resolved when the sweeper stops; cancelling it stops the sweeper.
+        """
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if not self.ttl_config:
+            future.set_result(None)
+            return future
+        future.add_done_callback(lambda f: self._ttl_stop_event.set() if f.cancelled() else None)
+        if self._ttl_sweeper_thread is not None and self._ttl_sweeper_thread.is_alive():
+            return future
+        self._ttl_stop_event.clear()
+        seconds = sweep_interval(self.ttl_config, sweep_interval_minutes) * 60
+        stop = self._ttl_stop_event
+
+        def sweep_loop() -> None:
+            while not stop.wait(seconds):
+                try:
+                    if swept := self.sweep_ttl():
+                        logger.info("TTL sweep deleted %d expired items", swept)
+                except Exception:
+                    logger.exception("TTL sweep failed; the next one runs as planned")
+            if not future.done():
+                future.set_result(None)
+
+        thread = threading.Thread(target=sweep_loop, name="langmem-ttl-sweeper", daemon=True)
+        self._ttl_sweeper_thread = thread
+        thread.start()
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the TTL sweeper thread, waiting up to ``timeout`` seconds (None: no limit).
+
+        Returns:
+            True when no sweeper runs any more, False if it was still sweeping at the
+            timeout.
+        """
+        thread = self._ttl_sweeper_thread
+        if thread is None or not thread.is_alive():
+            return True
+        self._ttl_stop_event.set()
+        thread.join(timeout)
+        if thread.is_alive():
+            return False
+        self._ttl_sweeper_thread = None
+        return True
 
     def purge_embedding_cache(self, *, now: datetime | None = None) -> int:
         """Delete embedding-cache entries older than 30 days; returns how many."""
