@@ -215,7 +215,7 @@ async def test_hnsw_parameters_build_large_users_indexes(kind: str, pg_uri: str)
         with psycopg.connect(pg_uri, autocommit=True) as conn:
             defs = [r[0] for r in conn.execute(
                 "SELECT indexdef FROM pg_indexes WHERE indexdef LIKE '%USING hnsw%' "
-                "AND indexdef LIKE '%carol%'").fetchall()]
+                "AND indexdef LIKE '%''carol''%' AND indexdef LIKE '%''fixed''%'").fetchall()]
     assert [r.key for r in results] == ["eps"]  # parallel to the query: cosine 1.0
     assert len(defs) == 1
     assert "m='8'" in defs[0] and "ef_construction='32'" in defs[0]
