@@ -6,6 +6,7 @@ statement binds ``user_id``. Recall's candidates are in :mod:`langmem_layer.sql.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,9 +17,14 @@ from langmem_layer.types import utc_iso
 __all__ = [
     "delete_links_of",
     "delete_memory",
+    "find_identical",
     "find_memory",
     "insert_link",
+    "link_thread_tail",
     "links_of",
+    "lock_thread",
+    "lock_user_writes",
+    "reinforce",
     "set_status",
     "thread_tail",
     "touch",
@@ -27,6 +33,101 @@ __all__ = [
 ]
 
 Sql = tuple[str, dict[str, Any]]
+
+
+def _lock(*parts: str) -> Sql:
+    # A transaction-scoped advisory lock on a 64-bit hash of the parts (JSON-encoded, so
+    # no separator can be forged by a user or thread id). A collision only makes two
+    # unrelated writers wait for each other. It must be its own statement: a statement's
+    # snapshot is taken when it starts, so a read in the same statement as the wait
+    # would not see what the holder committed.
+    return (
+        "SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))",
+        {"lock": json.dumps(["langmem_layer", *parts])},
+    )
+
+
+def lock_user_writes(user_id: str) -> Sql:
+    """Serialise the write path's apply per user, until the transaction ends.
+
+    Taken first in the apply transaction: a second worker applying for the same user
+    waits, then re-checks what the first one committed (:func:`find_identical`).
+    """
+    return _lock("apply", user_id)
+
+
+def lock_thread(user_id: str, thread_id: str) -> Sql:
+    """Serialise the linking of a thread's new memories, until the transaction ends."""
+    return _lock("thread", user_id, thread_id)
+
+
+def find_identical(user_id: str, prefix: str, content_hash: str, now: datetime) -> Sql:
+    """The active memory of one scope with this content hash (case and spacing folded)."""
+    return (
+        """SELECT i.key FROM langmem_items i
+        WHERE i.user_id = %(user_id)s AND i.is_memory
+          AND i.value ->> 'content_hash' = %(hash)s AND i.prefix = %(prefix)s
+          AND i.value ->> 'status' = 'active'
+          AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
+        ORDER BY i.created_at, i.key
+        LIMIT 1""",
+        {"user_id": user_id, "prefix": prefix, "hash": content_hash, "now": now},
+    )
+
+
+def reinforce(user_id: str, keys: Sequence[str], now: datetime, confidence_step: float) -> Sql:
+    """Seen again: confidence + step (at most 1), reinforcement count + 1, last accessed =
+    now, in one UPDATE; returns the keys that changed.
+
+    The arithmetic is on the stored row, so concurrent reinforcements and touches
+    (:func:`touch`) all count: a read-modify-write of the whole value lost them. The
+    access time goes to the ``access`` column, which readers lay over the value and
+    which keeps the access count a touch wrote.
+    """
+    return (
+        """UPDATE langmem_items i
+        SET value = i.value || jsonb_build_object(
+                'confidence', least(1.0, coalesce((i.value->>'confidence')::float8, 0)
+                                         + %(step)s::float8),
+                'reinforcement_count', coalesce((i.value->>'reinforcement_count')::int, 0) + 1),
+            access = coalesce(i.access, '{}'::jsonb)
+                     || jsonb_build_object('last_accessed_at', %(now_iso)s::text),
+            updated_at = %(now)s
+        WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory
+        RETURNING i.key""",
+        {"user_id": user_id, "keys": list(keys), "now": now, "now_iso": utc_iso(now),
+         "step": confidence_step},
+    )
+
+
+def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime) -> Sql:
+    """Link ``key`` to its thread's last memory (``elaborates``), read in the same statement.
+
+    The last memory is the newest active memory of the thread that no other active memory
+    elaborates yet: the end of the chain, whatever the clocks of the writers said. Run
+    under :func:`lock_thread`, so the chain stays one path. Returns the key linked to.
+    """
+    return (
+        """INSERT INTO langmem_links (user_id, src_key, link_type, dst_key, created_at, metadata)
+        SELECT %(user_id)s, %(key)s, 'elaborates', t.key, %(now)s, '{}'::jsonb
+        FROM (
+            SELECT i.key FROM langmem_items i
+            WHERE i.user_id = %(user_id)s AND i.is_memory AND i.key <> %(key)s
+              AND i.value -> 'source' ->> 'thread_id' = %(thread_id)s
+              AND i.value ->> 'status' = 'active'
+              AND NOT EXISTS (
+                  SELECT 1 FROM langmem_links l
+                  JOIN langmem_items s ON s.user_id = l.user_id AND s.key = l.src_key
+                  WHERE l.user_id = %(user_id)s AND l.dst_key = i.key
+                    AND l.link_type = 'elaborates' AND s.is_memory
+                    AND s.value ->> 'status' = 'active')
+            ORDER BY i.created_at DESC, i.key DESC
+            LIMIT 1) t
+        ON CONFLICT DO NOTHING
+        RETURNING dst_key""",
+        {"user_id": user_id, "key": key, "thread_id": thread_id, "now": now},
+    )
+
 
 def touch(user_id: str, keys: Sequence[str], now: datetime) -> Sql:
     """Reinforce retrieved memories: access_count + 1, last_accessed_at = now (R4.4).
