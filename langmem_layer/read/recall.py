@@ -59,6 +59,7 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
         seed_min_similarity=min(st.similarity_floor, st.episodic_similarity_floor),
         open_questions=st.open_question_limit,
         ref_max_share=st.ref_max_share,
+        max_terms=st.max_query_terms,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from langmem_layer.errors import InvalidNamespaceError
+from langmem_layer.sanitize import clean
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import recall as rsql
 from langmem_layer.store import ops as mops
@@ -28,6 +29,8 @@ class MemoryHandlers(ItemHandlers):
     @handles(mops.RecallOp)
     def _recall(self, op: mops.RecallOp) -> Handler:
         now = op.now or self.now()
+        # PostgreSQL text cannot hold U+0000: a NUL in the message must not fail the turn.
+        op = op._replace(query=clean(op.query)) if op.query else op
         qvec = None
         dims = None
         if op.query and self.embeddings is not None:
@@ -54,6 +57,7 @@ class MemoryHandlers(ItemHandlers):
                 open_questions=op.open_questions,
                 ref_max_share=op.ref_max_share,
                 indexed_dims=dims,
+                max_terms=op.max_terms,
             )
         )
         names = {s.column: s.name for s in rsql.RECALL_SOURCES}

@@ -83,6 +83,8 @@ class RecallOp(NamedTuple):
             of the best hits or ``refs`` (strategy ``"open_question"``, R4.5).
         ref_max_share: References carried by more than this share of the user's
             memories are ignored by the reference strategy.
+        max_terms: The full-text search ORs at most this many distinct words of
+            ``query`` (its longest; see :func:`langmem_layer.sql.recall.cap_terms`).
     """
 
     user_id: str
@@ -99,6 +101,7 @@ class RecallOp(NamedTuple):
     seed_min_similarity: float | None = None
     open_questions: int = 0
     ref_max_share: float = 1.0
+    max_terms: int = 128
 
 
 class TouchOp(NamedTuple):
