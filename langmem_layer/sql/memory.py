@@ -107,22 +107,28 @@ def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime) -> S
     elaborates yet: the end of the chain, whatever the clocks of the writers said. Run
     under :func:`lock_thread`, so the chain stays one path. Returns the key linked to.
     """
+    # Linear whatever the plan: the thread's memories are read once (thread index), the
+    # links out of its active ones once (links' primary key), and the tail is the active
+    # memory not among their targets (a hashed NOT IN). A correlated NOT EXISTS per memory
+    # became quadratic under the generic plan of a prepared statement.
     return (
-        """INSERT INTO langmem_links (user_id, src_key, link_type, dst_key, created_at, metadata)
-        SELECT %(user_id)s, %(key)s, 'elaborates', t.key, %(now)s, '{}'::jsonb
-        FROM (
-            SELECT i.key FROM langmem_items i
+        """WITH thread AS MATERIALIZED (
+            SELECT i.key, i.created_at, i.value ->> 'status' = 'active' AS active
+            FROM langmem_items i
             WHERE i.user_id = %(user_id)s AND i.is_memory AND i.key <> %(key)s
               AND i.value -> 'source' ->> 'thread_id' = %(thread_id)s
-              AND i.value ->> 'status' = 'active'
-              AND NOT EXISTS (
-                  SELECT 1 FROM langmem_links l
-                  JOIN langmem_items s ON s.user_id = l.user_id AND s.key = l.src_key
-                  WHERE l.user_id = %(user_id)s AND l.dst_key = i.key
-                    AND l.link_type = 'elaborates' AND s.is_memory
-                    AND s.value ->> 'status' = 'active')
-            ORDER BY i.created_at DESC, i.key DESC
-            LIMIT 1) t
+        ), followed AS MATERIALIZED (
+            SELECT l.dst_key FROM thread s
+            JOIN langmem_links l ON l.user_id = %(user_id)s AND l.src_key = s.key
+             AND l.link_type = 'elaborates'
+            WHERE s.active
+        )
+        INSERT INTO langmem_links (user_id, src_key, link_type, dst_key, created_at, metadata)
+        SELECT %(user_id)s, %(key)s, 'elaborates', t.key, %(now)s, '{}'::jsonb
+        FROM thread t
+        WHERE t.active AND t.key NOT IN (SELECT dst_key FROM followed)
+        ORDER BY t.created_at DESC, t.key DESC
+        LIMIT 1
         ON CONFLICT DO NOTHING
         RETURNING dst_key""",
         {"user_id": user_id, "key": key, "thread_id": thread_id, "now": now},
