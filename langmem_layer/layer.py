@@ -412,8 +412,10 @@ class MemoryLayer(WorkingMemoryMethods):
     def _recall(self, user_id: str, query: str | None, *, profile: str | None = None,
                 limit: int | None = None, refs: Sequence[str] = (),
                 now: datetime | None = None) -> Flow[builtins.list[Recalled]]:
-        if query is not None:
-            checks.check_content_text(query, "query")
+        if query is not None and not isinstance(query, str):
+            checks.check_content_text(query, "query")  # raises: a query is text
+        # A NUL in a query is dropped, not refused: a query is conversation text, and
+        # the read path removes it (langmem_layer.sanitize) as the write path does.
         limit = checks.check_limit(limit)
         refs = checks.check_strings(refs, "refs")
         checks.check_time(now, "now")

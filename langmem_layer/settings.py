@@ -90,6 +90,18 @@ class MemorySettings(BaseModel):
     extraction_retry_base_seconds: float = Field(
         default=30.0, ge=0, description="First retry delay; doubles per failed attempt."
     )
+    extraction_max_attempts: int = Field(
+        default=8, ge=1,
+        description="Attempts before a failing queue entry is parked (kept, not retried); "
+        "with the doubling delay, 8 attempts span about an hour from the first.",
+    )
+    max_query_terms: int = Field(
+        default=128, ge=1,
+        description="Distinct words of a message the full-text search ORs together (the "
+        "longest ones when it has more). No ordinary question has this many, and it stays "
+        "two orders of magnitude under the ~17k terms whose tsquery exceeds PostgreSQL's "
+        "stack depth, while each term costs an index probe.",
+    )
     extract_every_n_turns: int = Field(
         default=1, ge=1, description="Background extraction runs after every N turns."
     )

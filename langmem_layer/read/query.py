@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from langmem_layer.refs import extract_refs
+from langmem_layer.sanitize import clean
 from langmem_layer.write.dates import find_date
 
 __all__ = ["QueryInfo", "TimeWindow", "time_window", "understand"]
@@ -122,7 +123,7 @@ def understand(text: str | None, now: datetime, *, slack_days: float = 7.0,
         refs: Extract references.
         window: Look for a time window.
     """
-    text = text or ""
+    text = clean(text or "")  # PostgreSQL cannot store U+0000 (langmem_layer.sanitize)
     return QueryInfo(
         text=text,
         refs=tuple(extract_refs(text)) if refs and text else (),

@@ -64,6 +64,7 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
         due_window=(now - timedelta(days=st.lifecycle_loop_grace_days),
                     now + timedelta(hours=st.due_window_hours)),
         due_limit=st.due_limit,
+        max_terms=st.max_query_terms,
     )
 
 

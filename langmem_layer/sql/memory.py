@@ -6,6 +6,7 @@ statement binds ``user_id``. Recall's candidates are in :mod:`langmem_layer.sql.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,9 +17,14 @@ from langmem_layer.types import utc_iso
 __all__ = [
     "delete_links_of",
     "delete_memory",
+    "find_identical",
     "find_memory",
     "insert_link",
+    "link_thread_tail",
     "links_of",
+    "lock_thread",
+    "lock_user_writes",
+    "reinforce",
     "set_status",
     "thread_tail",
     "touch",
@@ -27,6 +33,116 @@ __all__ = [
 ]
 
 Sql = tuple[str, dict[str, Any]]
+
+
+def _lock(*parts: str) -> Sql:
+    # A transaction-scoped advisory lock on a 64-bit hash of the parts (JSON-encoded, so
+    # no separator can be forged by a user or thread id). A collision only makes two
+    # unrelated writers wait for each other. It must be its own statement: a statement's
+    # snapshot is taken when it starts, so a read in the same statement as the wait
+    # would not see what the holder committed.
+    return (
+        "SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))",
+        {"lock": json.dumps(["langmem_layer", *parts])},
+    )
+
+
+def lock_user_writes(user_id: str) -> Sql:
+    """Serialise the write path's apply per user, until the transaction ends.
+
+    Taken first in the apply transaction: a second worker applying for the same user
+    waits, then re-checks what the first one committed (:func:`find_identical`).
+    """
+    return _lock("apply", user_id)
+
+
+def lock_thread(user_id: str, thread_id: str) -> Sql:
+    """Serialise the linking of a thread's new memories, until the transaction ends."""
+    return _lock("thread", user_id, thread_id)
+
+
+def find_identical(user_id: str, prefix: str, content_hash: str, now: datetime) -> Sql:
+    """The active memory of one scope with this content hash (case and spacing folded)."""
+    return (
+        """SELECT i.key FROM langmem_items i
+        WHERE i.user_id = %(user_id)s AND i.is_memory
+          AND i.value ->> 'content_hash' = %(hash)s AND i.prefix = %(prefix)s
+          AND i.value ->> 'status' = 'active'
+          AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
+        ORDER BY i.created_at, i.key
+        LIMIT 1""",
+        {"user_id": user_id, "prefix": prefix, "hash": content_hash, "now": now},
+    )
+
+
+def reinforce(user_id: str, keys: Sequence[str], now: datetime, confidence_step: float) -> Sql:
+    """Seen again: confidence + step (at most 1), reinforcement count + 1, last accessed =
+    now, and a stale memory back to active (with a history entry), in one UPDATE;
+    returns the keys that changed.
+
+    The arithmetic is on the stored row, so concurrent reinforcements and touches
+    (:func:`touch`) all count: a read-modify-write of the whole value lost them. The
+    access time goes to the ``access`` column, which readers lay over the value and
+    which keeps the access count a touch wrote.
+    """
+    return (
+        """UPDATE langmem_items i
+        SET value = i.value || jsonb_build_object(
+                'confidence', least(1.0, coalesce((i.value->>'confidence')::float8, 0)
+                                         + %(step)s::float8),
+                'reinforcement_count', coalesce((i.value->>'reinforcement_count')::int, 0) + 1)
+              -- A stale memory matched again comes back, and its history says so.
+              || CASE WHEN i.value->>'status' = 'stale' THEN jsonb_build_object(
+                    'status', 'active',
+                    'history', coalesce(i.value->'history', '[]'::jsonb) || jsonb_build_array(
+                        jsonb_build_object('at', %(now_iso)s::text, 'event', 'status',
+                                           'old', 'stale', 'new', 'active',
+                                           'reason', 'reactivated: matched again by a turn')))
+                 ELSE '{}'::jsonb END,
+            access = coalesce(i.access, '{}'::jsonb)
+                     || jsonb_build_object('last_accessed_at', %(now_iso)s::text),
+            updated_at = %(now)s
+        WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory
+        RETURNING i.key""",
+        {"user_id": user_id, "keys": list(keys), "now": now, "now_iso": utc_iso(now),
+         "step": confidence_step},
+    )
+
+
+def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime) -> Sql:
+    """Link ``key`` to its thread's last memory (``elaborates``), read in the same statement.
+
+    The last memory is the newest active memory of the thread that no other active memory
+    elaborates yet: the end of the chain, whatever the clocks of the writers said. Run
+    under :func:`lock_thread`, so the chain stays one path. Returns the key linked to.
+    """
+    # Linear whatever the plan: the thread's memories are read once (thread index), the
+    # links out of its active ones once (links' primary key), and the tail is the active
+    # memory not among their targets (a hashed NOT IN). A correlated NOT EXISTS per memory
+    # became quadratic under the generic plan of a prepared statement.
+    return (
+        """WITH thread AS MATERIALIZED (
+            SELECT i.key, i.created_at, i.value ->> 'status' = 'active' AS active
+            FROM langmem_items i
+            WHERE i.user_id = %(user_id)s AND i.is_memory AND i.key <> %(key)s
+              AND i.value -> 'source' ->> 'thread_id' = %(thread_id)s
+        ), followed AS MATERIALIZED (
+            SELECT l.dst_key FROM thread s
+            JOIN langmem_links l ON l.user_id = %(user_id)s AND l.src_key = s.key
+             AND l.link_type = 'elaborates'
+            WHERE s.active
+        )
+        INSERT INTO langmem_links (user_id, src_key, link_type, dst_key, created_at, metadata)
+        SELECT %(user_id)s, %(key)s, 'elaborates', t.key, %(now)s, '{}'::jsonb
+        FROM thread t
+        WHERE t.active AND t.key NOT IN (SELECT dst_key FROM followed)
+        ORDER BY t.created_at DESC, t.key DESC
+        LIMIT 1
+        ON CONFLICT DO NOTHING
+        RETURNING dst_key""",
+        {"user_id": user_id, "key": key, "thread_id": thread_id, "now": now},
+    )
+
 
 def touch(user_id: str, keys: Sequence[str], now: datetime) -> Sql:
     """Reinforce retrieved memories: access_count + 1, last_accessed_at = now (R4.4).

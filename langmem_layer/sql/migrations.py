@@ -464,6 +464,15 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS langmem_job_runs_latest_idx
         ON langmem_job_runs (job, started_at DESC);
     """,
+    # write-path integrity: a new memory is written only if its scope holds no active
+    # memory with the same content hash (re-checked under a per-user lock): the index
+    # keeps that check one probe however many memories the user has. A queue entry that
+    # keeps failing, or whose input the database refuses, is parked (kept, not retried).
+    """
+    CREATE INDEX IF NOT EXISTS langmem_items_content_hash_idx
+        ON langmem_items (user_id, (value ->> 'content_hash')) WHERE is_memory;
+    ALTER TABLE langmem_extraction_queue ADD COLUMN IF NOT EXISTS parked_at timestamptz;
+    """,
 ]
 
 

@@ -18,13 +18,15 @@ __all__ = [
     "fail",
     "ingest_log",
     "mark_applied",
+    "park",
+    "parked",
     "pending",
     "write_ingest_log",
 ]
 
 Sql = tuple[str, dict[str, Any]]
 
-_CLAIMABLE = """q.done_at IS NULL AND q.next_attempt_at <= %(now)s
+_CLAIMABLE = """q.done_at IS NULL AND q.parked_at IS NULL AND q.next_attempt_at <= %(now)s
           AND (q.locked_until IS NULL OR q.locked_until <= %(now)s)"""
 
 
@@ -114,10 +116,34 @@ def fail(user_id: str, entry_id: int, *, error: str, retry_at: datetime) -> Sql:
     )
 
 
-def pending(user_id: str, thread_id: str | None = None) -> Sql:
-    """A user's unfinished entries (optionally one thread's), with their state."""
+def park(user_id: str, entry_id: int, *, error: str, now: datetime) -> Sql:
+    """Stop retrying an entry; it keeps its messages and its error."""
     return (
-        """SELECT id, thread_id, attempts, next_attempt_at, locked_until, last_error
+        """UPDATE langmem_extraction_queue
+        SET locked_until = NULL, last_error = %(error)s, parked_at = %(now)s
+        WHERE user_id = %(user_id)s AND id = %(id)s""",
+        {"user_id": user_id, "id": entry_id, "error": error[:2000], "now": now},
+    )
+
+
+def parked(user_id: str, thread_id: str | None = None) -> Sql:
+    """A user's parked entries (optionally one thread's), with their messages."""
+    return (
+        """SELECT user_id, id, thread_id, messages, turn_at, attempts, parked_at, last_error
+        FROM langmem_extraction_queue
+        WHERE user_id = %(user_id)s AND done_at IS NULL AND parked_at IS NOT NULL
+          AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
+        ORDER BY id""",
+        {"user_id": user_id, "thread_id": thread_id},
+    )
+
+
+def pending(user_id: str, thread_id: str | None = None) -> Sql:
+    """A user's unfinished entries (optionally one thread's), with their state; a parked
+    entry has ``parked_at``."""
+    return (
+        """SELECT id, thread_id, attempts, next_attempt_at, locked_until, last_error,
+               parked_at
         FROM langmem_extraction_queue
         WHERE user_id = %(user_id)s AND done_at IS NULL
           AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)

@@ -7,6 +7,7 @@ strategy binds ``user_id`` and the caller's scopes (namespaces) and statuses.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,7 +17,10 @@ from langmem_layer.sql.sources import RECALL_SOURCES
 from langmem_layer.sql.vector import user_walk, vector_literal
 from langmem_layer.types import utc_iso
 
-__all__ = ["KW_DOC_BUDGET", "RECALL_SOURCES", "ann_depth", "recall_candidates"]
+__all__ = [
+    "KW_DOC_BUDGET", "MAX_QUERY_TERMS", "RECALL_SOURCES", "ann_depth", "cap_terms",
+    "recall_candidates",
+]
 
 Sql = tuple[str, dict[str, Any]]
 
@@ -54,6 +58,33 @@ def ann_depth(per_source: int) -> int:
 #: this path (``benchmarks/locomo_retrieval.py --large-path``), recall@10 is 0.724 at
 #: 200, 0.723 at 100, 0.720 at 50; at 100k memories 100 saves ~1 ms a turn over 200.
 KW_DOC_BUDGET = 100
+#: The full-text search ORs at most this many distinct words of the query (the default
+#: of ``MemorySettings.max_query_terms``). PostgreSQL parses an OR of N terms into a
+#: tree N deep: from about 17k distinct words the tsquery exceeds its stack depth and
+#: the whole recall fails. No ordinary question has 128 distinct words; each term costs
+#: an index probe and a match per memory, and past this many BM25 no longer
+#: discriminates.
+MAX_QUERY_TERMS = 128
+_WORD = re.compile(r"\w+")
+
+
+def cap_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> str:
+    """``text``, or when it has more than ``max_terms`` distinct words, those of them that
+    are longest (the first seen among equals), in the order they first occur.
+
+    Longer words are rarer (and stop words short), so they are the ones BM25 weighs
+    most; the vector search still embeds the whole message.
+    """
+    firsts: dict[str, int] = {}
+    words = _WORD.findall(text)
+    for n, w in enumerate(words):
+        firsts.setdefault(w.lower(), n)
+    if len(firsts) <= max_terms:
+        return text
+    keep = sorted(firsts, key=lambda w: (-len(w), firsts[w]))[:max_terms]
+    return " ".join(words[firsts[w]] for w in sorted(keep, key=firsts.__getitem__))
+
+
 #: A reference carried by more than this many memories, and by more than
 #: ``ref_max_share`` of the user's memories, does not discriminate (like a stop word).
 REF_MIN_CAP = 10
@@ -167,6 +198,7 @@ def recall_candidates(
     indexed_dims: int | None = None,
     due_window: tuple[datetime, datetime] | None = None,
     due_limit: int = 0,
+    max_terms: int = MAX_QUERY_TERMS,
 ) -> Sql:
     """Candidates from every retrieval strategy in one round trip.
 
@@ -174,7 +206,8 @@ def recall_candidates(
 
     * ``vec``: vector similarity (exact cosine over the user's vectors; ``sims`` holds
       the similarity of every scored memory);
-    * ``kw``: full-text, any query term. ``keyword="bm25"`` ranks by Okapi BM25 over
+    * ``kw``: full-text, any query term (at most ``max_terms`` of them, see
+      :func:`cap_terms`). ``keyword="bm25"`` ranks by Okapi BM25 over
       the user's memories (term frequency from the tsvector positions, document
       frequency among the matching memories, ``N`` the user's item count, length
       normalised by the matching memories' mean length), so a term most memories
@@ -272,7 +305,7 @@ def recall_candidates(
         )
         sources.append("vec")
     if has_kw:
-        params["qt"] = query_text
+        params["qt"] = cap_terms(query_text or "", max_terms)
         if keyword == "bm25":
             params.update(k1=BM25_K1, b=BM25_B, kw_budget=KW_DOC_BUDGET)
             ctes.extend(_LARGE_BM25 if large else _SMALL_BM25)

@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 
 from langmem_layer.errors import InvalidNamespaceError
+from langmem_layer.sanitize import clean
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import recall as rsql
 from langmem_layer.sql import users as usql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.item_handlers import ItemHandlers, Write, row_to_item
 from langmem_layer.store.plan import Embed, Handler, Query
+from langmem_layer.store.queue_handlers import combine
 from langmem_layer.store.registry import handles
 from langmem_layer.store.tenancy import ns_text, ns_tuple
-from langmem_layer.types import MEMORY_ROOT
+from langmem_layer.types import MEMORY_ROOT, content_hash
 
 __all__ = ["MemoryHandlers"]
 
@@ -28,6 +30,8 @@ class MemoryHandlers(ItemHandlers):
     @handles(mops.RecallOp)
     def _recall(self, op: mops.RecallOp) -> Handler:
         now = op.now or self.now()
+        # PostgreSQL text cannot hold U+0000: a NUL in the message must not fail the turn.
+        op = op._replace(query=clean(op.query)) if op.query else op
         qvec = None
         dims = None
         if op.query and self.embeddings is not None:
@@ -56,6 +60,7 @@ class MemoryHandlers(ItemHandlers):
                 indexed_dims=dims,
                 due_window=op.due_window,
                 due_limit=op.due_limit,
+                max_terms=op.max_terms,
             )
         )
         names = {s.column: s.name for s in rsql.RECALL_SOURCES}
@@ -80,6 +85,47 @@ class MemoryHandlers(ItemHandlers):
     def _touch(self, op: mops.TouchOp) -> Handler:
         if op.keys:
             yield Query(*msql.touch(op.user_id, op.keys, op.now or self.now()))
+
+    @handles(mops.ReinforceOp)
+    def _reinforce(self, op: mops.ReinforceOp) -> Handler:
+        if not op.keys:
+            return []
+        rows = yield Query(*msql.reinforce(op.user_id, op.keys, op.now, op.confidence_step))
+        return [r["key"] for r in rows]
+
+    @handles(mops.LockUserWritesOp)
+    def _lock_user_writes(self, op: mops.LockUserWritesOp) -> Handler:
+        yield Query(*msql.lock_user_writes(op.user_id))
+
+    @handles(mops.AddMemoryOp)
+    def _add_memory(self, op: mops.AddMemoryOp) -> Handler:
+        if self.tenant(op.put.namespace) != op.user_id:
+            raise InvalidNamespaceError(
+                f"Namespace {op.put.namespace!r} does not belong to user {op.user_id!r}.")
+        now = op.now or self.now()
+        value = op.put.value
+        digest = value.get("content_hash") or content_hash(value["content"])
+        found: list[dict[str, object]] = []
+
+        def absent(rows: list[dict[str, object]]) -> bool:
+            found.extend(rows)
+            return not rows
+
+        check = Query(*msql.find_identical(op.user_id, ns_text(op.put.namespace), digest, now))
+        handlers = [self._handler(o) for o in (op.put, *op.then)]
+        yield from combine(handlers, gate=check, proceed=absent)
+        if found:
+            key = str(found[0]["key"])
+            yield Query(*msql.reinforce(op.user_id, [key], now, op.confidence_step))
+            return mops.AddOutcome(key, created=False)
+        return mops.AddOutcome(op.put.key, created=True)
+
+    @handles(mops.LinkThreadTailOp)
+    def _link_thread_tail(self, op: mops.LinkThreadTailOp) -> Handler:
+        yield Query(*msql.lock_thread(op.user_id, op.thread_id))
+        rows = yield Query(*msql.link_thread_tail(op.user_id, op.key, op.thread_id,
+                                                  op.now or self.now()))
+        return rows[0]["dst_key"] if rows else None
 
     @handles(mops.SetStatusOp)
     def _set_status(self, op: mops.SetStatusOp) -> Handler:

@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 __all__ = [
+    "AddMemoryOp",
+    "AddOutcome",
     "ApplyOnceOp",
     "Candidate",
     "ClaimOp",
@@ -36,11 +38,16 @@ __all__ = [
     "LifecycleOp",
     "Link",
     "LinkOp",
+    "LinkThreadTailOp",
     "LinksOp",
+    "LockUserWritesOp",
     "LogIngestOp",
     "LogMessagesOp",
     "LoggedMessage",
     "MemoryHistoryOp",
+    "ParkEntryOp",
+    "ParkedEntriesOp",
+    "ParkedEntry",
     "PendingOp",
     "PurgeEmbeddingCacheOp",
     "PurgeExpiredMemoriesOp",
@@ -50,6 +57,7 @@ __all__ = [
     "RecentMessagesOp",
     "RecordFallbackOp",
     "RecordOutcomeOp",
+    "ReinforceOp",
     "ResolveFallbackOp",
     "SetStatusOp",
     "SweepExpiredOp",
@@ -88,6 +96,8 @@ class RecallOp(NamedTuple):
         due_window: ``(start, end)``: add up to ``due_limit`` open loops due in this
             period, whatever the query (strategy ``"due"``).
         due_limit: How many due open loops at most (0: none).
+        max_terms: The full-text search ORs at most this many distinct words of
+            ``query`` (its longest; see :func:`langmem_layer.sql.recall.cap_terms`).
     """
 
     user_id: str
@@ -106,6 +116,7 @@ class RecallOp(NamedTuple):
     ref_max_share: float = 1.0
     due_window: tuple[datetime, datetime] | None = None
     due_limit: int = 0
+    max_terms: int = 128
 
 
 class TouchOp(NamedTuple):
@@ -576,3 +587,90 @@ class FallbackTurn:
     extractor: str
     attempts: int
     recorded_at: datetime
+
+
+# -- write-path integrity: atomic counters, serialised apply, parked queue entries ---------
+
+
+class ReinforceOp(NamedTuple):
+    """Seen again: confidence + ``confidence_step`` (at most 1), reinforcement count + 1,
+    last accessed = ``now``, in one UPDATE of the stored row (result: ``list[str]`` of
+    keys reinforced), so concurrent reinforcements and touches are all counted."""
+
+    user_id: str
+    keys: tuple[str, ...]
+    now: datetime
+    confidence_step: float = 0.05
+
+
+class LockUserWritesOp(NamedTuple):
+    """Wait until no other transaction applies memories for this user, and hold that
+    until this batch's transaction ends (result: None). Put it first in the batch."""
+
+    user_id: str
+
+
+class AddMemoryOp(NamedTuple):
+    """Write a new memory unless its scope holds an active memory with the same content
+    hash; then reinforce that one instead (result: ``AddOutcome``).
+
+    Run under :class:`LockUserWritesOp`, the check sees every memory committed by a
+    concurrent writer. ``then`` (links, status changes) runs only if the memory is
+    written.
+    """
+
+    user_id: str
+    put: Any  # langgraph.store.base.PutOp of a typed memory
+    then: tuple[Any, ...] = ()
+    now: datetime | None = None
+    confidence_step: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class AddOutcome:
+    """What an :class:`AddMemoryOp` did: ``key`` written (``created``) or reinforced."""
+
+    key: str
+    created: bool
+
+
+class LinkThreadTailOp(NamedTuple):
+    """Link memory ``key`` (``elaborates``) to the last memory of its thread, the tail read
+    and the link written in one step under a per-(user, thread) lock, so concurrent
+    writers of a thread make one chain (result: the key linked to, or None)."""
+
+    user_id: str
+    key: str
+    thread_id: str
+    now: datetime | None = None
+
+
+class ParkEntryOp(NamedTuple):
+    """Stop retrying a queue entry: it keeps its messages and its error and is listed by
+    :class:`PendingOp` and :class:`ParkedEntriesOp` (result: None)."""
+
+    user_id: str
+    entry_id: int
+    error: str
+    now: datetime
+
+
+class ParkedEntriesOp(NamedTuple):
+    """A user's parked queue entries, with their messages (result: ``list[ParkedEntry]``)."""
+
+    user_id: str
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedEntry:
+    """A queue entry no longer retried: extraction kept failing, or its input was invalid."""
+
+    user_id: str
+    id: int
+    thread_id: str | None
+    messages: list[dict[str, Any]]
+    turn_at: datetime
+    attempts: int
+    parked_at: datetime
+    last_error: str | None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from langmem_layer.sql import queue as qsql
 from langmem_layer.store import ops as mops
@@ -18,11 +19,13 @@ from langmem_layer.store.registry import Registry, handles
 __all__ = ["QueueHandlers", "combine"]
 
 
-def combine(handlers: list[Handler], *, gate: Query | None = None) -> Handler:
+def combine(handlers: list[Handler], *, gate: Query | None = None,
+            proceed: Callable[[list[dict[str, Any]]], bool] = bool) -> Handler:
     """Run several handlers as one: their embeddings in one request, then their queries.
 
     With ``gate``, the gate query runs after the embeddings and before any other
-    query; when it returns no row the handlers are abandoned and the result is None.
+    query; when ``proceed`` says no to its rows (by default: when it returns no row)
+    the handlers are abandoned and the result is None.
     """
     plan = Plan([Step([i], h) for i, h in enumerate(handlers)], len(handlers), None, None)
     # One request for all inner handlers, with each document's owner, so the outer
@@ -32,7 +35,7 @@ def combine(handlers: list[Handler], *, gate: Query | None = None) -> Handler:
     plan.deliver_embeddings(doc_vecs, query_vecs)
     if gate is not None:
         rows = yield gate
-        if not rows:
+        if not proceed(rows):
             for step in plan.steps:
                 step.gen.close()
             return None
@@ -84,6 +87,15 @@ class QueueHandlers(Registry):
     @handles(mops.FailEntryOp)
     def _fail(self, op: mops.FailEntryOp) -> Handler:
         yield Query(*qsql.fail(op.user_id, op.entry_id, error=op.error, retry_at=op.retry_at))
+
+    @handles(mops.ParkEntryOp)
+    def _park(self, op: mops.ParkEntryOp) -> Handler:
+        yield Query(*qsql.park(op.user_id, op.entry_id, error=op.error, now=op.now))
+
+    @handles(mops.ParkedEntriesOp)
+    def _parked(self, op: mops.ParkedEntriesOp) -> Handler:
+        rows = yield Query(*qsql.parked(op.user_id, op.thread_id))
+        return [mops.ParkedEntry(**r) for r in rows]
 
     @handles(mops.PendingOp)
     def _pending(self, op: mops.PendingOp) -> Handler:

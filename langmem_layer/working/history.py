@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langmem_layer.runner import Env, Flow, StoreCall, require_user
+from langmem_layer.sanitize import clean
 from langmem_layer.store import ops as mops
 from langmem_layer.tokens import TokenCounter
 
@@ -48,13 +49,17 @@ def _role(message: BaseMessage) -> str | None:
 
 def log_op(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: str | None,
            thread_id: str | None, now: datetime) -> mops.LogMessagesOp | None:
-    """The op logging a turn's human and assistant text messages (None: nothing to log)."""
+    """The op logging a turn's human and assistant text messages (None: nothing to log).
+
+    NUL characters are removed (PostgreSQL cannot store them; see
+    :mod:`langmem_layer.sanitize`).
+    """
     rows = []
     for n, m in enumerate(messages):
-        role, text = _role(m), m.text.strip()
+        role, text = _role(m), clean(m.text).strip()
         if role is None or not text:
             continue  # tool calls, tool results, system prompts: not conversation
-        mid = m.id or "sha:" + hashlib.sha256(
+        mid = clean(m.id or "") or "sha:" + hashlib.sha256(
             f"{now.isoformat()}|{n}|{role}|{text}".encode()).hexdigest()[:32]
         rows.append({"message_id": mid, "role": role, "text": text})
     if not rows:

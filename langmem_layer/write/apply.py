@@ -6,7 +6,12 @@ messages with the user's existing relevant memories, the gate decides, and the
 accepted operations are applied together with the entry's completion and the
 decision log in ONE transaction. Every operation carries an id derived from its
 source message and content, and is applied at most once, so a replayed batch changes
-nothing. A failed entry keeps its messages and is retried with exponential backoff.
+nothing. A failed entry keeps its messages and is retried with exponential backoff, up
+to ``extraction_max_attempts``; past that, or when its input is invalid, it is parked.
+
+Concurrent workers cannot lose or duplicate a write: every apply transaction first takes
+a per-user lock, a new memory is written only if its scope has no active memory with the
+same content (else that one is reinforced), and counters are updated in SQL.
 """
 
 from __future__ import annotations
@@ -20,14 +25,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, messages_from_dict, messages_to_dict
-from langgraph.store.base import PutOp
 
+from langmem_layer.errors import InvalidInputError
 from langmem_layer.read.rank import rank_candidates
 from langmem_layer.read.recall import recall_op
 from langmem_layer.runner import Env, ExtractCall, Flow, StoreCall, require_user
+from langmem_layer.sanitize import clean, clean_deep, clean_messages
 from langmem_layer.store import ops as mops
 from langmem_layer.types import (
-    HistoryEntry,
     LinkType,
     MemoryRecord,
     Recalled,
@@ -38,7 +43,7 @@ from langmem_layer.types import (
 from langmem_layer.write.extractor import MemoryOperation, OpType
 from langmem_layer.write.fallback import fallback_ops
 from langmem_layer.write.gate import GateDecision
-from langmem_layer.write.memory import memory_ops, thread_tail_ops
+from langmem_layer.write.memory import memory_ops
 
 __all__ = [
     "IngestResult",
@@ -52,6 +57,8 @@ __all__ = [
 #: Predicates that hold one value at a time: a new value replaces the old one.
 SINGLE_VALUED = frozenset({"name", "works_at", "lives_in"})
 _KEY_NAMESPACE = uuid.UUID("6f1c2a52-5b0e-4b7a-9a55-3f1f4c1d2e10")
+#: Confidence a reinforcement adds (README: "confidence + 0.05").
+REINFORCE_STEP = 0.05
 
 
 @dataclass
@@ -79,11 +86,16 @@ class IngestResult:
 
 @dataclass
 class ProcessResult:
-    """What one pass over the queue did."""
+    """What one pass over the queue did.
+
+    ``failed`` holds every entry that failed this pass; ``parked``, those of them that
+    will not be retried (see :func:`process_queue`).
+    """
 
     done: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     results: list[IngestResult] = field(default_factory=list)
+    parked: list[int] = field(default_factory=list)
 
 
 def operation_id(user_id: str, source: str, op: MemoryOperation) -> str:
@@ -106,8 +118,13 @@ def _turn_key(messages: Sequence[BaseMessage], turn_at: datetime) -> str:
 def enqueue_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
                  profile: str | None, thread_id: str | None, agent_id: str | None,
                  now: datetime, dedupe_key: str | None = None) -> Flow[int | None]:
-    """Queue a turn's messages for extraction; returns the entry id (None if queued before)."""
+    """Queue a turn's messages for extraction; returns the entry id (None if queued before).
+
+    NUL characters are removed from the messages (:mod:`langmem_layer.sanitize`):
+    PostgreSQL cannot store them, and the turn must not be lost for one.
+    """
     user_id = require_user(user_id)
+    messages = clean_messages(messages)
     key = dedupe_key or f"{thread_id or '-'}:{_turn_key(messages, now)}"
     (entry,) = yield StoreCall([mops.EnqueueOp(
         user_id, key, profile or env.settings.default_profile,
@@ -161,6 +178,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     """
     user_id = require_user(user_id)
     profile = profile or env.settings.default_profile
+    messages = clean_messages(messages)
     result = IngestResult(user_id, [])
     finish: list[Any] = [mops.CompleteEntryOp(user_id, entry_id, now)] if entry_id else []
     text = _human_text(messages)
@@ -175,11 +193,10 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     def existing_op(query: str) -> mops.RecallOp:
         return recall_op(env, user_id, query, profile=profile, now=now, walk_links=False)
 
-    tail_op = thread_tail_ops(env, user_id, thread_id)
-    cands, *tail = yield StoreCall([existing_op(text), *tail_op])
-    previous: str | None = tail[0] if tail else None
+    (cands,) = yield StoreCall([existing_op(text)])
     existing = rank_candidates(cands, now=now, settings=env.settings, limit=20)
-    proposed: list[MemoryOperation] = yield ExtractCall(messages, existing, now)
+    extracted: list[MemoryOperation] = yield ExtractCall(messages, existing, now)
+    proposed = [_clean_operation(p) for p in extracted]
     probes = [i for i, p in enumerate(proposed)
               if p.op in (OpType.ADD, OpType.UPDATE) and p.content]
     neighbors: dict[int, list[Recalled]] = {}
@@ -211,26 +228,41 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
         # when the gate rewrites the operation (say, an add into a reinforce).
         op_id = operation_id(user_id, op.source_message_id or turn_key, decision.proposed)
         plan = _plan_operation(env, user_id, profile, op, op_id, source, known, now,
-                               previous=previous)
+                               thread_id=thread_id)
         if isinstance(plan, str):  # a conflict policy declined it
             decisions[n] = GateDecision(op, decision.proposed, False, plan)
         elif plan.ops:
-            if tail_op and plan.written:  # the thread's memories in order
-                previous = plan.written[-1]
             planned.append(plan)
             batch.append(mops.ApplyOnceOp(user_id, plan.op_id, tuple(plan.ops), now))
     result.decisions = decisions
     log = mops.LogIngestOp(user_id, [_decision_dict(d) for d in decisions], now, thread_id,
                            agent_id)
-    outcomes = yield StoreCall([*batch, log, *finish, *fallback_ops(
-        user_id, profile, thread_id, agent_id, messages, now, proposed)])
-    for plan, outcome in zip(planned, outcomes, strict=False):
+    # One writer per user at a time: the lock is taken first in the transaction and its
+    # adds re-check, under it, what a concurrent worker committed (AddMemoryOp).
+    lock = [mops.LockUserWritesOp(user_id)] if batch else []
+    outcomes = yield StoreCall([*lock, *batch, log, *finish, *fallback_ops(
+        user_id, profile, thread_id, agent_id, messages, now, extracted)])
+    for plan, outcome in zip(planned, outcomes[len(lock):], strict=False):
         if outcome is None:
             result.replayed.append(plan.op_id)
-        else:
-            result.written.extend(plan.written)
-            result.changed.extend(plan.changed)
+            continue
+        for done in outcome:
+            if isinstance(done, mops.AddOutcome) and not done.created:
+                # An identical memory was committed meanwhile: it was reinforced instead.
+                plan.written = []
+                plan.changed.append(done.key)
+        result.written.extend(plan.written)
+        result.changed.extend(plan.changed)
     return result
+
+
+def _clean_operation(op: MemoryOperation) -> MemoryOperation:
+    """A model's operation without NUL characters in its text (PostgreSQL cannot store
+    them; see :mod:`langmem_layer.sanitize`)."""
+    fields = {name: getattr(op, name) for name in type(op).model_fields}
+    update = {k: clean_deep(v) for k, v in fields.items() if isinstance(v, str | list | dict)}
+    update = {k: v for k, v in update.items() if v != fields[k]}
+    return op.model_copy(update=update) if update else op
 
 
 @dataclass
@@ -243,10 +275,12 @@ class _Planned:
 
 def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, op_id: str,
                     source: Source, known: dict[str, Recalled], now: datetime, *,
-                    previous: str | None) -> _Planned | str:
+                    thread_id: str | None) -> _Planned | str:
     """Store ops for one accepted operation, or why a conflict policy declined it.
 
-    A memory it writes is linked to ``previous``, its thread's newest memory.
+    A memory it writes joins the chain of ``thread_id``'s memories. It is written only if
+    its scope holds no active memory with the same content when the transaction gets to
+    it (:class:`~langmem_layer.store.ops.AddMemoryOp`); else that one is reinforced.
     """
     plan = _Planned(op_id)
     target = _resolve_target(op, known)
@@ -264,7 +298,7 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
         review = contested and policy == "review"
         key = str(uuid.uuid5(_KEY_NAMESPACE, f"{user_id}:{plan.op_id}"))
         _, written = memory_ops(
-            env, user_id, profile, key, op.content, now=now, previous=previous,
+            env, user_id, profile, key, op.content, now=now, thread_id=thread_id,
             kind=op.kind, layer=op.layer, policy=op.policy, confidence=op.confidence,
             salience=op.salience, refs=op.refs,
             due_at=to_utc(op.due_at) if op.due_at else None, subject=op.subject,
@@ -272,29 +306,19 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
             metadata={**({"needs_review": True} if review else {}),
                       **({"ephemeral": True} if op.ephemeral else {})} or None,
         )
-        plan.ops.extend(written)
+        put, *then = written
         plan.written.append(key)
         if old is not None and review:  # both stay; a human decides
-            plan.ops.append(mops.LinkOp(user_id, key, LinkType.CONTRADICTS, old.key, now))
+            then.append(mops.LinkOp(user_id, key, LinkType.CONTRADICTS, old.key, now))
         elif old is not None:  # latest write (or the more trusted agent) wins
+            then.append(mops.LinkOp(user_id, key, LinkType.SUPERSEDES, old.key, now))
+        plan.ops.append(mops.AddMemoryOp(user_id, put, tuple(then), now, REINFORCE_STEP))
+        if old is not None and not review:
             plan.ops.append(mops.SetStatusOp(user_id, (old.key,), Status.CONTRADICTED, now))
-            plan.ops.append(mops.LinkOp(user_id, key, LinkType.SUPERSEDES, old.key, now))
             plan.changed.append(old.key)
     elif op.op == OpType.REINFORCE and target in known:
-        old = known[target]
-        update: dict[str, Any] = {
-            "confidence": min(1.0, old.record.confidence + 0.05),
-            "reinforcement_count": old.record.reinforcement_count + 1,
-            "last_accessed_at": now,
-        }
-        if old.record.status == Status.STALE:  # matched again: back in retrieval
-            update["status"] = Status.ACTIVE
-            update["history"] = [*old.record.history, HistoryEntry(
-                at=now, event="status", old=Status.STALE, new=Status.ACTIVE,
-                reason="reactivated: matched again by a turn")]
-        record = old.record.model_copy(update=update)
-        plan.ops.append(PutOp(old.namespace, old.key, record.to_value()))
-        plan.changed.append(old.key)
+        plan.ops.append(mops.ReinforceOp(user_id, (known[target].key,), now, REINFORCE_STEP))
+        plan.changed.append(known[target].key)
     elif op.op in (OpType.CONTRADICT, OpType.FORGET, OpType.CLOSE_OPEN_LOOP) and target:
         status = Status.CONTRADICTED if op.op == OpType.CONTRADICT else Status.ARCHIVED
         plan.ops.append(mops.SetStatusOp(user_id, (target,), status, now))
@@ -305,9 +329,17 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
 def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
                   retry_base_seconds: float, user_id: str | None = None
                   ) -> Flow[ProcessResult]:
-    """Lease ready entries and ingest each; a failure keeps the entry for a later retry."""
+    """Lease ready entries and ingest each; a failure keeps the entry for a later retry.
+
+    An entry is parked instead (kept with its messages and error, listed by
+    :class:`~langmem_layer.store.ops.PendingOp` and
+    :class:`~langmem_layer.store.ops.ParkedEntriesOp`, never retried) when its attempt
+    was the ``extraction_max_attempts``-th, or when the database refused its input
+    (:class:`~langmem_layer.errors.InvalidInputError`): a retry would fail the same way.
+    """
     (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now)])
     outcome = ProcessResult()
+    max_attempts = env.settings.extraction_max_attempts
     for entry in entries:
         try:
             result = yield from ingest(
@@ -315,10 +347,15 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
                 thread_id=entry.thread_id, agent_id=entry.agent_id, now=entry.turn_at,
                 entry_id=entry.id)
         except Exception as e:
+            error = clean(f"{type(e).__name__}: {e}")
+            if isinstance(e, InvalidInputError) or entry.attempts >= max_attempts:
+                yield StoreCall([mops.ParkEntryOp(entry.user_id, entry.id, error, now)])
+                outcome.failed.append(entry.id)
+                outcome.parked.append(entry.id)
+                continue
             delay = retry_base_seconds * 2 ** max(0, entry.attempts - 1)
             retry_at = now + timedelta(seconds=min(delay, 6 * 3600))
-            yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id,
-                                              f"{type(e).__name__}: {e}", retry_at)])
+            yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at)])
             outcome.failed.append(entry.id)
         else:
             outcome.done.append(entry.id)

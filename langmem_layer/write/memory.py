@@ -14,12 +14,12 @@ from langgraph.store.base import PutOp
 from langmem_layer.errors import InvalidContentError
 from langmem_layer.refs import extract_refs
 from langmem_layer.runner import Env, Flow, StoreCall, require_user
+from langmem_layer.sanitize import reject_nul
 from langmem_layer.store import ops as mops
 from langmem_layer.types import (
     IDENTITY_SCOPE,
     Kind,
     Layer,
-    LinkType,
     LoopStatus,
     MemoryRecord,
     Policy,
@@ -29,7 +29,7 @@ from langmem_layer.types import (
 )
 
 __all__ = [
-    "check_content", "memory_ops", "new_record", "put_record", "remember", "thread_tail_ops",
+    "check_content", "memory_ops", "new_record", "put_record", "remember", "thread_link_ops",
 ]
 
 #: Kinds written global to the user (R1.2) unless the extractor says otherwise.
@@ -47,8 +47,9 @@ _DEFAULT_LAYER = {
 
 
 def check_content(env: Env, content: str) -> str:
-    """Reject empty or oversized content with an error that says the limit."""
-    text = (content or "").strip()
+    """Reject empty or oversized content, or content with a NUL character, with an error
+    that says how to fix it."""
+    text = reject_nul(content or "", "Memory content").strip()
     if not text:
         raise InvalidContentError("Memory content is empty.")
     limit = env.settings.gate.max_content_chars
@@ -108,27 +109,31 @@ def put_record(user_id: str, profile: str, key: str, record: MemoryRecord) -> Pu
     return PutOp(memory_namespace(user_id, scope), key, record.to_value())
 
 
-def thread_tail_ops(env: Env, user_id: str, thread_id: str | None) -> list[mops.ThreadTailOp]:
-    """The read of the thread's newest memory, which a memory of the thread is linked to.
+def thread_link_ops(env: Env, user_id: str, key: str, thread_id: str | None,
+                    now: datetime) -> list[mops.LinkThreadTailOp]:
+    """The link of memory ``key`` to its thread's last memory, which it elaborates.
 
-    Empty without a thread or with ``link_thread_memories`` off: nothing to link.
+    The tail is read and the link written in one step of the transaction writing the
+    memory, under a per-(user, thread) lock: concurrent writers of a thread make one
+    chain, never a fork. Empty without a thread or with ``link_thread_memories`` off.
     """
     if not thread_id or not env.settings.link_thread_memories:
         return []
-    return [mops.ThreadTailOp(user_id, thread_id)]
+    return [mops.LinkThreadTailOp(user_id, key, thread_id, now)]
 
 
 def memory_ops(env: Env, user_id: str, profile: str, key: str, content: str, *,
-               now: datetime, previous: str | None = None, refs: Sequence[str] = (),
+               now: datetime, thread_id: str | None = None, refs: Sequence[str] = (),
                **fields: Any) -> tuple[MemoryRecord, list[Any]]:
     """A new memory and the store ops writing it, enriched alike by every entry point.
 
-    * the content is checked (:func:`check_content`: not empty, within the limit);
+    * the content is checked (:func:`check_content`: not empty, within the limit, no
+      NUL character), and so are the references;
     * its references are the given ones plus those its content names
       (:func:`langmem_layer.refs.extract_refs`), so the reference strategy finds it
       whoever wrote it (R4.1);
-    * it elaborates ``previous``, its thread's newest memory (read with
-      :func:`thread_tail_ops`), so the link walk finds a thread's memories in order.
+    * it elaborates the last memory of ``thread_id`` (:func:`thread_link_ops`), so the
+      link walk finds a thread's memories in order.
 
     Args:
         env: The layer's settings.
@@ -137,18 +142,19 @@ def memory_ops(env: Env, user_id: str, profile: str, key: str, content: str, *,
         key: The memory's id.
         content: What it says.
         now: Its creation time.
-        previous: The memory to link it to (None: none).
+        thread_id: The thread whose chain it joins (None: none).
         refs: References given with it (an extractor's, a caller's).
         **fields: The rest of :func:`new_record`'s fields (``kind`` required).
 
     Returns:
-        The record, and its ``PutOp`` followed by the link.
+        The record, and its ``PutOp`` followed by the thread link.
     """
     text = check_content(env, content)
+    for ref in refs:
+        reject_nul(ref, "A reference")
     record = new_record(text, now=now, refs=[*refs, *extract_refs(text)], **fields)
     ops: list[Any] = [put_record(user_id, profile, key, record)]
-    if previous is not None:
-        ops.append(mops.LinkOp(user_id, key, LinkType.ELABORATES, previous, now))
+    ops.extend(thread_link_ops(env, user_id, key, thread_id, now))
     return record, ops
 
 
@@ -165,12 +171,8 @@ def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: 
     user_id = require_user(user_id)
     if thread_id is not None:
         fields["source"] = Source(thread_id=thread_id)
-    previous: str | None = None
-    tail = thread_tail_ops(env, user_id, thread_id)
-    if tail:
-        (previous,) = yield StoreCall(list(tail))
     key = str(uuid.uuid4())
     record, ops = memory_ops(env, user_id, profile or env.settings.default_profile, key,
-                             content, now=now, previous=previous, kind=kind, **fields)
+                             content, now=now, thread_id=thread_id, kind=kind, **fields)
     yield StoreCall(ops)
     return Recalled(key, ops[0].namespace, record)
