@@ -10,11 +10,17 @@ from typing import Any
 
 from langgraph.store.base import Item, PutOp
 
-from langmem_layer.errors import InvalidContentError, MemoryNotFoundError
+from langmem_layer.errors import (
+    InvalidContentError,
+    InvalidInputError,
+    MemoryNotFoundError,
+    NotProceduralError,
+)
 from langmem_layer.runner import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.store import ops as mops
 from langmem_layer.types import (
     MEMORY_ROOT,
+    HistoryEntry,
     MemoryRecord,
     Recalled,
     Status,
@@ -23,9 +29,13 @@ from langmem_layer.types import (
 from langmem_layer.write.memory import check_content
 
 __all__ = [
-    "correct", "decisions", "delete_user", "export", "forget", "get", "import_", "list_memories",
-    "to_recalled",
+    "correct", "decisions", "delete_user", "export", "forget", "get", "history", "import_",
+    "list_memories", "record_outcome", "to_recalled",
 ]
+
+#: History reasons of the user's own changes.
+CORRECTED = "corrected by the user"
+FORGOTTEN = "forgotten at the user's request"
 
 #: The format marker of :func:`export`'s data, checked by :func:`import_`.
 EXPORT_FORMAT = "langmem_layer.export/1"
@@ -76,10 +86,19 @@ def mops_search(namespace: tuple[str, ...], statuses: Sequence[str] | None, limi
 
 def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: datetime
             ) -> Flow[Recalled]:
-    """Change a memory's content in place; it is re-embedded in the same write (R9.1)."""
+    """Change a memory's content in place; it is re-embedded in the same write (R9.1).
+
+    The previous text stays in the memory's history (event ``"content"``).
+    """
     current = yield from get(user_id, memory_id)
-    record = current.record.model_copy(
-        update={"content": check_content(env, content), "content_hash": ""}
+    new_content = check_content(env, content)
+    previous = current.record
+    history = list(previous.history)
+    if new_content != previous.content:
+        history.append(HistoryEntry(at=now, event="content", old=previous.content,
+                                    new=new_content, reason=CORRECTED))
+    record = previous.model_copy(
+        update={"content": new_content, "content_hash": "", "history": history}
     )
     record = MemoryRecord.model_validate(record.model_dump())
     yield StoreCall([PutOp(current.namespace, memory_id, record.to_value())])
@@ -93,12 +112,45 @@ def forget(user_id: str, memory_id: str, *, hard: bool, now: datetime) -> Flow[b
         (deleted,) = yield StoreCall([mops.DeleteMemoryOp(user_id, memory_id)])
     else:
         (changed,) = yield StoreCall(
-            [mops.SetStatusOp(user_id, (memory_id,), Status.ARCHIVED, now)]
+            [mops.SetStatusOp(user_id, (memory_id,), Status.ARCHIVED, now, FORGOTTEN)]
         )
         deleted = bool(changed)
     if not deleted:
         yield from get(user_id, memory_id)  # raises when it does not exist
     return True
+
+
+def history(user_id: str, memory_id: str) -> Flow[list[HistoryEntry]]:
+    """One memory's history, oldest first, whatever its status; raises
+    MemoryNotFoundError."""
+    (entries,) = yield StoreCall([mops.MemoryHistoryOp(require_user(user_id), memory_id)])
+    if entries is None:
+        raise MemoryNotFoundError(f"No memory {memory_id!r} for user {user_id!r}.")
+    return list(entries)
+
+
+def record_outcome(user_id: str, memory_id: str, *, success: bool, now: datetime
+                   ) -> Flow[tuple[int, int]]:
+    """Count one outcome of following a procedural habit; returns (successes, failures).
+
+    Raises:
+        MemoryNotFoundError: No such memory for the user.
+        NotProceduralError: The memory is not a procedural habit.
+    """
+    if not isinstance(success, bool):
+        raise InvalidInputError(
+            f"success must be True or False, got {type(success).__name__}: pass "
+            "success=True when following the habit worked, success=False when it did not.")
+    user_id = require_user(user_id)
+    (counts,) = yield StoreCall([mops.RecordOutcomeOp(user_id, memory_id, success, now)])
+    if counts is None:
+        found = yield from get(user_id, memory_id)  # raises when it does not exist
+        raise NotProceduralError(
+            f"Memory {memory_id!r} is a {found.record.layer.value} memory "
+            f"({found.record.kind.value}); outcomes are counted for procedural habits "
+            "only. Record outcomes of memories whose layer is 'procedural'.")
+    successes, failures = counts
+    return int(successes), int(failures)
 
 
 def export(user_id: str) -> Flow[dict[str, Any]]:

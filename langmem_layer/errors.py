@@ -27,6 +27,7 @@ __all__ = [
     "LangmemError",
     "MemoryNotFoundError",
     "MissingUserError",
+    "NotProceduralError",
     "PoolTimeoutError",
     "SchemaNotReadyError",
     "SyncCallOnEventLoopError",
@@ -71,6 +72,10 @@ class ConfigurationError(LangmemError, ValueError):
 
 class MemoryNotFoundError(LangmemError, LookupError):
     """No memory with the given id exists for this user."""
+
+
+class NotProceduralError(LangmemError, ValueError):
+    """The call applies to procedural memories (habits) only, and this memory is not one."""
 
 
 class EmbeddingError(LangmemError, RuntimeError):

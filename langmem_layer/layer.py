@@ -28,6 +28,7 @@ from langmem_layer.params import (
     ForgetArgs,
     ListArgs,
     NowArgs,
+    OutcomeArgs,
     PendingArgs,
     RecallArgs,
     RememberArgs,
@@ -39,7 +40,7 @@ from langmem_layer.runner import AsyncHandlers, Env, Flow, Handlers, Runner
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.ops import IngestLogEntry, UserDeletion
 from langmem_layer.tokens import get_token_counter
-from langmem_layer.types import Kind, Layer, Policy, Recalled
+from langmem_layer.types import HistoryEntry, Kind, Layer, Policy, Recalled
 from langmem_layer.worker import Worker
 from langmem_layer.working.api import WorkingMemoryMethods
 from langmem_layer.write import apply as write
@@ -266,6 +267,43 @@ class MemoryLayer(WorkingMemoryMethods):
         """Async twin of :meth:`forget`."""
         return await self._runner.arun(self._forget(user_id, memory_id, **kw))
 
+    def history(self, user_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
+        """Every change in a memory's life, oldest first: status transitions, closed
+        loops, flags and corrections, each with its time and reason (R5.2).
+
+        Raises:
+            MemoryNotFoundError: No such memory for the user.
+        """
+        return self._runner.run(control.history(user_id, memory_id))
+
+    async def ahistory(self, user_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
+        """Async twin of :meth:`history`."""
+        return await self._runner.arun(control.history(user_id, memory_id))
+
+    def record_outcome(self, user_id: str, memory_id: str, **kw: Unpack[OutcomeArgs]
+                       ) -> tuple[int, int]:
+        """Count one outcome of following a procedural habit; the lifecycle job retires a
+        habit that keeps failing (R5.2).
+
+        Args:
+            user_id: The user.
+            memory_id: A procedural memory.
+            **kw: See :class:`~langmem_layer.params.OutcomeArgs` (``success`` required).
+
+        Returns:
+            The habit's (successes, failures) after counting this one.
+
+        Raises:
+            MemoryNotFoundError: No such memory for the user.
+            NotProceduralError: The memory is not procedural.
+        """
+        return self._runner.run(self._record_outcome(user_id, memory_id, **kw))
+
+    async def arecord_outcome(self, user_id: str, memory_id: str, **kw: Unpack[OutcomeArgs]
+                              ) -> tuple[int, int]:
+        """Async twin of :meth:`record_outcome`."""
+        return await self._runner.arun(self._record_outcome(user_id, memory_id, **kw))
+
     def export(self, user_id: str) -> dict[str, Any]:
         """Everything stored for the user, as JSON-ready data that :meth:`import_` accepts."""
         return self._runner.run(control.export(user_id))
@@ -459,6 +497,12 @@ class MemoryLayer(WorkingMemoryMethods):
     def _forget(self, user_id: str, memory_id: str, *, hard: bool = False,
                 now: datetime | None = None) -> Flow[bool]:
         return control.forget(user_id, memory_id, hard=hard, now=now or self.now())
+
+    def _record_outcome(self, user_id: str, memory_id: str, *, success: bool,
+                        now: datetime | None = None) -> Flow[tuple[int, int]]:
+        checks.check_time(now, "now")
+        return control.record_outcome(user_id, memory_id, success=success,
+                                      now=now or self.now())
 
     def _decisions(self, user_id: str, *, thread_id: str | None = None, limit: int = 20
                    ) -> Flow[builtins.list[IngestLogEntry]]:

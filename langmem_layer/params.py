@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from langchain_core.messages import BaseMessage
 
@@ -25,6 +25,7 @@ __all__ = [
     "ListArgs",
     "LoadThreadArgs",
     "NowArgs",
+    "OutcomeArgs",
     "PendingArgs",
     "RecallArgs",
     "RecentHistoryArgs",
@@ -174,6 +175,18 @@ class ForgetArgs(NowArgs, total=False):
     """
 
     hard: bool
+
+
+class OutcomeArgs(TypedDict):
+    """Keyword parameters of :meth:`MemoryLayer.record_outcome`.
+
+    Attributes:
+        success: Required: whether following the habit worked this time.
+        now: Default: the layer's clock.
+    """
+
+    success: bool
+    now: NotRequired[datetime | None]
 
 
 class DecisionsArgs(TypedDict, total=False):

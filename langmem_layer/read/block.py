@@ -35,6 +35,12 @@ Format (stable; tests pin it)::
   ends `` [due YYYY-MM-DD] [overdue] [follow up: ask how it went]``.
   Like a ``speak`` memory, one placed in the last two turns (``recently_spoken``)
   goes to ``USE SILENTLY`` instead (R6.3).
+* A semantic fact flagged ``needs_revalidation`` (metadata; the lifecycle job sets it
+  when a fact has gone unconfirmed for ``lifecycle_revalidate_after_days``) that is
+  placed in ``RELEVANT FOR THIS TURN`` gets
+  `` [unconfirmed since YYYY-MM: confirm if natural]`` (the month it was flagged): the
+  agent may check it with the user in passing. At most one line per block asks, the
+  best-ranked that fits; :attr:`ContextBlock.revalidate` names it.
 * When ``recent_history`` lines are given (the user's messages from other threads,
   seed 001's priority 4), those that fit follow the memory sections under
   ``### RECENT CONVERSATIONS (other threads)``, one ``- <speaker>: <text>`` line each,
@@ -47,7 +53,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from langmem_layer.tokens import TokenCounter
@@ -108,6 +114,8 @@ class ContextBlock:
         dropped: Keys (input order) that did not fit the budget.
         demoted: Placed keys demoted from speak to ``USE SILENTLY`` (R6.3).
         history: How many ``recent_history`` lines were placed.
+        revalidate: The placed memory the block asks the agent to confirm (a fact
+            flagged ``needs_revalidation``), or None; at most one per block.
     """
 
     text: str
@@ -117,6 +125,7 @@ class ContextBlock:
     dropped: tuple[str, ...]
     demoted: tuple[str, ...]
     history: int = 0
+    revalidate: str | None = None
 
 
 def section_for(record: MemoryRecord, *, demote_speak: bool = False) -> str:
@@ -213,6 +222,7 @@ def build_context_block(
                 line=_render_line(record, now_utc, follow_up=due),
                 group=_priority_group(record),
                 demoted=demote,
+                confirm=_confirm_suffix(record) if section == RELEVANT else "",
             )
         )
 
@@ -238,8 +248,27 @@ def build_context_block(
             extra += counter.count(f"### {item.section}") + 2
         return extra + counter.count(item.line) + 1
 
-    def place(group: int, cap: int) -> None:
+    asked: list[str] = []  # the one memory the block asks to confirm, once placed
+
+    def fit(item: _Item, cap: int) -> bool:
+        """Place ``item`` if it fits under ``cap``."""
         nonlocal used, exact_used
+        need = cost(item)
+        if used + need > cap and not exact_used:
+            # Near the edge the estimate's slack matters: settle `used` exactly once.
+            used, exact_used = counter.count(_render(placed)), True
+        fits = used + need <= cap
+        if not fits and used + need - cap <= 3:  # only this item's seams can save it
+            exact = counter.count(_render([*placed, item]))
+            fits, need = exact <= cap, exact - used
+        if fits:
+            placed.append(item)
+            sections.add(item.section)
+            used += need
+            exact_used = False
+        return fits
+
+    def place(group: int, cap: int) -> None:
         # Recent history is placed newest first and stops at the first line that does
         # not fit: what the agent sees is the latest stretch of conversation, no gaps.
         history = group == _HISTORY_GROUP
@@ -250,20 +279,11 @@ def build_context_block(
             if full:
                 dropped.add(item.key)
                 continue
-            need = cost(item)
-            if used + need > cap and not exact_used:
-                # Near the edge the estimate's slack matters: settle `used` exactly once.
-                used, exact_used = counter.count(_render(placed)), True
-            fits = used + need <= cap
-            if not fits and used + need - cap <= 3:  # only this item's seams can save it
-                exact = counter.count(_render([*placed, item]))
-                fits, need = exact <= cap, exact - used
-            if fits:
-                placed.append(item)
-                sections.add(item.section)
-                used += need
-                exact_used = False
-            else:
+            # A fact to confirm asks with its suffix when that fits, else is placed plainly.
+            if item.confirm and not asked and fit(
+                    replace(item, line=item.line + item.confirm), cap):
+                asked.append(item.key)
+            elif not fit(item, cap):
                 dropped.add(item.key)
                 full = history
 
@@ -288,6 +308,7 @@ def build_context_block(
                       if item.key in dropped and item.group != _HISTORY_GROUP),
         demoted=tuple(item.key for item in memories if item.demoted),
         history=len(placed_in_order) - len(memories),
+        revalidate=asked[0] if asked else None,
     )
 
 
@@ -299,6 +320,7 @@ class _Item:
     line: str
     group: int
     demoted: bool
+    confirm: str = ""  # the suffix asking to confirm a fact flagged needs_revalidation
 
 
 _HISTORY_GROUP = 4
@@ -317,6 +339,17 @@ def _due_now(memory: Recalled) -> bool:
     record = memory.record
     return ("due" in memory.sources and record.kind == Kind.OPEN_LOOP
             and record.due_at is not None and record.loop_status != LoopStatus.CLOSED)
+
+
+def _confirm_suffix(record: MemoryRecord) -> str:
+    """The line suffix asking to confirm a semantic fact flagged ``needs_revalidation``,
+    dated with the month it was flagged (its creation month when no history says)."""
+    if record.layer != Layer.SEMANTIC or record.metadata.get("needs_revalidation") is not True:
+        return ""
+    flagged = [h.at for h in record.history
+               if h.event == "flag" and h.new == "needs_revalidation"]
+    since = to_utc(flagged[-1] if flagged else record.occurred_at)
+    return f" [unconfirmed since {since:%Y-%m}: confirm if natural]"
 
 
 def _render_line(record: MemoryRecord, now: datetime | None, *, follow_up: bool = False) -> str:

@@ -77,29 +77,42 @@ def find_identical(user_id: str, prefix: str, content_hash: str, now: datetime) 
 
 def reinforce(user_id: str, keys: Sequence[str], now: datetime, confidence_step: float) -> Sql:
     """Seen again: confidence + step (at most 1), reinforcement count + 1, last accessed =
-    now, and a stale memory back to active (with a history entry), in one UPDATE;
-    returns the keys that changed.
+    now, a stale memory back to active and a fact flagged ``needs_revalidation``
+    confirmed (the flag cleared), each with a history entry, in one UPDATE; returns the
+    keys that changed.
 
     The arithmetic is on the stored row, so concurrent reinforcements and touches
     (:func:`touch`) all count: a read-modify-write of the whole value lost them. The
     access time goes to the ``access`` column, which readers lay over the value and
     which keeps the access count a touch wrote.
     """
+    stale = "i.value->>'status' = 'stale'"
+    flagged = "(i.value->'metadata'->'needs_revalidation') = 'true'::jsonb"
+    entry = """jsonb_build_array(jsonb_build_object(
+                        'at', %(now_iso)s::text, 'event', '{event}', 'old', {old},
+                        'new', {new}, 'reason', '{reason}'))"""
+    reactivated = entry.format(event="status", old="'stale'", new="'active'",
+                               reason="reactivated: matched again by a turn")
+    confirmed = entry.format(event="flag", old="'needs_revalidation'", new="NULL",
+                             reason="confirmed again: restated by a turn")
     return (
-        """UPDATE langmem_items i
+        f"""UPDATE langmem_items i
         SET value = i.value || jsonb_build_object(
                 'confidence', least(1.0, coalesce((i.value->>'confidence')::float8, 0)
                                          + %(step)s::float8),
                 'reinforcement_count', coalesce((i.value->>'reinforcement_count')::int, 0) + 1)
-              -- A stale memory matched again comes back, and its history says so.
-              || CASE WHEN i.value->>'status' = 'stale' THEN jsonb_build_object(
-                    'status', 'active',
-                    'history', coalesce(i.value->'history', '[]'::jsonb) || jsonb_build_array(
-                        jsonb_build_object('at', %(now_iso)s::text, 'event', 'status',
-                                           'old', 'stale', 'new', 'active',
-                                           'reason', 'reactivated: matched again by a turn')))
-                 ELSE '{}'::jsonb END,
-            access = coalesce(i.access, '{}'::jsonb)
+              -- A stale memory matched again comes back, a flagged fact is confirmed,
+              -- and the history says so.
+              || CASE WHEN {stale} OR {flagged} THEN jsonb_build_object(
+                    'history', coalesce(i.value->'history', '[]'::jsonb)
+                        || CASE WHEN {stale} THEN {reactivated} ELSE '[]'::jsonb END
+                        || CASE WHEN {flagged} THEN {confirmed} ELSE '[]'::jsonb END)
+                 ELSE '{{}}'::jsonb END
+              || CASE WHEN {stale} THEN '{{"status": "active"}}'::jsonb ELSE '{{}}'::jsonb END
+              || CASE WHEN {flagged} THEN jsonb_build_object(
+                    'metadata', (i.value->'metadata') - 'needs_revalidation')
+                 ELSE '{{}}'::jsonb END,
+            access = coalesce(i.access, '{{}}'::jsonb)
                      || jsonb_build_object('last_accessed_at', %(now_iso)s::text),
             updated_at = %(now)s
         WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory
@@ -175,16 +188,42 @@ def thread_tail(user_id: str, thread_id: str) -> Sql:
     )
 
 
-def set_status(user_id: str, keys: Sequence[str], status: str, now: datetime) -> Sql:
-    """Move memories to a lifecycle status; returns the keys that changed."""
+def set_status(user_id: str, keys: Sequence[str], status: str, now: datetime, *,
+               reason: str = "", close_loop: bool = False) -> Sql:
+    """Move memories to a lifecycle status and record it in their history, in one UPDATE;
+    returns the keys that changed.
+
+    The history entry (``event`` ``"status"``, the old and new status, ``reason``) is
+    appended by the same statement that changes the status, on the stored row, so no
+    concurrent writer's entry or counter is lost (a read-modify-write would lose them).
+    With ``close_loop`` an open loop among them is also closed (``loop_status``
+    ``"closed"``, with its own history entry); other kinds keep their ``loop_status``.
+    """
+    closes = ("%(close)s::boolean AND i.value->>'kind' = 'open_loop' "
+              "AND coalesce(i.value->>'loop_status', 'open') <> 'closed'")
+    entry = """jsonb_build_object('at', %(now_iso)s::text, 'event', {event}, 'old', {old},
+                                  'new', {new}, 'reason', %(reason)s::text)"""
+    status_entry = entry.format(event="'status'", old="i.value->'status'",
+                                new="to_jsonb(%(status)s::text)")
+    loop_entry = entry.format(event="'loop_status'",
+                              old="to_jsonb(coalesce(i.value->>'loop_status', 'open'))",
+                              new="'\"closed\"'::jsonb")
     return (
-        """UPDATE langmem_items i
-        SET value = jsonb_set(i.value, '{status}', to_jsonb(%(status)s::text)),
+        f"""UPDATE langmem_items i
+        SET value = i.value || jsonb_build_object(
+                'status', %(status)s::text,
+                'history', coalesce(i.value->'history', '[]'::jsonb)
+                    || jsonb_build_array({status_entry})
+                    || CASE WHEN {closes} THEN jsonb_build_array({loop_entry})
+                       ELSE '[]'::jsonb END)
+              || CASE WHEN {closes} THEN jsonb_build_object('loop_status', 'closed')
+                 ELSE '{{}}'::jsonb END,
             updated_at = %(now)s
         WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory
           AND i.value->>'status' IS DISTINCT FROM %(status)s
         RETURNING i.key""",
-        {"user_id": user_id, "keys": list(keys), "status": status, "now": now},
+        {"user_id": user_id, "keys": list(keys), "status": status, "now": now,
+         "now_iso": utc_iso(now), "reason": reason, "close": close_loop},
     )
 
 

@@ -131,7 +131,8 @@ class MemoryHandlers(ItemHandlers):
     def _set_status(self, op: mops.SetStatusOp) -> Handler:
         if not op.keys:
             return []
-        rows = yield Query(*msql.set_status(op.user_id, op.keys, op.status, op.now or self.now()))
+        rows = yield Query(*msql.set_status(op.user_id, op.keys, op.status, op.now or self.now(),
+                                            reason=op.reason, close_loop=op.close_loop))
         return [r["key"] for r in rows]
 
     @handles(mops.FindMemoryOp)

@@ -128,12 +128,16 @@ class TouchOp(NamedTuple):
 
 
 class SetStatusOp(NamedTuple):
-    """Move memories to a status (result: ``list[str]`` of keys that changed)."""
+    """Move memories to a status, appending a history entry with ``reason`` in the same
+    statement (result: ``list[str]`` of keys that changed). With ``close_loop`` an open
+    loop among them is also closed (``loop_status`` ``"closed"``)."""
 
     user_id: str
     keys: tuple[str, ...]
     status: str
     now: datetime | None = None
+    reason: str = ""
+    close_loop: bool = False
 
 
 class FindMemoryOp(NamedTuple):

@@ -265,6 +265,16 @@ def _clean_operation(op: MemoryOperation) -> MemoryOperation:
     return op.model_copy(update=update) if update else op
 
 
+#: Why the write path changed a memory's status, as its history records it.
+_SUPERSEDED_BY_CORRECTION = "superseded by a correction"
+_SUPERSEDED_BY_NEWER_VALUE = "superseded by a later value"
+_RETIRING = {
+    OpType.CONTRADICT: (Status.CONTRADICTED, "contradicted by a later turn"),
+    OpType.CLOSE_OPEN_LOOP: (Status.ARCHIVED, "closed: the user reported it done"),
+    OpType.FORGET: (Status.ARCHIVED, "forgotten at the user's request"),
+}
+
+
 @dataclass
 class _Planned:
     op_id: str
@@ -314,14 +324,18 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
             then.append(mops.LinkOp(user_id, key, LinkType.SUPERSEDES, old.key, now))
         plan.ops.append(mops.AddMemoryOp(user_id, put, tuple(then), now, REINFORCE_STEP))
         if old is not None and not review:
-            plan.ops.append(mops.SetStatusOp(user_id, (old.key,), Status.CONTRADICTED, now))
+            why = (_SUPERSEDED_BY_CORRECTION if op.op == OpType.UPDATE
+                   else _SUPERSEDED_BY_NEWER_VALUE)
+            plan.ops.append(mops.SetStatusOp(user_id, (old.key,), Status.CONTRADICTED, now,
+                                             f"{why} (memory {key})"))
             plan.changed.append(old.key)
     elif op.op == OpType.REINFORCE and target in known:
         plan.ops.append(mops.ReinforceOp(user_id, (known[target].key,), now, REINFORCE_STEP))
         plan.changed.append(known[target].key)
-    elif op.op in (OpType.CONTRADICT, OpType.FORGET, OpType.CLOSE_OPEN_LOOP) and target:
-        status = Status.CONTRADICTED if op.op == OpType.CONTRADICT else Status.ARCHIVED
-        plan.ops.append(mops.SetStatusOp(user_id, (target,), status, now))
+    elif op.op in _RETIRING and target:
+        status, why = _RETIRING[op.op]
+        plan.ops.append(mops.SetStatusOp(user_id, (target,), status, now, why,
+                                         close_loop=op.op == OpType.CLOSE_OPEN_LOOP))
         plan.changed.append(target)
     return plan
 

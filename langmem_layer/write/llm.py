@@ -20,7 +20,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, ValidationError
 
-from langmem_layer.types import Recalled, utc_iso
+from langmem_layer.types import Kind, LoopStatus, Recalled, utc_iso
 from langmem_layer.write.extractor import Extractor, FallbackOperations, MemoryOperation
 from langmem_layer.write.rules import RuleExtractor
 
@@ -45,6 +45,13 @@ target_id, no new content), contradict (an existing memory is no longer true),
 close_open_loop (a plan or question was resolved), forget (the user asks you to forget
 something: target_id or target_hint).
 
+When the user reports that something an existing open_loop memory planned is done
+("I called my mom yesterday" while a memory says "Plans to call mom"), propose
+close_open_loop with that open loop's id as target_id, and add nothing for it: do not
+store "Called mom" as a new memory. Only a report that it happened closes a loop; a
+question ("Did I call mom?"), a renewed intention ("I still need to call mom") or a
+postponement does not.
+
 Keep what will matter in weeks: durable facts, preferences, plans, boundaries. Do not keep
 transient states as traits ("I'm tired today" is not a trait; mark such content
 ephemeral with low salience if at all). Write content as a short third-person statement
@@ -58,12 +65,22 @@ class ExtractionOutput(BaseModel):
     operations: list[MemoryOperation] = Field(default_factory=list)
 
 
+def _loop_state(r: Recalled) -> str:
+    """An open loop's state and due date, so the model knows what a turn can close."""
+    rec = r.record
+    if rec.kind != Kind.OPEN_LOOP:
+        return ""
+    state = f" loop_status={(rec.loop_status or LoopStatus.OPEN).value}"
+    return state + (f" due_at={utc_iso(rec.due_at)}" if rec.due_at else "")
+
+
 def _render(messages: Sequence[BaseMessage], existing: Sequence[Recalled], now: datetime) -> str:
     lines = [f"Current time: {utc_iso(now)}", "", "Existing memories:"]
     if not existing:
         lines.append("(none)")
     for r in existing:
-        lines.append(f"- id={r.key} kind={r.record.kind} :: {r.record.content}")
+        lines.append(f"- id={r.key} kind={r.record.kind}{_loop_state(r)} :: "
+                     f"{r.record.content}")
     lines += ["", "New messages:"]
     for m in messages:
         role = "user" if isinstance(m, HumanMessage) else m.type
