@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -199,7 +199,7 @@ def test_record_outcome_counts_a_habits_successes_and_failures(layer: MemoryLaye
     assert (record.success_count, record.failure_count) == (1, 2)
 
     fact = layer.remember("u1", "Lives in Lisbon.", kind=Kind.PROFILE_FACT)
-    with pytest.raises(NotProceduralError, match="semantic memory.*procedural"):
+    with pytest.raises(NotProceduralError, match=r"semantic memory.*procedural"):
         layer.record_outcome("u1", fact.key, success=True)
     with pytest.raises(InvalidInputError, match="success must be True or False"):
         layer.record_outcome("u1", habit.key, success="yes")  # type: ignore[typeddict-item]
