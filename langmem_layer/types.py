@@ -155,8 +155,9 @@ class HistoryEntry(BaseModel):
 
     Attributes:
         at: When it happened.
-        event: What changed: ``"status"``, ``"loop_status"`` or ``"flag"`` (a metadata
-            flag such as ``needs_revalidation`` set or cleared).
+        event: What changed: ``"status"``, ``"loop_status"``, ``"flag"`` (a metadata
+            flag such as ``needs_revalidation`` set or cleared) or ``"content"`` (a
+            correction: ``old`` and ``new`` are the texts).
         old: The value before (a status, or ``None`` for a flag being set).
         new: The value after.
         reason: Why, in words ("no reference for 3 days", "reactivated: matched again").
