@@ -19,6 +19,9 @@ from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.fakes import BagOfWordsEmbeddings, Clock
 
+# The statement audit: every SQL statement the library sends must bind the user.
+pytest_plugins = ["tests.audit"]
+
 TABLES = (
     "langmem_links, langmem_embeddings, langmem_items, langmem_extraction_queue, "
     "langmem_applied_ops, langmem_ingest_log, langmem_embedding_cache, "

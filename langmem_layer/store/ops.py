@@ -11,6 +11,32 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+# Ops of working memory and of a memory's life live in their own modules; callers
+# import every op from here.
+from langmem_layer.store.ops_lifecycle import (
+    DeleteUserOp,
+    FallbackTurn,
+    FallbackTurnsOp,
+    LifecycleOp,
+    MemoryHistoryOp,
+    PurgeExpiredMemoriesOp,
+    RecordFallbackOp,
+    RecordOutcomeOp,
+    ResolveFallbackOp,
+    UserDeletion,
+)
+from langmem_layer.store.ops_working import (
+    ClearMessagesOp,
+    CloseThreadOp,
+    IdleThreadsOp,
+    LoggedMessage,
+    LogMessagesOp,
+    PurgeMessagesOp,
+    RecentMessagesOp,
+    ThreadActivity,
+    TouchThreadOp,
+)
+
 __all__ = [
     "AddMemoryOp",
     "AddOutcome",
@@ -368,229 +394,6 @@ class UserExport:
     user_id: str
     items: list[ExportedItem]
     links: list[Link]
-
-
-# -- working memory: thread activity and the per-user message log ------------------------
-
-
-class TouchThreadOp(NamedTuple):
-    """Record a thread's activity now; reopens it if the sweeper closed it (result: None)."""
-
-    user_id: str
-    thread_id: str
-    profile: str
-    agent_id: str | None
-    now: datetime
-
-
-class IdleThreadsOp(NamedTuple):
-    """Open threads of all users last active before ``before`` (result: ``list[ThreadActivity]``).
-
-    Reads identities only, to know whom the session sweeper serves.
-    """
-
-    before: datetime
-    limit: int = 10_000
-
-
-class CloseThreadOp(NamedTuple):
-    """Close a thread still idle since before ``idle_before`` (result: bool, closed now)."""
-
-    user_id: str
-    thread_id: str
-    idle_before: datetime
-    now: datetime
-
-
-class LogMessagesOp(NamedTuple):
-    """Add messages to the user's message log, once per message id (result: int added).
-
-    ``messages`` are dicts with ``message_id``, ``role`` and ``text``.
-    """
-
-    user_id: str
-    thread_id: str
-    profile: str
-    messages: list[dict[str, Any]]
-    at: datetime
-
-
-class RecentMessagesOp(NamedTuple):
-    """The user's latest logged messages in a profile since ``since``, outside one thread
-    (result: ``list[LoggedMessage]``, oldest first).
-
-    Messages of a turn that is the source of an ``avoid`` memory are left out.
-    """
-
-    user_id: str
-    profile: str
-    since: datetime
-    limit: int
-    exclude_thread_id: str = ""
-
-
-class ClearMessagesOp(NamedTuple):
-    """Delete a user's logged messages, of one thread or all (result: int deleted)."""
-
-    user_id: str
-    thread_id: str | None = None
-
-
-class PurgeMessagesOp(NamedTuple):
-    """Delete logged messages and closed threads older than ``before``, user by user
-    (result: int messages deleted)."""
-
-    before: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadActivity:
-    """A thread as the session sweeper sees it."""
-
-    user_id: str
-    thread_id: str
-    profile: str
-    agent_id: str | None
-    last_active_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class LoggedMessage:
-    """One message of the per-user message log."""
-
-    thread_id: str
-    message_id: str
-    role: str
-    text: str
-    at: datetime
-
-
-# -- the lifecycle (R5.1, R5.2); handled by store.lifecycle_handlers --------------------
-
-
-class LifecycleOp(NamedTuple):
-    """Run the lifecycle over one user's memories: decay, then every transition of
-    :func:`langmem_layer.sql.lifecycle.transitions` (result: ``dict[str, int]``, the
-    number of memories per outcome).
-
-    Attributes:
-        user_id: The tenant.
-        now: The time the lifecycle runs at.
-        half_life_days: The user's half-life of summaries and reflections.
-        flag_below: Decay below this counts as ``flagged``.
-        thresholds: Keyword arguments of :func:`~langmem_layer.sql.lifecycle.transitions`.
-        dry_run: Count what would change, change nothing.
-    """
-
-    user_id: str
-    now: datetime
-    half_life_days: float
-    flag_below: float
-    thresholds: dict[str, Any]
-    dry_run: bool = False
-
-
-class PurgeExpiredMemoriesOp(NamedTuple):
-    """Delete one user's memories whose expiry has passed, with their embeddings, links
-    and cached embeddings, atomically (result: ``dict[str, int]``)."""
-
-    user_id: str
-    now: datetime
-    dry_run: bool = False
-
-
-class MemoryHistoryOp(NamedTuple):
-    """One memory's lifecycle history, oldest first (result: ``list[HistoryEntry]``, or
-    None when the user has no such memory)."""
-
-    user_id: str
-    key: str
-
-
-class RecordOutcomeOp(NamedTuple):
-    """Count one outcome of following a procedural habit (result: ``(successes,
-    failures)`` after counting, or None when the user has no such procedural memory)."""
-
-    user_id: str
-    key: str
-    success: bool
-    now: datetime | None = None
-
-
-
-# -- erasing a user, and turns the LLM extractor could not handle -------------------------
-
-
-class DeleteUserOp(NamedTuple):
-    """Delete every row the user has, in every per-user table, in one transaction
-    (result: :class:`UserDeletion`)."""
-
-    user_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class UserDeletion:
-    """What :class:`DeleteUserOp` deleted: rows per table (tables with none included)."""
-
-    user_id: str
-    counts: dict[str, int]
-    dropped_indexes: list[str] = field(default_factory=list)
-
-    @property
-    def total(self) -> int:
-        """Rows deleted in all tables."""
-        return sum(self.counts.values())
-
-
-class RecordFallbackOp(NamedTuple):
-    """Keep a turn the rule extractor took over from the model, for ``reextract``
-    (result: None). Recording the same turn again counts an attempt."""
-
-    user_id: str
-    turn_key: str
-    profile: str
-    messages: list[dict[str, Any]]
-    turn_at: datetime
-    extractor: str
-    thread_id: str | None = None
-    agent_id: str | None = None
-    now: datetime | None = None
-
-
-class FallbackTurnsOp(NamedTuple):
-    """Turns waiting for re-extraction, of one user or all, oldest first
-    (result: ``list[FallbackTurn]``)."""
-
-    user_id: str | None = None
-    limit: int = 100
-
-
-class ResolveFallbackOp(NamedTuple):
-    """Forget a fallback record once its turn was re-extracted (result: bool).
-
-    Only when ``attempts`` still matches: a re-run that fell back again counted one
-    more attempt, and its record stays.
-    """
-
-    user_id: str
-    turn_key: str
-    attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class FallbackTurn:
-    """A turn extracted by the fallback rules instead of the model."""
-
-    user_id: str
-    turn_key: str
-    profile: str
-    thread_id: str | None
-    agent_id: str | None
-    messages: list[dict[str, Any]]
-    turn_at: datetime
-    extractor: str
-    attempts: int
-    recorded_at: datetime
 
 
 # -- write-path integrity: atomic counters, serialised apply, parked queue entries ---------
