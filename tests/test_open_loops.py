@@ -140,6 +140,10 @@ def _closed_by(text: str) -> list[str]:
     ("I just sent Bob the email", ["email"]),
     ("I had the interview today, it went well.", ["interview"]),
     ("I called my mom and I sent the email to Bob.", ["mom", "email"]),
+    # Answers to the follow-up ("ask how it went"): it happened.
+    ("The interview went great!", ["interview"]),
+    ("My dentist appointment was fine.", ["dentist"]),
+    ("The interview went really well, thanks.", ["interview"]),
     # Negatives: plans, questions, negations, hedges, vague or unrelated statements.
     ("I should call my mom.", []),
     ("I need to call my mom tomorrow.", []),
@@ -156,6 +160,9 @@ def _closed_by(text: str) -> list[str]:
     ("I renewed the passport.", []),  # that loop is closed already
     ("I finished the book about Porto.", []),
     ("My mom called me.", []),
+    ("How did the interview go?", []),
+    ("I hope the interview goes well.", []),
+    ("The weekend was great.", []),
 ])
 def test_a_turn_reporting_a_loop_done_closes_it(text: str, closes: list[str]) -> None:
     assert _closed_by(text) == closes

@@ -5,7 +5,9 @@ A clause reports something done when it says so in the past tense or with "done"
 
 * ``I (just|finally|already)? <past tense> X`` ("I called my mom", "I sent the email to
   Bob", "I finished the report"), ``I've/I have <past participle> X``;
-* ``(I'm|I am)? done with X``, ``(I'm|I am)? finished with X``, ``X is done/finished``.
+* ``(I'm|I am)? done with X``, ``(I'm|I am)? finished with X``, ``X is done/finished``;
+* an answer to the follow-up: ``(the|my)? X went/was well|great|fine|badly ...`` ("The
+  interview went great"): it happened.
 
 It closes the open loop (kind ``open_loop``, not closed) whose content holds every
 content word of ``X`` (time words such as "yesterday" aside) and the verb, unless the
@@ -62,6 +64,12 @@ _DONE_WITH = re.compile(
     r"\s+with\s+(?P<x>.+)$", re.IGNORECASE)
 _IS_DONE = re.compile(r"^(?P<x>.+?)\s+(?:is|was|are)\s+(?:all\s+)?(?:done|finished|sorted|"
                       r"taken\s+care\s+of|booked|paid|sent|submitted)\b", re.IGNORECASE)
+#: An answer to the follow-up ("The interview went great"): the thing happened.
+_WENT = re.compile(r"^(?:the|my|our)?\s*(?P<x>.+?)\s+(?:went|was|turned\s+out)\s+"
+                   r"(?:really\s+|so\s+|very\s+|pretty\s+|quite\s+|super\s+)?"
+                   r"(?:well|great|fine|good|ok|okay|alright|badly|terribly|horribly|amazing|"
+                   r"awesome|brilliant|smoothly|perfectly|better\s+than\s+expected)\b",
+                   re.IGNORECASE)
 _QUESTION = re.compile(r"^(?:do|does|did|what|when|where|who|why|how|which|is|are|was|were|"
                        r"have|has|should|could|would|will|can)\b", re.IGNORECASE)
 _NEGATION = re.compile(rf"\b(?:not|never|n{_A}t|no)\b", re.IGNORECASE)
@@ -105,13 +113,14 @@ def reported_done(clause: str) -> tuple[str | None, list[str]] | None:
         return None
     verb: str | None = None
     m = _DONE_WITH.search(text) or _IS_DONE.search(text)
-    if m is None:
-        m = _PAST.search(text)
-        if m is None:
-            return None
+    if m is None and (m := _PAST.search(text)) is not None:
         verb = _base(m.group("verb"))
         if verb in _NOT_DONE or verb.rstrip("e") in _NOT_DONE:
             return None
+    # Last: how it went ("The interview went great") names its subject, not a verb.
+    m = m or _WENT.search(text)
+    if m is None:
+        return None
     head = text[: m.start("x")]
     if _NEGATION.search(head) or _HEDGE.search(head):
         return None
