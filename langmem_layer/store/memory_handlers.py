@@ -56,6 +56,7 @@ class MemoryHandlers(ItemHandlers):
                 indexed_dims=dims,
                 due_window=op.due_window,
                 due_limit=op.due_limit,
+                vector_type=self.vector_type,
             )
         )
         names = {s.column: s.name for s in rsql.RECALL_SOURCES}
