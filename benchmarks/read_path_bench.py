@@ -10,7 +10,9 @@ The nodes write the turn's reinforcement (R4.4) with extract_after_turn, after t
 path; it is timed on its own row (a `TouchOp` of the recalled memories).
 
     .venv/bin/python benchmarks/read_path_bench.py [--total 1000000 --big 100000]
-    (--keep reuses a loaded --data-dir; --no-anchor skips PostgresStore)
+    (--keep reuses a loaded --data-dir; --no-anchor skips PostgresStore;
+     --vector-type halfvec gives large users half-precision HNSW indexes: the stored
+     vectors are the same, so a --keep run after a vector run only builds the index)
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from store_bench import CachedEmbeddings, HashEmbedder, Log, TextGen, embed_all
 from tqdm import tqdm
 
 from langmem_layer import Kind, Layer, MemoryLayer, MemoryRecord, PostgresMemoryStore
+from langmem_layer.sql.vector import index_name
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import TouchOp
 
@@ -78,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", default="/tmp/langmem-read-path-bench")
     parser.add_argument("--keep", action="store_true", help="reuse an already loaded data dir")
     parser.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--vector-type", choices=("vector", "halfvec"), default="vector",
+                        help="ann_index_config vector_type of large users' indexes")
     args = parser.parse_args(argv)
     log = Log()
     gen = TextGen(seed=23)
@@ -90,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     del vectors
     log(f"{len(texts)} texts + {len(queries)} queries embedded")
     uri = embedded_uri(Path(args.data_dir))
-    index = {"embed": embeddings, "dims": embedder.dims, "model_id": embedder.name}
+    index = {"embed": embeddings, "dims": embedder.dims, "model_id": embedder.name,
+             "ann_index_config": {"vector_type": args.vector_type}}
     rates: dict[str, float] = {}
     with PostgresMemoryStore.from_conn_string(uri, index=index) as store:
         store.setup()
@@ -120,6 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log(f"PostgresStore loaded at {rates['PostgresStore']:.0f} items/s")
         with psycopg.connect(uri, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
+            sizes = conn.execute(
+                "SELECT pg_table_size('langmem_embeddings'),"
+                " pg_total_relation_size('langmem_embeddings'),"
+                " pg_relation_size(to_regclass(%s))",
+                [index_name(BIG, embedder.name, args.vector_type)]).fetchone()
         layer = MemoryLayer(store, extraction="inline")
         config = {"configurable": {"user_id": BIG, "thread_id": "bench"}}
         ours: list[float] = []
@@ -163,7 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             anchor_cm.__exit__(None, None, None)
     print(f"read_path_bench  total={args.total} memories, big user={args.big}, others "
           f"{args.small_size} each, {args.queries} queries, hash-{embedder.dims}, "
-          "query embedding excluded, machine: 2 cores")
+          f"query embedding excluded, machine: 2 cores, vector_type={args.vector_type}")
+    mb = [(v or 0) / 2**20 for v in sizes]
+    print(f"  langmem_embeddings: table {mb[0]:.1f} MB, with all its indexes {mb[1]:.1f} MB; "
+          f"the big user's {args.vector_type} HNSW index {mb[2]:.1f} MB")
     for name, rate in rates.items():
         print(f"  load {name:<14} {rate:>8.0f} items/s")
     print(f"  {'step':<52} {'p50 ms':>8} {'p95 ms':>8}")

@@ -185,7 +185,6 @@ async def test_unknown_distance_type_is_refused_with_the_supported_ones(
 @pytest.mark.parametrize(
     ("ann", "says"),
     [
-        ({"vector_type": "halfvec"}, "'vector'"),
         ({"vector_type": "bit"}, "'vector'"),
         ({"kind": "ivfflat", "nlist": 100}, "'hnsw'"),
         ({"kind": "flat"}, "'hnsw'"),

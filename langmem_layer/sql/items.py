@@ -228,9 +228,11 @@ def search_items(
     indexed_dims: int | None = None,
     distance: str = "cosine",
     omit_expired: bool = True,
+    vector_type: str = "vector",
 ) -> Sql:
     """Filter items under a namespace prefix; with a query vector, rank by ``distance``
     (scored as :data:`~langmem_layer.sql.vector.SCORES`, higher first).
+    ``vector_type`` is that of the tenant's HNSW index (``indexed_dims``).
 
     Expired items not swept yet are left out unless ``omit_expired=False``. The vector
     branch searches only this tenant's vectors (exactly, or through the
@@ -261,6 +263,7 @@ def search_items(
         limit=None if indexed_dims is None else max(4 * (limit + offset), 40),
         indexed_dims=indexed_dims,
         distance=distance,
+        vector_type=vector_type,
     )
     return (
         f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,

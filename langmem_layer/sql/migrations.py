@@ -473,6 +473,36 @@ MIGRATIONS: list[str] = [
         ON langmem_items (user_id, (value ->> 'content_hash')) WHERE is_memory;
     ALTER TABLE langmem_extraction_queue ADD COLUMN IF NOT EXISTS parked_at timestamptz;
     """,
+    # halfvec: a store with ann_index_config vector_type "halfvec" indexes its large
+    # users with half-precision copies of their vectors (the index expression casts the
+    # single-precision column), so the record says which type an index is of; and the
+    # walk of migration 8 over such an index.
+    """
+    ALTER TABLE langmem_vector_indexes
+        ADD COLUMN IF NOT EXISTS vector_type text NOT NULL DEFAULT 'vector';
+    CREATE OR REPLACE FUNCTION langmem_user_nearest_halfvec(
+        p_user text, p_model text, p_dims integer, p_query text,
+        p_prefix text, p_prefix_like text, p_limit integer, p_ef integer)
+    RETURNS TABLE (prefix text, key text, sim double precision)
+    LANGUAGE plpgsql
+    SET enable_sort = off
+    SET hnsw.iterative_scan = 'relaxed_order'
+    SET hnsw.ef_search = 100
+    AS $fn$
+    BEGIN
+        PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true);
+        RETURN QUERY EXECUTE format(
+            'SELECT e.prefix, e.key, 1 - (e.embedding::halfvec(%1$s) <=> $1::halfvec(%1$s))
+             FROM langmem_embeddings e
+             WHERE e.user_id = %2$L AND e.model_id = %3$L
+               AND ($2 IS NULL OR e.prefix = $2 OR e.prefix LIKE $3)
+             ORDER BY e.embedding::halfvec(%1$s) <=> $1::halfvec(%1$s)
+             LIMIT $4',
+            p_dims, p_user, p_model)
+        USING p_query, p_prefix, p_prefix_like, p_limit;
+    END
+    $fn$;
+    """,
 ]
 
 

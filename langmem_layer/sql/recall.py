@@ -199,6 +199,7 @@ def recall_candidates(
     due_window: tuple[datetime, datetime] | None = None,
     due_limit: int = 0,
     max_terms: int = MAX_QUERY_TERMS,
+    vector_type: str = "vector",
 ) -> Sql:
     """Candidates from every retrieval strategy in one round trip.
 
@@ -235,7 +236,8 @@ def recall_candidates(
     Only memories of the user, in ``prefixes``, with a status in ``statuses`` and not
     expired are ever returned. Each row carries its rank per strategy (``<cte>_rank``,
     NULL where that strategy did not find it) and its cosine similarity when known, so
-    fusion and ranking happen in Python over the union.
+    fusion and ranking happen in Python over the union. ``vector_type`` is that of
+    the user's HNSW index (``indexed_dims``); the exact scan reads single precision.
     """
     params: dict[str, Any] = {
         "user_id": user_id,
@@ -279,7 +281,7 @@ def recall_candidates(
             params["ann_n"] = ann_depth(per_source)
             sims = f"""sims AS (
             SELECT n.prefix, n.key, max(n.sim) AS sim FROM (
-                {user_walk(user_id, model_id or "", indexed_dims)}
+                {user_walk(user_id, model_id or "", indexed_dims, vector_type)}
             ) n
             WHERE n.prefix = ANY(%(prefixes)s::text[])
             GROUP BY n.prefix, n.key

@@ -7,6 +7,16 @@ partial index ``WHERE user_id = … AND model_id = …``; the search then walks 
 user's graph, so no result is lost to filtering after the scan (the failure of one
 shared index filtered by namespace afterwards). Identifiers and literals of the index
 DDL are composed with :mod:`psycopg.sql`; everything else travels as parameters.
+
+Vector types: vectors are always stored single precision (``vector``). A store whose
+``ann_index_config`` asks for ``halfvec`` builds its users' HNSW indexes over
+``embedding::halfvec(dims)``, so each index holds half-precision copies (half its size),
+and walks them with the same cast. The heap keeps single precision because the index is
+what an HNSW walk must keep in memory (it reads graph pages at random; the heap only for
+the rows returned), while a separate ``halfvec`` column would make every other reader of
+the table (exact scans, recall, export) choose a column per store, and a store switching
+vector type would have to re-embed instead of re-index. Exact scans of small users stay
+single precision (and byte-identical to a ``vector`` store's).
 """
 
 from __future__ import annotations
@@ -57,14 +67,24 @@ def vector_literal(vector: Sequence[float]) -> str:
     return "[" + ",".join(map("{:.9g}".format, vector)) + "]"
 
 
-def index_name(user_id: str, model_id: str) -> str:
-    """A stable, short, identifier-safe name for a user's index."""
-    digest = hashlib.sha256(f"{user_id}\x00{model_id}".encode()).hexdigest()[:20]
+def index_name(user_id: str, model_id: str, vector_type: str = "vector") -> str:
+    """A stable, short, identifier-safe name for a user's index.
+
+    A ``halfvec`` index is named apart, so building one never mistakes a single-precision
+    index of the same user (``CREATE INDEX IF NOT EXISTS``) for it.
+    """
+    seed = f"{user_id}\x00{model_id}" + ("" if vector_type == "vector" else f"\x00{vector_type}")
+    digest = hashlib.sha256(seed.encode()).hexdigest()[:20]
     return f"langmem_emb_hnsw_{digest}"
 
 
-def prepare_search(user_id: str, model_id: str, *, ef_search: int = ANN_EF_SEARCH) -> Sql:
+def prepare_search(
+    user_id: str, model_id: str, *, ef_search: int = ANN_EF_SEARCH, vector_type: str = "vector"
+) -> Sql:
     """One row: the dims of the user's ANN index (NULL: search exactly).
+
+    A ``halfvec`` store counts only an index of its own type: walking the cast of
+    another's would scan the user's vectors without an index.
 
     The rest of the transaction also switches to generic plans, which saves the
     milliseconds recall's CTEs take to plan on every turn. A large user's indexes are
@@ -75,17 +95,27 @@ def prepare_search(user_id: str, model_id: str, *, ef_search: int = ANN_EF_SEARC
     fast as a custom one. HNSW walks in the transaction use ``ef_search`` (clamped to
     pgvector's 1..1000) and, past it, pgvector's iterative scan.
     """
+    ef = str(min(max(ef_search, 1), 1000))
+    if vector_type != "vector":
+        return (
+            """SELECT (SELECT dims FROM langmem_vector_indexes
+                    WHERE user_id = %s AND model_id = %s AND vector_type = %s) AS dims,
+                   set_config('plan_cache_mode', 'force_generic_plan', true) AS plans,
+                   set_config('hnsw.ef_search', %s, true) AS ef,
+                   set_config('hnsw.iterative_scan', 'relaxed_order', true) AS scan""",
+            [user_id, model_id, vector_type, ef],
+        )
     return (
         """SELECT (SELECT dims FROM langmem_vector_indexes
                 WHERE user_id = %s AND model_id = %s) AS dims,
                set_config('plan_cache_mode', 'force_generic_plan', true) AS plans,
                set_config('hnsw.ef_search', %s, true) AS ef,
                set_config('hnsw.iterative_scan', 'relaxed_order', true) AS scan""",
-        [user_id, model_id, str(min(max(ef_search, 1), 1000))],
+        [user_id, model_id, ef],
     )
 
 
-def user_walk(user_id: str, model_id: str, dims: int) -> str:
+def user_walk(user_id: str, model_id: str, dims: int, vector_type: str = "vector") -> str:
     """A SELECT of the user's nearest vectors through their own HNSW index, for recall.
 
     Rows (prefix, key, sim), best first; named parameters ``qv`` (the query vector as
@@ -93,8 +123,9 @@ def user_walk(user_id: str, model_id: str, dims: int) -> str:
     partial (see :func:`create_user_index`), and a plan can use a partial index only when
     the query names the same constants. The statement text is then one per large user,
     so its generic plan is cached per user and nothing is planned per turn.
+    ``vector_type`` is the index's (the cast must match its expression).
     """
-    vec = f"vector({int(dims)})"
+    vec = f"{_vector_type(vector_type)}({int(dims)})"
     # '%' doubled: the text goes through psycopg's %(name)s placeholders.
     user, model = (sql.Literal(v).as_string(None).replace("%", "%%")
                    for v in (user_id, model_id))
@@ -117,6 +148,7 @@ def nearest(
     limit: int | None,
     indexed_dims: int | None,
     distance: str = "cosine",
+    vector_type: str = "vector",
 ) -> Sql:
     """The user's ``limit`` nearest items: rows (prefix, key, sim), best first.
 
@@ -130,6 +162,8 @@ def nearest(
         indexed_dims: The dimensions of the user's HNSW index, or None for exact search.
         distance: A key of :data:`SCORES`; the HNSW index (built for cosine) serves
             ``"cosine"`` only, so other distances need ``indexed_dims=None``.
+        vector_type: The HNSW index's vector type; the exact search reads the stored
+            single-precision vectors whatever it is.
     """
     p_sql, p_params = prefix_sql
     if indexed_dims is None:
@@ -151,12 +185,14 @@ def nearest(
         raise ValueError("an HNSW search needs a limit")
     if distance != "cosine":
         raise ValueError("the per-user HNSW indexes serve cosine search only")
-    # The user's own HNSW graph, walked inside langmem_user_nearest (migration 8).
+    # The user's own HNSW graph, walked inside langmem_user_nearest (migration 8), or
+    # its halfvec twin.
     prefix, like = prefix_args
     vec = vector_literal(query_vector)
+    fn = "langmem_user_nearest" + ("" if _vector_type(vector_type) == "vector" else "_halfvec")
     return (
-        """SELECT prefix, key, max(sim) AS sim
-        FROM langmem_user_nearest(%s, %s, %s, %s, %s, %s, %s, %s)
+        f"""SELECT prefix, key, max(sim) AS sim
+        FROM {fn}(%s, %s, %s, %s, %s, %s, %s, %s)
         GROUP BY prefix, key
         ORDER BY sim DESC, key
         LIMIT %s""",
@@ -174,14 +210,28 @@ def user_indexes(user_id: str, model_id: str) -> Sql:
     )
 
 
-def keyword_index_name(user_id: str, model_id: str) -> str:
+def keyword_index_name(user_id: str, model_id: str, vector_type: str = "vector") -> str:
     """The name of the user's full-text index, made with their HNSW index."""
-    return index_name(user_id, model_id) + "_kw"
+    return index_name(user_id, model_id, vector_type) + "_kw"
 
 
-def large_users(model_id: str, threshold: int) -> Sql:
+def large_users(model_id: str, threshold: int, vector_type: str = "vector") -> Sql:
     """Users with at least ``threshold`` vectors of a model and no indexes yet (or an HNSW
-    index made before the keyword one existed)."""
+    index made before the keyword one existed); for a ``halfvec`` store, also users whose
+    index is of another type."""
+    if vector_type != "vector":
+        return (
+            """SELECT e.user_id, count(*) AS vectors FROM langmem_embeddings e
+            WHERE e.model_id = %s
+              AND NOT EXISTS (SELECT 1 FROM langmem_vector_indexes x
+                              WHERE x.user_id = e.user_id AND x.model_id = e.model_id
+                                AND x.vector_type = %s
+                                AND to_regclass(quote_ident(x.index_name || '_kw'))
+                                    IS NOT NULL)
+            GROUP BY e.user_id HAVING count(*) >= %s
+            ORDER BY count(*) DESC""",
+            [model_id, vector_type, threshold],
+        )
     return (
         """SELECT e.user_id, count(*) AS vectors FROM langmem_embeddings e
         WHERE e.model_id = %s
@@ -201,19 +251,26 @@ def create_user_index(
     *,
     m: int = HNSW_M,
     ef_construction: int = HNSW_EF_CONSTRUCTION,
+    vector_type: str = "vector",
 ) -> Ddl:
     """``CREATE INDEX`` of one user's HNSW graph (idempotent).
 
-    ``m`` and ``ef_construction`` come from the store's ``ann_index_config`` (validated
-    there); an index already built keeps the parameters it was built with.
+    ``m``, ``ef_construction`` and ``vector_type`` come from the store's
+    ``ann_index_config`` (validated there); an index already built keeps the parameters
+    it was built with. The graph is cosine (``vector_cosine_ops`` /
+    ``halfvec_cosine_ops``): recall ranks by cosine whatever the store's
+    ``distance_type``, and ``l2`` / ``inner_product`` searches scan exactly.
     """
+    vtype = _vector_type(vector_type)
     query = sql.SQL(
         """CREATE INDEX IF NOT EXISTS {name} ON langmem_embeddings
-        USING hnsw ((embedding::vector({dims})) vector_cosine_ops)
+        USING hnsw ((embedding::{vtype}({dims})) {opclass})
         WITH (m = {m}, ef_construction = {efc})
         WHERE user_id = {user} AND model_id = {model}"""
     ).format(
-        name=sql.Identifier(index_name(user_id, model_id)),
+        name=sql.Identifier(index_name(user_id, model_id, vtype)),
+        vtype=sql.SQL(vtype),
+        opclass=sql.SQL(f"{vtype}_cosine_ops"),
         dims=sql.SQL(str(int(dims))),
         m=sql.SQL(str(int(m))),
         efc=sql.SQL(str(int(ef_construction))),
@@ -224,7 +281,7 @@ def create_user_index(
     return query, None
 
 
-def create_user_keyword_index(user_id: str, model_id: str) -> Ddl:
+def create_user_keyword_index(user_id: str, model_id: str, vector_type: str = "vector") -> Ddl:
     """``CREATE INDEX`` of one user's own GIN over full text (idempotent): a large user's
     keyword search reads only their posting lists (``langmem_user_matches``).
 
@@ -235,15 +292,40 @@ def create_user_keyword_index(user_id: str, model_id: str) -> Ddl:
     query = sql.SQL(
         """CREATE INDEX IF NOT EXISTS {name} ON langmem_items USING gin (tsv)
         WITH (fastupdate = off) WHERE user_id = {user} AND is_memory"""
-    ).format(name=sql.Identifier(keyword_index_name(user_id, model_id)),
+    ).format(name=sql.Identifier(keyword_index_name(user_id, model_id, vector_type)),
              user=sql.Literal(user_id))
     return query, None  # see create_user_index
 
 
-def record_user_index(user_id: str, model_id: str, dims: int, now: datetime) -> Sql:
-    """Remember that the user's index exists."""
+def record_user_index(
+    user_id: str, model_id: str, dims: int, now: datetime, vector_type: str = "vector"
+) -> Sql:
+    """Remember that the user's index exists.
+
+    A ``halfvec`` index replaces the record of an index of another type (the store has
+    switched type; the old index is left for the operator to drop).
+    """
+    if vector_type != "vector":
+        return (
+            """INSERT INTO langmem_vector_indexes
+                (user_id, model_id, dims, index_name, created_at, vector_type)
+            VALUES (%s, %s, %s, %s, %s, %s)
+            ON CONFLICT (user_id, model_id) DO UPDATE
+            SET dims = EXCLUDED.dims, index_name = EXCLUDED.index_name,
+                created_at = EXCLUDED.created_at, vector_type = EXCLUDED.vector_type
+            WHERE langmem_vector_indexes.vector_type <> EXCLUDED.vector_type""",
+            [user_id, model_id, dims, index_name(user_id, model_id, vector_type), now,
+             vector_type],
+        )
     return (
         """INSERT INTO langmem_vector_indexes (user_id, model_id, dims, index_name, created_at)
         VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
         [user_id, model_id, dims, index_name(user_id, model_id), now],
     )
+
+
+def _vector_type(vector_type: str) -> str:
+    # Interpolated into SQL text: only pgvector's names pass.
+    if vector_type not in ("vector", "halfvec"):
+        raise ValueError(f"unsupported vector type {vector_type!r}")
+    return vector_type

@@ -32,14 +32,17 @@ __all__ = [
     "omit_expired",
     "pool_options",
     "sweep_interval",
+    "vector_type",
 ]
 
 #: Distance metrics of a vector search, as LangGraph's ``PostgresIndexConfig`` names them.
 DISTANCE_TYPES = ("cosine", "l2", "inner_product")
 #: ANN index kinds: a large user's own HNSW graph (small users are scanned exactly).
 ANN_KINDS = ("hnsw",)
-#: Stored vector types.
-VECTOR_TYPES = ("vector",)
+#: Vector types of large users' HNSW indexes: single or half precision.
+VECTOR_TYPES = ("vector", "halfvec")
+#: pgvector's largest HNSW-indexable dimensions per vector type.
+HNSW_MAX_DIMS = {"vector": 2000, "halfvec": 4000}
 #: pgvector's bounds on HNSW parameters.
 HNSW_M_RANGE = (2, 100)
 HNSW_EF_CONSTRUCTION_RANGE = (4, 1000)
@@ -54,14 +57,17 @@ class AnnIndexConfig(TypedDict, total=False):
     Attributes:
         kind: ``"hnsw"`` only: a large user gets an HNSW graph of their own
             (``index_large_users``); everyone else is searched exactly.
-        vector_type: ``"vector"`` only (single precision).
+        vector_type: ``"vector"`` (default, single precision) or ``"halfvec"``: large
+            users' HNSW indexes hold half-precision copies (half the index size, up to
+            4,000 dims); vectors are stored, and small users scanned, at single
+            precision either way.
         m: HNSW links per node (2..100, default 16).
         ef_construction: HNSW build candidate list (4..1000, at least ``2 * m``,
             default 64).
     """
 
     kind: Literal["hnsw"]
-    vector_type: Literal["vector"]
+    vector_type: Literal["vector", "halfvec"]
     m: int
     ef_construction: int
 
@@ -142,6 +148,13 @@ def check_index_config(index: Mapping[str, Any] | None) -> None:
         return
     _choice("index['distance_type']", index.get("distance_type", "cosine"), DISTANCE_TYPES)
     hnsw_params(index)
+    dims, vtype = index.get("dims"), vector_type(index)
+    if vtype == "halfvec" and isinstance(dims, int) and dims > HNSW_MAX_DIMS[vtype]:
+        raise ConfigurationError(
+            f"ann_index_config['vector_type']='halfvec' indexes at most "
+            f"{HNSW_MAX_DIMS[vtype]} dims, got dims={dims}; use a smaller model or drop "
+            "vector_type."
+        )
 
 
 def hnsw_params(index: Mapping[str, Any] | None) -> HnswParams:
@@ -163,6 +176,12 @@ def hnsw_params(index: Mapping[str, Any] | None) -> HnswParams:
             "which this store does not build)."
         )
     return HnswParams(m, efc)
+
+
+def vector_type(index: Mapping[str, Any] | None) -> str:
+    """The vector type of large users' HNSW indexes (``"vector"`` unless configured)."""
+    ann = (index or {}).get("ann_index_config") or {}
+    return str(ann.get("vector_type") or "vector")
 
 
 def distance_type(index: Mapping[str, Any] | None) -> str:

@@ -29,7 +29,13 @@ from langmem_layer.sql import items as isql
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
-from langmem_layer.store.config import FieldPath, distance_type, field_path, omit_expired
+from langmem_layer.store.config import (
+    FieldPath,
+    distance_type,
+    field_path,
+    omit_expired,
+    vector_type,
+)
 from langmem_layer.store.plan import Embed, Handler, Query
 from langmem_layer.store.registry import Registry, handles
 from langmem_layer.store.tenancy import Tenancy, match_namespace, ns_text, ns_tuple
@@ -96,6 +102,11 @@ class ItemHandlers(Registry, Tenancy):
     def distance_type(self) -> str:
         """The distance ``search`` scores with: cosine, l2 or inner_product."""
         return distance_type(self.index_config)
+
+    @property
+    def vector_type(self) -> str:
+        """The vector type of large users' HNSW indexes: vector or halfvec."""
+        return vector_type(self.index_config)
 
     # -- values -----------------------------------------------------------------------
 
@@ -251,6 +262,7 @@ class ItemHandlers(Registry, Tenancy):
                 indexed_dims=dims,
                 distance=distance,
                 omit_expired=self.omit_expired,
+                vector_type=self.vector_type,
             )
         )
         expiring = [(r["prefix"], r["key"]) for r in rows if r["ttl_minutes"] is not None]
@@ -270,7 +282,8 @@ class ItemHandlers(Registry, Tenancy):
 
     def _ann_dims(self, user: str, *, ef_search: int = vsql.ANN_EF_SEARCH) -> Handler:
         """Dims of the user's own HNSW index; None means search exactly."""
-        rows = yield Query(*vsql.prepare_search(user, self.model_id or "", ef_search=ef_search))
+        rows = yield Query(*vsql.prepare_search(user, self.model_id or "", ef_search=ef_search,
+                                                vector_type=self.vector_type))
         return rows[0]["dims"]
 
     @handles(ListNamespacesOp)

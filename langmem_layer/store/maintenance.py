@@ -67,7 +67,8 @@ class Maintenance(ItemHandlers, Execution):
 
     @handles(mops.LargeUsersOp)
     def _large_users(self, op: mops.LargeUsersOp) -> Handler:
-        rows = yield Query(*vsql.large_users(self.model_id or "", op.threshold))
+        rows = yield Query(*vsql.large_users(self.model_id or "", op.threshold,
+                                             self.vector_type))
         return [(r["user_id"], r["vectors"]) for r in rows]
 
     @handles(mops.IndexUserOp)
@@ -75,11 +76,12 @@ class Maintenance(ItemHandlers, Execution):
         if not self.model_id or not self.dims:
             raise ConfigurationError("index_user needs a store with an embedding index")
         m, efc = hnsw_params(self.index_config)
+        vtype = self.vector_type
         yield Query(*vsql.create_user_index(op.user_id, self.model_id, self.dims,
-                                            m=m, ef_construction=efc))
-        yield Query(*vsql.create_user_keyword_index(op.user_id, self.model_id))
+                                            m=m, ef_construction=efc, vector_type=vtype))
+        yield Query(*vsql.create_user_keyword_index(op.user_id, self.model_id, vtype))
         yield Query(*vsql.record_user_index(op.user_id, self.model_id, self.dims,
-                                            op.now or self.now()))
+                                            op.now or self.now(), vtype))
 
     @handles(mops.SweepExpiredOp)
     def _sweep(self, op: mops.SweepExpiredOp) -> Handler:

@@ -61,6 +61,7 @@ class MemoryHandlers(ItemHandlers):
                 due_window=op.due_window,
                 due_limit=op.due_limit,
                 max_terms=op.max_terms,
+                vector_type=self.vector_type,
             )
         )
         names = {s.column: s.name for s in rsql.RECALL_SOURCES}
