@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from langmem_layer.sql.items import VALUE
 from langmem_layer.types import Kind, utc_iso
 
 __all__ = [
@@ -39,11 +38,23 @@ HALF_LIFE_KINDS = frozenset({Kind.TEMPORAL_SUMMARY, Kind.REFLECTION})
 _MINE = "i.user_id = %(user_id)s AND i.is_memory"
 _NOT_PINNED = "(i.value -> 'pinned') IS DISTINCT FROM 'true'::jsonb"
 _STATUS = "i.value ->> 'status'"
+
+
+def _field(name: str) -> str:
+    """``name`` of the value with reinforcement's ``access`` laid over it, as text.
+
+    ``(value || access) ->> name`` (:data:`langmem_layer.sql.items.VALUE`) without
+    building the merged document: the lifecycle reads two fields of every memory.
+    """
+    return (f"(CASE WHEN i.access ? '{name}' THEN i.access ->> '{name}' "
+            f"ELSE i.value ->> '{name}' END)")
+
+
 # The last time a memory was written (created, reinforced, corrected) or retrieved.
-_LAST_SEEN = f"greatest(i.updated_at, ({VALUE} ->> 'last_accessed_at')::timestamptz)"
+_LAST_SEEN = f"greatest(i.updated_at, {_field('last_accessed_at')}::timestamptz)"
 _DAYS_SINCE_ACCESS = (
     f"greatest(0.0, extract(epoch FROM (%(now)s::timestamptz - "
-    f"({VALUE} ->> 'last_accessed_at')::timestamptz))::float8 / 86400.0)"
+    f"{_field('last_accessed_at')}::timestamptz))::float8 / 86400.0)"
 )
 
 
@@ -58,7 +69,7 @@ def decay_expression() -> str:
     """
     kinds = ", ".join(f"'{k.value}'" for k in sorted(HALF_LIFE_KINDS))
     conf = "coalesce((i.value ->> 'confidence')::float8, 0.8)"
-    count = f"coalesce(({VALUE} ->> 'access_count')::float8, 0.0)"
+    count = f"coalesce({_field('access_count')}::float8, 0.0)"
     return f"""(CASE
         WHEN i.value ->> 'layer' = 'episodic' THEN {conf}
         WHEN i.value ->> 'kind' IN ({kinds})
