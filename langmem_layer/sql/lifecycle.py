@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from langmem_layer.sql.items import VALUE
 from langmem_layer.types import Kind, utc_iso
 
 __all__ = [
@@ -39,11 +38,23 @@ HALF_LIFE_KINDS = frozenset({Kind.TEMPORAL_SUMMARY, Kind.REFLECTION})
 _MINE = "i.user_id = %(user_id)s AND i.is_memory"
 _NOT_PINNED = "(i.value -> 'pinned') IS DISTINCT FROM 'true'::jsonb"
 _STATUS = "i.value ->> 'status'"
+
+
+def _field(name: str) -> str:
+    """``name`` of the value with reinforcement's ``access`` laid over it, as text.
+
+    ``(value || access) ->> name`` (:data:`langmem_layer.sql.items.VALUE`) without
+    building the merged document: the lifecycle reads two fields of every memory.
+    """
+    return (f"(CASE WHEN i.access ? '{name}' THEN i.access ->> '{name}' "
+            f"ELSE i.value ->> '{name}' END)")
+
+
 # The last time a memory was written (created, reinforced, corrected) or retrieved.
-_LAST_SEEN = f"greatest(i.updated_at, ({VALUE} ->> 'last_accessed_at')::timestamptz)"
+_LAST_SEEN = f"greatest(i.updated_at, {_field('last_accessed_at')}::timestamptz)"
 _DAYS_SINCE_ACCESS = (
     f"greatest(0.0, extract(epoch FROM (%(now)s::timestamptz - "
-    f"({VALUE} ->> 'last_accessed_at')::timestamptz))::float8 / 86400.0)"
+    f"{_field('last_accessed_at')}::timestamptz))::float8 / 86400.0)"
 )
 
 
@@ -58,7 +69,7 @@ def decay_expression() -> str:
     """
     kinds = ", ".join(f"'{k.value}'" for k in sorted(HALF_LIFE_KINDS))
     conf = "coalesce((i.value ->> 'confidence')::float8, 0.8)"
-    count = f"coalesce(({VALUE} ->> 'access_count')::float8, 0.0)"
+    count = f"coalesce({_field('access_count')}::float8, 0.0)"
     return f"""(CASE
         WHEN i.value ->> 'layer' = 'episodic' THEN {conf}
         WHEN i.value ->> 'kind' IN ({kinds})
@@ -87,13 +98,14 @@ def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_be
             FROM ({scored}) d""",
             params,
         )
+    # Joined back by row address (a TID scan), not by key (an index probe per row):
+    # the rows were read by the same statement, so the address is theirs.
     return (
-        f"""WITH d AS ({scored}),
+        f"""WITH d AS ({scored.replace("SELECT i.prefix, i.key,", "SELECT i.ctid,")}),
         up AS (
             UPDATE langmem_items i SET decay = d.new
             FROM d
-            WHERE i.user_id = %(user_id)s AND i.prefix = d.prefix AND i.key = d.key
-              AND {changed}
+            WHERE i.user_id = %(user_id)s AND i.ctid = d.ctid AND {changed}
             RETURNING d.old, d.new
         )
         SELECT count(*) AS rescored, count(*) FILTER (WHERE {newly}) AS flagged FROM up d""",
@@ -227,7 +239,7 @@ def _history(entries: list[str]) -> str:
             + ", ".join(entries) + ")")
 
 
-def _entry(event: str, old: str, new: str, reason: str = "c.reason") -> str:
+def _entry(event: str, old: str, new: str, reason: str) -> str:
     return (f"jsonb_build_object('at', %(now_iso)s::text, 'event', '{event}', 'old', {old}, "
             f"'new', {new}, 'reason', {reason})")
 
@@ -237,20 +249,20 @@ def apply_transition(user_id: str, t: Transition, now: datetime, *,
     """Apply one transition to a user's memories; returns one row per memory moved
     (``key``), or with ``dry_run`` one row ``n`` counting those it would move."""
     params = {**t.params, "user_id": user_id, "now": now, "now_iso": utc_iso(now)}
-    cand = f"""SELECT i.prefix, i.key, {t.reason} AS reason FROM langmem_items i
-            WHERE {_MINE} AND {_NOT_PINNED} AND {t.where}"""
+    where = f"{_MINE} AND {_NOT_PINNED} AND {t.where}"
     if dry_run:
-        return f"SELECT count(*) AS n FROM ({cand}) c", params
+        return f"SELECT count(*) AS n FROM langmem_items i WHERE {where}", params
     value = "i.value"
     entries: list[str] = []
     if t.status is not None:
         value = f"jsonb_set({value}, '{{status}}', to_jsonb('{t.status}'::text))"
-        entries.append(_entry("status", "i.value -> 'status'", f"to_jsonb('{t.status}'::text)"))
+        entries.append(_entry("status", "i.value -> 'status'", f"to_jsonb('{t.status}'::text)",
+                              t.reason))
     if t.loop_closed:
         value = f"jsonb_set({value}, '{{loop_status}}', '\"closed\"'::jsonb)"
         entries.append(_entry("loop_status",
                               "to_jsonb(coalesce(i.value ->> 'loop_status', 'open'))",
-                              "'\"closed\"'::jsonb"))
+                              "'\"closed\"'::jsonb", t.reason))
     if t.flag is not None:
         name, on = t.flag
         meta = "coalesce(i.value -> 'metadata', '{}'::jsonb)"
@@ -258,16 +270,17 @@ def apply_transition(user_id: str, t: Transition, now: datetime, *,
                     else f"{meta} - '{name}'")
         value = f"jsonb_set({value}, '{{metadata}}', {new_meta})"
         entries.append(_entry("flag", "'null'::jsonb" if on else f"to_jsonb('{name}'::text)",
-                              f"to_jsonb('{name}'::text)" if on else "'null'::jsonb"))
+                              f"to_jsonb('{name}'::text)" if on else "'null'::jsonb",
+                              t.reason))
     # A status change is a write of the memory; a flag is bookkeeping and keeps the
     # time the memory was last confirmed.
     stamp = ", updated_at = %(now)s" if t.status is not None else ""
+    # One pass: the rule's condition on the row it updates, no candidate list joined
+    # back (a row changed meanwhile by another transaction is checked again as it is).
     return (
-        f"""WITH c AS ({cand})
-        UPDATE langmem_items i
+        f"""UPDATE langmem_items i
         SET value = jsonb_set({value}, '{{history}}', {_history(entries)}){stamp}
-        FROM c
-        WHERE i.user_id = %(user_id)s AND i.prefix = c.prefix AND i.key = c.key
+        WHERE {where}
         RETURNING i.key""",
         params,
     )
