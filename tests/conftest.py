@@ -54,6 +54,18 @@ def pg_uri() -> Iterator[str]:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+@pytest.fixture
+def bare_uri(pg_uri: str) -> Iterator[str]:
+    """A database of its own on the suite's server, on which setup() never ran."""
+    name = f"langmem_bare_{os.getpid()}"
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    yield conninfo.make_conninfo(pg_uri, dbname=name)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 def _truncate(uri: str) -> None:
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute(f"TRUNCATE {TABLES}")

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import conninfo
 
 from langmem_layer import JOBS, JobResult, MemoryLayer
 from langmem_layer.cli import main
@@ -178,18 +174,6 @@ def test_library_errors_are_one_line(pg_uri: str, capsys) -> None:
     assert err.startswith("langmem-layer: Cannot connect to PostgreSQL") and err.count("\n") == 1
 
 
-@pytest.fixture
-def empty_db(pg_uri: str) -> Iterator[str]:
-    """A fresh database on the suite's server, without the schema."""
-    name = f"langmem_nosetup_{os.getpid()}"
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
-    yield conninfo.make_conninfo(pg_uri, dbname=name)
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
 @pytest.mark.parametrize("argv", [
     ["export", "u1"],
     ["sweep-ttl"],
@@ -197,9 +181,9 @@ def empty_db(pg_uri: str) -> Iterator[str]:
     ["sweep-sessions"],
     ["jobs", "run", "sweep-ttl"],
 ])
-def test_commands_on_a_database_without_setup(empty_db: str, capsys, argv: list[str]) -> None:
-    assert main(["--database-url", empty_db, *argv]) == 1
+def test_commands_on_a_database_without_setup(bare_uri: str, capsys, argv: list[str]) -> None:
+    assert main(["--database-url", bare_uri, *argv]) == 1
     assert capsys.readouterr().err == (
         "langmem-layer: the database has no langmem schema; run `langmem-layer setup` first\n")
-    assert main(["--database-url", empty_db, "setup"]) == 0
-    assert main(["--database-url", empty_db, *argv]) == 0
+    assert main(["--database-url", bare_uri, "setup"]) == 0
+    assert main(["--database-url", bare_uri, *argv]) == 0

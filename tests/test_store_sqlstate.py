@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 import pytest
 from langgraph.store.base import PutOp
-from psycopg import conninfo
 from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import (
@@ -111,18 +108,6 @@ def test_nul_in_a_value_is_invalid_input_and_writes_nothing(
     assert count_items(pg_uri) == 0
     with psycopg.connect(pg_uri) as conn:
         assert conn.execute("SELECT count(*) FROM langmem_embedding_cache").fetchone() == (0,)
-
-
-@pytest.fixture
-def bare_uri(pg_uri: str) -> Iterator[str]:
-    """A database of its own on which setup() never ran."""
-    name = f"langmem_bare_{os.getpid()}"
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
-    yield conninfo.make_conninfo(pg_uri, dbname=name)
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def test_store_used_before_setup_says_so(bare_uri: str, index: dict) -> None:

@@ -26,7 +26,6 @@ __all__ = [
     "lock_user_writes",
     "reinforce",
     "set_status",
-    "thread_tail",
     "touch",
     "user_items",
     "user_links",
@@ -174,18 +173,6 @@ def touch(user_id: str, keys: Sequence[str], now: datetime) -> Sql:
         {"user_id": user_id, "keys": list(keys), "now_iso": utc_iso(now)},
     )
 
-
-def thread_tail(user_id: str, thread_id: str) -> Sql:
-    """The newest active memory written from ``thread_id``."""
-    return (
-        """SELECT i.key FROM langmem_items i
-        WHERE i.user_id = %(user_id)s AND i.is_memory
-          AND i.value -> 'source' ->> 'thread_id' = %(thread_id)s
-          AND i.value ->> 'status' = 'active'
-        ORDER BY i.created_at DESC, i.key DESC
-        LIMIT 1""",
-        {"user_id": user_id, "thread_id": thread_id},
-    )
 
 
 def set_status(user_id: str, keys: Sequence[str], status: str, now: datetime, *,

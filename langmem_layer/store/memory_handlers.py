@@ -141,11 +141,6 @@ class MemoryHandlers(ItemHandlers):
         rows = yield Query(*msql.find_memory(op.user_id, op.key))
         return row_to_item(rows[0]) if rows else None
 
-    @handles(mops.ThreadTailOp)
-    def _thread_tail(self, op: mops.ThreadTailOp) -> Handler:
-        rows = yield Query(*msql.thread_tail(op.user_id, op.thread_id))
-        return rows[0]["key"] if rows else None
-
     @handles(mops.DeleteMemoryOp)
     def _delete_memory(self, op: mops.DeleteMemoryOp) -> Handler:
         deleted: list[dict[str, object]] = []

@@ -88,7 +88,6 @@ __all__ = [
     "SetStatusOp",
     "SweepExpiredOp",
     "ThreadActivity",
-    "ThreadTailOp",
     "TouchOp",
     "TouchThreadOp",
     "UserDeletion",
@@ -172,13 +171,6 @@ class FindMemoryOp(NamedTuple):
     user_id: str
     key: str
 
-
-class ThreadTailOp(NamedTuple):
-    """The key of the newest active memory written from a thread (result: ``str | None``);
-    the write path links the thread's next memory to it."""
-
-    user_id: str
-    thread_id: str
 
 
 class DeleteMemoryOp(NamedTuple):
