@@ -21,12 +21,27 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-local
 	$(BIN)/pip install --quiet -e ".[local,test]"
 	touch $@
 
+# `langgraph dev` runs on langgraph-api, which needs sse-starlette>=2; LangServe (in the
+# `server` extra) pins sse-starlette<2. The dev server therefore gets its own environment,
+# which the tests start `langgraph dev` from.
+DEV_VENV := .venv-dev
+$(DEV_VENV)/.installed: pyproject.toml
+	test -x $(DEV_VENV)/bin/python || $(PYTHON) -m venv $(DEV_VENV)
+	$(DEV_VENV)/bin/pip install --quiet $(TORCH)
+	$(DEV_VENV)/bin/pip install --quiet -e ".[local,dev-server]"
+	touch $@
+
+# The panel's browser tests drive Debian's Chromium (Playwright cannot download browsers here).
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
 install: $(VENV)/.installed-local
 
 demo: $(VENV)/.installed-local
 	HF_HUB_OFFLINE=1 $(BIN)/python examples/demo.py
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test $(DEV_VENV)/.installed $(CHROMIUM)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 	$(BIN)/ruff check .
 	$(BIN)/mypy
@@ -39,4 +54,4 @@ bench: $(VENV)/.installed-test
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/store_bench.py
 
 clean:
-	rm -rf $(VENV) .langmem .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEV_VENV) .langmem .pytest_cache .mypy_cache .ruff_cache
