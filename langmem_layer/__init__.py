@@ -5,6 +5,13 @@ Add three nodes to a graph (``load_memory``, ``assemble_context``,
 remembers each user across threads, agents and months.
 """
 
+from langmem_layer.agents import (
+    MemoryAgentState,
+    MemoryMiddleware,
+    MemoryMiddlewareState,
+    ReactHooks,
+)
+from langmem_layer.compat_langmem import LangmemImport
 from langmem_layer.errors import (
     ConcurrencyError,
     ConfigurationError,
@@ -35,6 +42,7 @@ from langmem_layer.store.config import AnnIndexConfig, PoolConfig
 from langmem_layer.store.core import MemoryIndexConfig
 from langmem_layer.store.ops import FallbackTurn, IngestLogEntry, LoggedMessage, UserDeletion
 from langmem_layer.store.sync import PostgresMemoryStore
+from langmem_layer.tools import create_memory_tools
 from langmem_layer.types import (
     HistoryEntry,
     Kind,
@@ -93,13 +101,17 @@ __all__ = [
     "Kind",
     "LLMExtractor",
     "LangmemError",
+    "LangmemImport",
     "Layer",
     "LinkType",
     "LoggedMessage",
     "LoopStatus",
+    "MemoryAgentState",
     "MemoryConfig",
     "MemoryIndexConfig",
     "MemoryLayer",
+    "MemoryMiddleware",
+    "MemoryMiddlewareState",
     "MemoryNotFoundError",
     "MemoryOperation",
     "MemoryRecord",
@@ -115,6 +127,7 @@ __all__ = [
     "ProcessResult",
     "PruneStrategy",
     "RankingWeights",
+    "ReactHooks",
     "Recalled",
     "Rule",
     "RuleExtractor",
@@ -129,6 +142,7 @@ __all__ = [
     "WorkingLoad",
     "WriteGate",
     "apostgres_checkpointer",
+    "create_memory_tools",
     "memory_prompt",
     "memory_system_message",
     "plan_trim",

@@ -21,6 +21,7 @@ from langgraph.graph import StateGraph
 from langgraph.store.base import BaseStore
 
 from langmem_layer import checks, control, nodes
+from langmem_layer.agent_api import AgentMethods
 from langmem_layer.config import default_extractor
 from langmem_layer.params import (
     ContextBlockArgs,
@@ -54,7 +55,7 @@ __all__ = ["MemoryLayer"]
 T = TypeVar("T")
 
 
-class MemoryLayer(WorkingMemoryMethods):
+class MemoryLayer(WorkingMemoryMethods, AgentMethods):
     """Long-term memory for a LangGraph agent.
 
     Args:

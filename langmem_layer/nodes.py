@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Protocol, TypedDict, Unpack
+from typing import Annotated, Any, Protocol, Unpack
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
 
 from langmem_layer import runner
 from langmem_layer.errors import ConfigurationError
@@ -28,6 +29,7 @@ from langmem_layer.working.history import short_term
 from langmem_layer.working.trim import WorkingLoad
 
 __all__ = [
+    "MemoryFields",
     "MemoryState",
     "NodeTarget",
     "Wirable",
@@ -41,11 +43,12 @@ __all__ = [
 LOAD, ASSEMBLE, EXTRACT = "load_memory", "assemble_context", "extract_after_turn"
 
 
-class MemoryState(TypedDict, total=False):
-    """Graph state with the fields the memory nodes read and write.
+# typing_extensions' TypedDict, as LangGraph's and LangChain's AgentState use, so a state
+# class may extend both (``langmem_layer.agents.MemoryAgentState``).
+class MemoryFields(TypedDict, total=False):
+    """The fields the memory nodes read and write besides ``messages``.
 
     Attributes:
-        messages: The conversation (LangGraph's ``add_messages`` reducer).
         memory_context: The memory block for this turn (see :mod:`langmem_layer.read.block`).
         recalled: What ``load_memory`` retrieved, then where ``assemble_context`` placed it.
         memory_spoken: Keys placed in "RELEVANT FOR THIS TURN" or "OPEN THREADS" in each of
@@ -55,11 +58,21 @@ class MemoryState(TypedDict, total=False):
             simply gets no recent-history section).
     """
 
-    messages: Annotated[list[AnyMessage], add_messages]
     memory_context: str
     recalled: list[dict[str, Any]]
     memory_spoken: list[list[str]]
     recent_history: list[dict[str, Any]]
+
+
+class MemoryState(MemoryFields, total=False):
+    """Graph state with the fields the memory nodes read and write.
+
+    Attributes:
+        messages: The conversation (LangGraph's ``add_messages`` reducer).
+        memory_context, recalled, memory_spoken, recent_history: See :class:`MemoryFields`.
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
 
 
 class NodeTarget(Protocol):
@@ -283,11 +296,14 @@ def memory_system_message(state: MemoryState, base: str = "") -> SystemMessage:
 
 
 def memory_prompt(base: str = "") -> Any:
-    """A ``prompt`` callable for ``create_react_agent``-style agents.
+    """A ``prompt`` callable rendering ``state["memory_context"]`` before the messages.
+
+    It only renders the block: something must load it first. For
+    ``create_react_agent`` use ``MemoryLayer.react_hooks()`` (it loads, renders and
+    extracts); for ``langchain.agents.create_agent``, ``MemoryLayer.middleware()``.
 
     Example:
-        >>> agent = create_react_agent(model, tools, prompt=memory_prompt("Be brief."),
-        ...                            state_schema=MyState)
+        >>> agent = create_react_agent(model, tools, **memory.react_hooks("Be brief."))
     """
 
     def prompt(state: MemoryState) -> list[BaseMessage]:
@@ -303,6 +319,13 @@ def wire(layer: Wirable, builder: StateGraph, agent: str = "agent") -> StateGrap
     agent's own edges (tools, loops) are kept; only its entry from START and its exits
     to END are re-routed.
     """
+    if not isinstance(builder, StateGraph):
+        raise ConfigurationError(
+            f"wire() takes the StateGraph builder, before compile(), got "
+            f"{type(builder).__name__}. For a prebuilt agent pass the memory to it instead: "
+            "create_react_agent(model, tools, **memory.react_hooks()) or "
+            "create_agent(model, tools, middleware=[memory.middleware()])."
+        )
     if agent not in builder.nodes:
         raise ConfigurationError(
             f"wire(): no node named {agent!r}; add your agent node first "

@@ -22,6 +22,7 @@ __all__ = [
     "ContextBlockArgs",
     "DecisionsArgs",
     "ForgetArgs",
+    "LangmemImportArgs",
     "ListArgs",
     "LoadThreadArgs",
     "NowArgs",
@@ -255,3 +256,20 @@ class PendingArgs(TypedDict, total=False):
     """
 
     user_id: str | None
+
+
+class LangmemImportArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.import_langmem`.
+
+    Attributes:
+        namespace: LangMem's namespace prefix (default ``("memories", user_id)``, its
+            tools' default); it must name the user second.
+        profile: Where the memories go (default ``settings.default_profile``).
+        kind: Their kind (default ``Kind.PROFILE_FACT``; LangMem does not type them).
+        now: Default: the layer's clock.
+    """
+
+    namespace: Sequence[str] | None
+    profile: str | None
+    kind: Kind
+    now: datetime | None

@@ -1,4 +1,5 @@
-"""Test doubles: a deterministic embedder and a movable clock. Never a fake database."""
+"""Test doubles: a deterministic embedder, a movable clock and a scripted chat model.
+Never a fake database."""
 
 from __future__ import annotations
 
@@ -6,8 +7,13 @@ import hashlib
 import math
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset({
@@ -60,3 +66,42 @@ class Clock:
     def advance(self, **kwargs: float) -> datetime:
         self.now += timedelta(**kwargs)
         return self.now
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model that answers from a script and records what it was sent.
+
+    ``script`` is a list of replies, one per call: an ``AIMessage`` (which may carry
+    ``tool_calls``), a string, or a function of the messages returning either. Past
+    the end it answers ``"ok"``. ``bind_tools`` returns the model itself, so prebuilt
+    agents can use it; ``seen`` holds every call's input messages.
+    """
+
+    script: list[Any] = Field(default_factory=list)
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        self.seen.append(list(messages))
+        step = self.script[len(self.seen) - 1] if len(self.seen) <= len(self.script) else "ok"
+        if callable(step):
+            step = step(messages)
+        reply = step if isinstance(step, AIMessage) else AIMessage(str(step))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    def system_text(self, call: int = -1) -> str:
+        """The system message of one recorded call (the last by default)."""
+        return "\n".join(m.text for m in self.seen[call] if isinstance(m, SystemMessage))
+
+
+def tool_call(name: str, call_id: str, **args: Any) -> AIMessage:
+    """A model reply calling one tool."""
+    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": call_id,
+                                      "type": "tool_call"}])

@@ -170,11 +170,15 @@ def _decision_dict(d: GateDecision) -> dict[str, Any]:
 
 def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: str | None,
            thread_id: str | None, agent_id: str | None, now: datetime,
-           entry_id: int | None = None) -> Flow[IngestResult]:
+           entry_id: int | None = None, operations: Sequence[MemoryOperation] | None = None,
+           targets: Sequence[Recalled] = ()) -> Flow[IngestResult]:
     """Extract, gate and apply one turn in one transaction (R3.2–R3.4, R3.6).
 
     ``now`` is the turn's time: relative dates resolve against it and it stamps what
     is written. With ``entry_id`` the queue entry is completed in the same transaction.
+    With ``operations`` the extractor is not called: those are what is proposed (an
+    agent's memory tools, an import), gated and applied as an extractor's would be;
+    ``targets`` are memories they name by id, so an update supersedes its target.
     """
     user_id = require_user(user_id)
     profile = profile or env.settings.default_profile
@@ -195,7 +199,9 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
 
     (cands,) = yield StoreCall([existing_op(text)])
     existing = rank_candidates(cands, now=now, settings=env.settings, limit=20)
-    extracted: list[MemoryOperation] = yield ExtractCall(messages, existing, now)
+    extracted: list[MemoryOperation] = (
+        list(operations) if operations is not None
+        else (yield ExtractCall(messages, existing, now)))
     proposed = [_clean_operation(p) for p in extracted]
     probes = [i for i, p in enumerate(proposed)
               if p.op in (OpType.ADD, OpType.UPDATE) and p.content]
@@ -210,7 +216,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
                           similarity=c.similarity) for c in cands_i),
                 key=lambda r: -(r.similarity or 0.0))
     decisions = env.gate.review(proposed, neighbors=neighbors)
-    known = {r.key: r for r in existing}
+    known = {r.key: r for r in [*existing, *targets]}
     for rs in neighbors.values():
         known.update({r.key: r for r in rs})
     by_id = {m.id: m for m in messages if m.id}
