@@ -3,7 +3,8 @@
 LangMem's ``create_manage_memory_tool`` puts ``{"content": "<text>"}`` under
 ``("memories", user_id)`` (its default namespace; a key per memory, a UUID), and its
 memory managers put ``{"kind": "<schema name>", "content": {...}}`` where ``content``
-is the schema's fields (``{"content": "<text>"}`` for its default ``Memory``). Our
+is the schema's fields (``{"content": "<text>"}`` for its default ``Memory``, subject,
+predicate and object for its ``Triple``). Our
 store keeps them as generic items: recall, the context block and extraction never see
 them. :func:`import_langmem` reads them and proposes each as a new memory to the write
 path (:func:`langmem_layer.write.apply.ingest`), so the gate deduplicates them against
@@ -63,7 +64,7 @@ def langmem_text(value: Mapping[str, Any]) -> str | None:
 
     ``{"content": "text"}`` (its tools), ``{"kind": ..., "content": {"content": "text"}}``
     (its default manager schema), or ``{"kind": ..., "content": {fields}}`` (a custom
-    schema such as a triple: its fields as ``name: value`` pairs, in order).
+    schema: a triple as ``subject predicate object``, others as ``name: value`` pairs).
     """
     content = value.get("content")
     if isinstance(content, str):
@@ -72,10 +73,14 @@ def langmem_text(value: Mapping[str, Any]) -> str | None:
         inner = content.get("content")
         if isinstance(inner, str) and inner.strip():
             return inner.strip()
-        parts = [f"{k}: {v}" for k, v in content.items()
-                 if isinstance(v, str | int | float) and not isinstance(v, bool)
-                 and str(v).strip()]
-        return "; ".join(parts) or None
+        fields = {k: str(v).strip() for k, v in content.items()
+                  if isinstance(v, str | int | float) and not isinstance(v, bool)
+                  and str(v).strip()}
+        if {"subject", "predicate", "object"} <= fields.keys():
+            triple = f"{fields['subject']} {fields['predicate']} {fields['object']}"
+            return f"{triple} ({fields['context']})" if "context" in fields else triple
+        # Sorted: a JSON store need not keep the schema's field order.
+        return "; ".join(f"{k}: {v}" for k, v in sorted(fields.items())) or None
     return None
 
 
