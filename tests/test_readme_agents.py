@@ -1,0 +1,63 @@
+"""The README's "Prebuilt agents and memory tools" recipes, run as written."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import SystemMessage
+
+from tests.fakes import ScriptedChatModel, tool_call
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+
+
+def _recipes() -> list[str]:
+    text = README.read_text()
+    section = text.split("## Prebuilt agents and memory tools\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def _run(code: str, **names: object) -> dict:
+    namespace: dict = dict(names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        exec(compile(code, "README.md", "exec"), namespace)
+    return namespace
+
+
+def test_the_section_has_one_recipe_per_way_in() -> None:
+    react, agent, tools, langmem = _recipes()
+    assert "create_react_agent" in react and "memory.middleware()" in agent
+    assert "memory.tools()" in tools and "import_langmem" in langmem
+
+
+@pytest.mark.parametrize("n", [0, 1], ids=["create_react_agent", "create_agent"])
+def test_prebuilt_recipes_remember_across_threads(n: int, store) -> None:
+    model = ScriptedChatModel()
+    _run(_recipes()[n], store=store, model=model)
+    first, second = model.seen
+    assert "Prefers morning meetings." not in first[0].text
+    (system,) = [m for m in second if isinstance(m, SystemMessage)]
+    assert system.text.startswith("You are a helpful assistant.")
+    assert "Prefers morning meetings." in system.text
+
+
+def test_tools_recipe(store) -> None:
+    model = ScriptedChatModel(script=[
+        tool_call("remember", "c1", content="Is allergic to peanuts."), "Noted."])
+    names = _run(_recipes()[2], store=store, model=model)
+    (stored,) = names["memory"].list("alice")
+    assert stored.record.content == "Is allergic to peanuts."
+
+
+def test_langmem_recipe(store, capsys) -> None:
+    store.put(("memories", "alice"), "k1", {"content": "User prefers dark mode."})
+    names = _run(_recipes()[3], store=store)
+    assert "1 imported, 0 already known, 0 imported before, skipped: []" in capsys.readouterr().out
+    assert [r.record.content for r in names["memory"].list("alice")] == [
+        "User prefers dark mode."]
