@@ -135,7 +135,8 @@ def react_hooks(layer: _Nodes, prompt: str = "") -> ReactHooks:
     """Keyword arguments giving a ``create_react_agent`` agent long-term memory.
 
     ``pre_model_hook`` loads and assembles the block at the start of a turn and hands
-    the model ``[SystemMessage(prompt + block), *messages]``; ``post_model_hook``
+    the model ``[SystemMessage(prompt + block), *messages]`` (no system message when
+    both are empty); ``post_model_hook``
     records the finished turn for extraction; ``state_schema`` is
     :class:`MemoryAgentState`. Pass your instructions as ``prompt`` here rather than as
     ``create_react_agent``'s ``prompt=``, so the model gets one system message.
@@ -153,8 +154,9 @@ def react_hooks(layer: _Nodes, prompt: str = "") -> ReactHooks:
 
     def model_input(state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:
         block = update.get("memory_context", state.get("memory_context")) or ""
-        system = SystemMessage(_system_text(prompt, block) or "You are a helpful assistant.")
-        return {**update, "llm_input_messages": [system, *_kept(state, update)]}
+        text = _system_text(prompt, block)
+        system = [SystemMessage(text)] if text else []
+        return {**update, "llm_input_messages": [*system, *_kept(state, update)]}
 
     def pre(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         return model_input(state, _prepare(layer, state, config))

@@ -119,5 +119,9 @@ async def test_async_tools_and_a_run_without_user(memory: MemoryLayer) -> None:
     assert reply.startswith("Remembered")
     found = await tools["recall"].ainvoke({"query": "Portuguese"}, _cfg("b"))
     assert "Speaks Portuguese." in found
+    personal = {"configurable": {"user_id": "alice", "profile": "personal"}}
+    await tools["remember"].ainvoke({"content": "Plays the cello on Sundays."}, personal)
+    assert "cello" not in await tools["recall"].ainvoke({"query": "cello"}, _cfg("c"))
+    assert "cello" in await tools["recall"].ainvoke({"query": "cello"}, personal)
     with pytest.raises(MissingUserError, match="configurable"):
         await tools["recall"].ainvoke({"query": "Portuguese"}, {"configurable": {}})

@@ -74,6 +74,19 @@ def test_react_hooks_load_once_per_turn_through_a_tool_loop(store, saver, clock:
     assert len(memory.decisions("alice", thread_id=f"loop-{_RUN}")) == 1  # the turn, extracted once
 
 
+async def test_create_react_agent_async(astore, clock: Clock) -> None:
+    memory = MemoryLayer(astore, clock=clock)
+    model = ScriptedChatModel()
+    agent = create_react_agent(model, [], **memory.react_hooks())
+    await agent.ainvoke({"messages": [("user", "I prefer morning meetings.")]},
+                        _cfg("async-1"))
+    await memory.adrain()
+    await agent.ainvoke({"messages": [("user", "When should we meet?")]}, _cfg("async-2"))
+    await memory.aclose()
+    assert _systems(model.seen[0]) == []  # no instructions, nothing known: no system message
+    assert "Prefers morning meetings." in model.system_text(1)
+
+
 async def test_create_agent_middleware_remembers_across_threads(astore, clock: Clock) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
