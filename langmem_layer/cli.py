@@ -130,6 +130,25 @@ def _import(args: argparse.Namespace, ctx: JobContext | None) -> int:
     return 0
 
 
+def _import_langmem_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("user_id")
+    parser.add_argument("--namespace", nargs="+", metavar="LABEL",
+                        help="LangMem's namespace prefix (default: memories USER_ID)")
+    parser.add_argument("--profile", help="where the memories go (default: work)")
+
+
+def _import_langmem(args: argparse.Namespace, ctx: JobContext | None) -> int:
+    assert ctx is not None
+    done = ctx.layer.import_langmem(args.user_id, namespace=args.namespace,
+                                    profile=args.profile)
+    print(f"LangMem items: {done.found}; imported {len(done.written)}, already known "
+          f"{len(done.reinforced)}, imported before {done.replayed}, skipped "
+          f"{len(done.skipped)}")
+    for line in done.skipped:
+        print(f"  skipped {line}")
+    return 0
+
+
 def _delete_user_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("user_id")
     parser.add_argument("--yes", action="store_true",
@@ -343,6 +362,9 @@ COMMANDS: dict[str, Command] = {
     "export": Command("write a user's memory as JSON", _export_arguments, _export),
     "import": Command("load a JSON export into a user (re-embeds)", _import_arguments,
                       _import, _always),
+    "import-langmem": Command("write the memories LangMem stored for a user as typed "
+                              "memories (idempotent)", _import_langmem_arguments,
+                              _import_langmem, _always),
     "delete-user": Command("erase everything stored for a user (needs --yes)",
                            _delete_user_arguments, _delete_user),
     **{name: _job_command(JOBS[name]) for name in

@@ -83,3 +83,18 @@ def test_langmem_text_shapes() -> None:
                                      "object": "Bo", "context": "since May"}}
                         ) == "Ann manages Bo (since May)"
     assert langmem_text({"content": None}) is None and langmem_text({}) is None
+
+
+def test_import_langmem_command(pg_uri: str, store, capsys, monkeypatch) -> None:
+    from langmem_layer.cli import main
+
+    store.put(("memories", "carol"), "k1", {"content": "Carol prefers window seats."})
+    store.put(("memories", "carol"), "k2", {"content": {}})
+    # The command embeds with the default model: use the suite's fake one.
+    monkeypatch.setattr("langmem_layer.embeddings.default_index", lambda: store.index_config)
+    assert main(["--database-url", pg_uri, "import-langmem", "carol"]) == 0
+    out = capsys.readouterr().out
+    assert "LangMem items: 2; imported 1, already known 0, imported before 0, skipped 1" in out
+    assert "skipped memories/carol/k2: no text" in out
+    assert main(["--database-url", pg_uri, "import-langmem", "carol"]) == 0
+    assert "imported 0, already known 0, imported before 1" in capsys.readouterr().out
