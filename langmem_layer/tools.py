@@ -157,7 +157,8 @@ def _target(who: MemoryConfig, memory_id: str) -> Flow[Recalled]:
 def _correct(layer: ToolTarget, who: MemoryConfig, args: CorrectInput) -> Flow[str]:
     old = yield from _target(who, args.memory_id)
     op = MemoryOperation(op=OpType.UPDATE, content=args.content, target_id=old.key,
-                         kind=old.record.kind, policy=old.record.policy,
+                         kind=old.record.kind, layer=old.record.layer,
+                         policy=old.record.policy,
                          confidence=TOOL_CONFIDENCE, reason="correct tool")
     result = yield from _apply(layer, who, args.content, op, targets=[old])
     if refused := _verdict(result):

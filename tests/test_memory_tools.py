@@ -9,7 +9,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import ToolMessage
 
-from langmem_layer import Kind, MemoryLayer, MissingUserError, Status
+from langmem_layer import Kind, Layer, MemoryLayer, MissingUserError, Status
 from tests.fakes import Clock, ScriptedChatModel, tool_call
 
 _RUN = uuid.uuid4().hex[:8]
@@ -104,6 +104,16 @@ def test_correct_keeps_history_and_forget_archives(memory: MemoryLayer) -> None:
     assert memory.get("alice", new.key).record.status == Status.ARCHIVED
     assert memory.history("alice", new.key)[-1].reason == "forgotten at the user's request"
     assert memory.list("alice") == []
+
+
+def test_a_correction_stays_in_its_layer(memory: MemoryLayer) -> None:
+    name = memory.remember("alice", "Name is Dana.", kind=Kind.PROFILE_FACT,
+                           layer=Layer.IDENTITY)
+    (correct,) = [t for t in memory.tools() if t.name == "correct"]
+    correct.invoke({"memory_id": name.key, "content": "Name is Dana Silva."},
+                   {"configurable": {"user_id": "alice", "profile": "personal"}})
+    (new,) = memory.list("alice")
+    assert (new.record.content, new.scope) == ("Name is Dana Silva.", "identity")
 
 
 def test_the_gate_refuses_what_extraction_would(memory: MemoryLayer) -> None:
