@@ -22,6 +22,7 @@ from langgraph.store.base import BaseStore
 
 from langmem_layer import checks, control, nodes
 from langmem_layer.config import default_extractor
+from langmem_layer.control_api import ControlMethods
 from langmem_layer.params import (
     ContextBlockArgs,
     DecisionsArgs,
@@ -54,7 +55,7 @@ __all__ = ["MemoryLayer"]
 T = TypeVar("T")
 
 
-class MemoryLayer(WorkingMemoryMethods):
+class MemoryLayer(WorkingMemoryMethods, ControlMethods):
     """Long-term memory for a LangGraph agent.
 
     Args:
