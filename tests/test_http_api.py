@@ -242,11 +242,11 @@ def test_export_then_import_json_and_multipart(server: Server) -> None:
     data = r.json()
     assert data["format"] == "langmem_layer.export/1" and len(data["items"]) == 2
 
-    other, h2 = server.user()
+    _, h2 = server.user()
     r = server.http.post("/v1/import", json=data, headers=h2)
     assert r.status_code == 200 and r.json() == {"imported": 2}
-    third, h3 = server.user()
-    r = server.http.post("/v1/import", files={"file": ("e.json", r"" + json.dumps(data),
+    _, h3 = server.user()
+    r = server.http.post("/v1/import", files={"file": ("e.json", json.dumps(data),
                                                        "application/json")}, headers=h3)
     assert r.status_code == 200 and r.json() == {"imported": 2}
     contents = {m["content"] for m in
