@@ -122,9 +122,12 @@ def _add_agent_routes(app: FastAPI, graph: Any) -> None:
 
 
 def _version() -> str:
-    from langmem_layer import __version__
+    from importlib.metadata import PackageNotFoundError, version
 
-    return __version__
+    try:
+        return version("langmem-layer")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "0"
 
 
 _app: FastAPI | None = None
