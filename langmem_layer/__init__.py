@@ -11,6 +11,7 @@ from langmem_layer.agents import (
     MemoryMiddlewareState,
     ReactHooks,
 )
+from langmem_layer.auth import Principal
 from langmem_layer.compat_langmem import LangmemImport
 from langmem_layer.errors import (
     ConcurrencyError,
@@ -124,6 +125,7 @@ __all__ = [
     "PoolConfig",
     "PoolTimeoutError",
     "PostgresMemoryStore",
+    "Principal",
     "ProcessResult",
     "PruneStrategy",
     "RankingWeights",
