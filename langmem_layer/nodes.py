@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Protocol, TypedDict, Unpack
+from typing import Annotated, Any, Protocol, Unpack
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict  # pydantic (LangServe schemas) needs it on 3.11
 
 from langmem_layer import runner
 from langmem_layer.errors import ConfigurationError
