@@ -8,8 +8,8 @@ naming another user is refused with 403 before anything runs, unless the princip
 an admin, who may act for any user.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: FastAPI reads the dependency's annotation
+# at runtime, and it names a local variable (the app's principal dependency).
 import warnings
 from collections.abc import Callable
 from typing import Annotated, Any, Protocol
