@@ -5,6 +5,7 @@ Add three nodes to a graph (``load_memory``, ``assemble_context``,
 remembers each user across threads, agents and months.
 """
 
+from langmem_layer.agent import AgentConfig, build_agent_graph
 from langmem_layer.errors import (
     ConcurrencyError,
     ConfigurationError,
@@ -63,6 +64,7 @@ from langmem_layer.write.rules import Rule, RuleExtractor
 
 __all__ = [
     "JOBS",
+    "AgentConfig",
     "AnnIndexConfig",
     "AsyncPostgresMemoryStore",
     "ConcurrencyError",
@@ -129,6 +131,7 @@ __all__ = [
     "WorkingLoad",
     "WriteGate",
     "apostgres_checkpointer",
+    "build_agent_graph",
     "memory_prompt",
     "memory_system_message",
     "plan_trim",

@@ -13,12 +13,10 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
-from langmem_layer.nodes import MemoryState, memory_prompt
+from langmem_layer.nodes import MemoryState, Wirable, memory_prompt, wire
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
-
-    from langmem_layer.layer import MemoryLayer
 
 __all__ = ["AGENT_INSTRUCTIONS", "AgentConfig", "build_agent_graph"]
 
@@ -39,7 +37,7 @@ class AgentConfig(BaseModel):
     agent_id: str | None = Field(default=None, description="The agent, for per-agent trust.")
 
 
-def build_agent_graph(layer: MemoryLayer, *, model: BaseChatModel | None = None,
+def build_agent_graph(layer: Wirable, *, model: BaseChatModel | None = None,
                       instructions: str = AGENT_INSTRUCTIONS) -> StateGraph:
     """A one-node chat agent with ``layer``'s memory nodes wired around it.
 
@@ -48,7 +46,8 @@ def build_agent_graph(layer: MemoryLayer, *, model: BaseChatModel | None = None,
     ``thread_id``, ``profile`` and ``agent_id`` as the run's ``configurable`` keys.
 
     Args:
-        layer: The memory layer whose nodes load, assemble and extract memory.
+        layer: The memory layer (any :class:`~langmem_layer.nodes.Wirable`) whose nodes
+            load, assemble and extract memory.
         model: The chat model; default :func:`langmem_layer.config.agent_chat_model`
             (OpenAI when configured, else the offline model).
         instructions: The system instructions the memory block is appended to.
@@ -73,4 +72,4 @@ def build_agent_graph(layer: MemoryLayer, *, model: BaseChatModel | None = None,
     builder.add_node("agent", RunnableLambda(agent, afunc=aagent, name="agent"))
     builder.add_edge(START, "agent")
     builder.add_edge("agent", END)
-    return layer.wire(builder, agent="agent")
+    return wire(layer, builder, "agent")

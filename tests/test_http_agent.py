@@ -9,6 +9,7 @@ naming another user is refused and writes nothing for that user.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -172,6 +173,12 @@ def test_another_users_id_in_config_is_refused_and_writes_nothing(
             r = client.post(route, json=payload)
             assert r.status_code == 403, (route, r.text)
             assert "another user" in r.json()["detail"]
+        # The same through a share link: the config compressed into the path.
+        from langserve.lzstring import LZString
+
+        link = LZString.compressToEncodedURIComponent(json.dumps(other))
+        r = client.post(f"/agent/c/{link}/invoke", json=body)
+        assert r.status_code == 403, r.text
         # Naming oneself is fine.
         me = {"configurable": {"user_id": alice, "thread_id": "x"}}
         assert client.post("/agent/invoke", json={**body, "config": me}).status_code == 200
