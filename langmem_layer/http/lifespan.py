@@ -75,11 +75,11 @@ class ExtractionWorker:
 
     async def _run(self) -> None:
         while not self._stop.is_set():
+            self._wake.clear()  # a wake during the pass runs another one at once
             try:
                 await self.layer.aprocess_pending()
             except Exception:  # the turns stay queued; the next pass retries them
                 logger.exception("Background extraction pass failed")
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wait(), self.poll_seconds)
 
