@@ -5,6 +5,7 @@ Add three nodes to a graph (``load_memory``, ``assemble_context``,
 remembers each user across threads, agents and months.
 """
 
+from langmem_layer.agent import AgentConfig, build_agent_graph
 from langmem_layer.agents import (
     MemoryAgentState,
     MemoryMiddleware,
@@ -72,6 +73,7 @@ from langmem_layer.write.rules import Rule, RuleExtractor
 
 __all__ = [
     "JOBS",
+    "AgentConfig",
     "AnnIndexConfig",
     "AsyncPostgresMemoryStore",
     "ConcurrencyError",
@@ -144,6 +146,7 @@ __all__ = [
     "WorkingLoad",
     "WriteGate",
     "apostgres_checkpointer",
+    "build_agent_graph",
     "create_memory_tools",
     "memory_prompt",
     "memory_system_message",
