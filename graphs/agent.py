@@ -1,19 +1,18 @@
 """The memory-enabled chat agent, for LangGraph Studio / `langgraph dev`.
 
-Thin wiring: nothing heavy happens at import. `make_graph` opens the store when the
-server asks for the graph.
+Thin wiring: nothing heavy happens at import. `make_graph` uses the store and memory
+layer the server opened once for its lifetime (``"store"`` in ``langgraph.json``, see
+:mod:`langmem_layer.serving`); the server gives the graph that same store.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from langmem_layer import MemoryLayer, MemoryState, memory_prompt
-from langmem_layer.config import agent_chat_model, open_store, settings_from_env
+from langmem_layer import serving
+from langmem_layer.config import agent_chat_model
 
 
 def build_agent_graph(layer: MemoryLayer) -> StateGraph:
@@ -31,10 +30,6 @@ def build_agent_graph(layer: MemoryLayer) -> StateGraph:
     return layer.wire(builder, agent="agent")
 
 
-@contextmanager
-def make_graph() -> Iterator[CompiledStateGraph]:
-    """Graph factory for `langgraph.json`; database and settings from ``langmem_layer.config``."""
-    with open_store() as store:
-        store.setup()
-        layer = MemoryLayer(store, settings=settings_from_env())
-        yield build_agent_graph(layer).compile(store=store)
+def make_graph() -> CompiledStateGraph:
+    """Graph factory for ``langgraph.json``, on the server's memory layer."""
+    return build_agent_graph(serving.current().layer).compile()
