@@ -5,6 +5,7 @@ Add three nodes to a graph (``load_memory``, ``assemble_context``,
 remembers each user across threads, agents and months.
 """
 
+from langmem_layer.auth import Principal
 from langmem_layer.errors import (
     ConcurrencyError,
     ConfigurationError,
@@ -112,6 +113,7 @@ __all__ = [
     "PoolConfig",
     "PoolTimeoutError",
     "PostgresMemoryStore",
+    "Principal",
     "ProcessResult",
     "PruneStrategy",
     "RankingWeights",
