@@ -10,8 +10,7 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from langmem_layer import MemoryLayer, MemoryState, memory_prompt
-from langmem_layer import serving
+from langmem_layer import MemoryLayer, MemoryState, memory_prompt, serving
 from langmem_layer.config import agent_chat_model
 
 

@@ -7,6 +7,7 @@ remembers each user across threads, agents and months.
 
 from langmem_layer.auth import Principal
 from langmem_layer.errors import (
+    AccessDeniedError,
     ConcurrencyError,
     ConfigurationError,
     DatabaseUnavailableError,
@@ -64,6 +65,7 @@ from langmem_layer.write.rules import Rule, RuleExtractor
 
 __all__ = [
     "JOBS",
+    "AccessDeniedError",
     "AnnIndexConfig",
     "AsyncPostgresMemoryStore",
     "ConcurrencyError",

@@ -19,83 +19,45 @@ An admin key (``Principal.admin``) is not confined.
 
 from __future__ import annotations
 
-import hmac
-import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from langmem_layer.errors import AccessDeniedError
 from langmem_layer.store.core import MEMORY_ROOT
 
-__all__ = ["AuthPrincipal", "bearer_token", "build_auth", "scope_namespace", "verify_token"]
+if TYPE_CHECKING:
+    from langmem_layer.auth import Principal
+
+__all__ = ["bearer_token", "build_auth", "scope_namespace", "verify_token"]
 
 OWNER = "owner"
 
 
-class AuthPrincipal(Protocol):
-    """Who a key belongs to (what :func:`verify_token` returns)."""
-
-    @property
-    def user_id(self) -> str: ...
-
-    @property
-    def admin(self) -> bool: ...
-
-
-Verify = Callable[[str], Awaitable[AuthPrincipal | None]]
-
-
-class AuthRefused(Exception):
-    """A request refused: ``status`` 401 (who are you?) or 403 (not yours)."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
+Verify = Callable[[str], Awaitable["Principal | None"]]
 
 
 def bearer_token(authorization: str | None) -> str:
     """The key of an ``Authorization: Bearer <key>`` header.
 
     Raises:
-        AuthRefused: 401, no such header or another scheme.
+        AccessDeniedError: 401, no such header or another scheme.
     """
     scheme, _, token = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise AuthRefused(401, "Send the API key as 'Authorization: Bearer <key>' "
+        raise AccessDeniedError(401, "Send the API key as 'Authorization: Bearer <key>' "
                                "(create one with langmem_layer.auth.create_key).")
     return token.strip()
 
 
-async def verify_token(token: str) -> AuthPrincipal | None:
+async def verify_token(token: str) -> Principal | None:
     """The principal of an API key, checked against the server's memory database.
 
     Returns:
         None when the key is unknown or revoked.
     """
-    from langmem_layer import serving
+    from langmem_layer import auth, serving
 
-    try:
-        from langmem_layer import auth  # type: ignore[attr-defined]
-    except ImportError:  # keys in the database are not available yet
-        return _env_key(token)
-    return await auth.averify_key(serving.current().store, token)  # type: ignore[no-any-return]
-
-
-@dataclass(frozen=True)
-class _EnvPrincipal:
-    user_id: str
-    admin: bool = False
-
-
-def _env_key(token: str) -> AuthPrincipal | None:
-    # LANGMEM_API_KEYS="key1=alice,key2=bob"; a user "admin:NAME" is an admin.
-    for pair in os.environ.get("LANGMEM_API_KEYS", "").split(","):
-        key, _, user = pair.strip().partition("=")
-        if key and user and hmac.compare_digest(key, token):
-            admin = user.startswith("admin:")
-            return _EnvPrincipal(user.removeprefix("admin:"), admin)
-    return None
+    return await auth.averify_key(serving.current().store, token)
 
 
 def scope_namespace(namespace: tuple[str, ...] | None, user_id: str) -> tuple[str, ...]:
@@ -104,14 +66,14 @@ def scope_namespace(namespace: tuple[str, ...] | None, user_id: str) -> tuple[st
     An empty or missing namespace, or ``("memories",)``, becomes the user's own root.
 
     Raises:
-        AuthRefused: 403, the namespace is another user's or outside the memories.
+        AccessDeniedError: 403, the namespace is another user's or outside the memories.
     """
     ns = tuple(namespace or ())
     if not ns or ns == (MEMORY_ROOT,):
         return (MEMORY_ROOT, user_id)
     if ns[0] == MEMORY_ROOT and ns[1] == user_id:
         return ns
-    raise AuthRefused(403, f"Namespace {ns!r} is not yours: use "
+    raise AccessDeniedError(403, f"Namespace {ns!r} is not yours: use "
                            f"({MEMORY_ROOT!r}, {user_id!r}, ...).")
 
 
@@ -141,7 +103,7 @@ def build_auth(verify: Verify | None = None) -> Any:
     check = verify or verify_token
     auth = Auth()
 
-    def http_error(e: AuthRefused) -> Exception:
+    def http_error(e: AccessDeniedError) -> Exception:
         return Auth.exceptions.HTTPException(status_code=e.status, detail=e.detail)
 
     def is_admin(ctx: Any) -> bool:
@@ -151,7 +113,7 @@ def build_auth(verify: Verify | None = None) -> Any:
     async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
         try:
             token = bearer_token(authorization)
-        except AuthRefused as e:
+        except AccessDeniedError as e:
             raise http_error(e) from None
         principal = await check(token)
         if principal is None:
@@ -195,7 +157,7 @@ def build_auth(verify: Verify | None = None) -> Any:
             return
         try:
             value["namespace"] = scope_namespace(value.get("namespace"), ctx.user.identity)
-        except AuthRefused as e:
+        except AccessDeniedError as e:
             raise http_error(e) from None
 
     return auth

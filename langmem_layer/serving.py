@@ -10,7 +10,8 @@ worker's extraction of that run fails on a closed connection.
 
 At shutdown the worker's pending extraction is finished (bounded by
 ``drain_timeout``), the stores are closed and the embedded PostgreSQL this process
-started is stopped, so nothing outlives the server.
+started is stopped once the checkpointer is closed too (see :func:`database`), so
+nothing outlives the server.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.embedded import embedded_uri, stop_embedded
 from langmem_layer.store.sync import PostgresMemoryStore
 
-__all__ = ["Served", "current", "langgraph_store", "serve"]
+__all__ = ["Served", "current", "database", "langgraph_store", "serve"]
 
 logger = logging.getLogger("langmem_layer")
 
@@ -99,30 +100,52 @@ async def serve(url: str | None = None, *, data_dir: str | Path | None = None,
     if _current is not None:
         raise ConfigurationError(
             "serve() is already running in this process; use serving.current().")
+    async with database(url, data_dir=data_dir) as found, \
+            AsyncPostgresMemoryStore.from_conn_string(found, **store_kwargs) as store:
+        await store.setup()
+        with ExitStack() as stack:
+            sync_store = await asyncio.to_thread(
+                stack.enter_context,
+                PostgresMemoryStore.from_conn_string(found, pool_size=2, **store_kwargs))
+            layer = MemoryLayer(store, settings=settings or config.settings_from_env())
+            _current = Served(store, layer, sync_store, found)
+            try:
+                yield _current
+            finally:
+                _current = None
+                await _finish(layer, drain_timeout)
+                await asyncio.to_thread(stack.close)
+
+
+#: Holders of each embedded server in this process (see :func:`database`).
+_holds: dict[Path, int] = {}
+
+
+@asynccontextmanager
+async def database(url: str | None = None, *, data_dir: str | Path | None = None
+                   ) -> AsyncIterator[str]:
+    """The database URL (as :func:`langmem_layer.config.database_url`), held for the block.
+
+    With the embedded server, every block using it counts: when the last one in the
+    process ends (the store and the checkpointer of a LangGraph server, which it
+    closes in turn), the server is stopped, rather than left to the process's exit
+    handler, which a terminated process never runs.
+    """
     found = config.configured_url(url)
-    embedded = None if found else config.data_dir(data_dir)
+    if found:
+        yield found
+        return
+    key = config.data_dir(data_dir).expanduser().resolve()
+    # Starting the embedded server blocks (a subprocess, files): off the loop.
+    uri = await asyncio.to_thread(embedded_uri, key)
+    _holds[key] = _holds.get(key, 0) + 1
     try:
-        if embedded is not None:
-            # Starting the embedded server blocks (a subprocess, files): off the loop.
-            found = await asyncio.to_thread(embedded_uri, embedded)
-        assert found is not None
-        async with AsyncPostgresMemoryStore.from_conn_string(found, **store_kwargs) as store:
-            await store.setup()
-            with ExitStack() as stack:
-                sync_store = await asyncio.to_thread(
-                    stack.enter_context,
-                    PostgresMemoryStore.from_conn_string(found, pool_size=2, **store_kwargs))
-                layer = MemoryLayer(store, settings=settings or config.settings_from_env())
-                _current = Served(store, layer, sync_store, found)
-                try:
-                    yield _current
-                finally:
-                    _current = None
-                    await _finish(layer, drain_timeout)
-                    await asyncio.to_thread(stack.close)
+        yield uri
     finally:
-        if embedded is not None:
-            await asyncio.to_thread(stop_embedded, embedded)
+        _holds[key] -= 1
+        if not _holds[key]:
+            del _holds[key]
+            await asyncio.to_thread(stop_embedded, key)
 
 
 async def _finish(layer: MemoryLayer, timeout: float) -> None:
