@@ -90,7 +90,9 @@ def _make_keys(data_dir: Path) -> dict[str, str]:
     try:
         with PostgresMemoryStore.embedded(data_dir, index=None) as store:
             store.setup()
-            return {user: create_key(store, user) for user in ("alice", "bob")}
+            keys = {user: create_key(store, user) for user in ("alice", "bob")}
+            keys["ops"] = create_key(store, "ops", admin=True)
+            return keys
     finally:
         stop_embedded(data_dir)
 
@@ -231,6 +233,9 @@ def test_the_store_endpoints_list_the_users_memories(server: DevServer) -> None:
     assert got is not None and got["value"]["content"] == peanut["value"]["content"]
     hits = alice.store.search_items(("memories", "alice"), query="allergy", limit=5)["items"]
     assert any("peanut" in str(h["value"].get("content")).lower() for h in hits)
+    # An admin key (a support tool, a developer in Studio) is not confined.
+    admin = server.client("ops")
+    assert any("peanut" in c.lower() for c in _contents(admin, ("memories", "alice")))
 
 
 def test_a_client_cannot_choose_another_user(server: DevServer) -> None:
@@ -245,8 +250,11 @@ def test_a_client_cannot_choose_another_user(server: DevServer) -> None:
     _wait_for("the fact under alice", _memory_about(alice, "alice", "acme"))
     assert not any("acme" in c.lower() for c in _contents(bob, ("memories", "bob")))
 
+    # `x-auth-scheme: langsmith` is how Studio skips custom auth in `langgraph dev`
+    # unless `disable_studio_auth` is set: a header must not stand in for a key.
     for headers in ({}, {"Authorization": "Bearer not-a-key"},
-                    {"Authorization": f"Basic {server.keys['alice']}"}):
+                    {"Authorization": f"Basic {server.keys['alice']}"},
+                    {"x-auth-scheme": "langsmith"}):
         response = httpx.post(f"{server.url}/store/items/search", headers=headers,
                               json={"namespace_prefix": ["memories", "alice"]}, timeout=10)
         assert response.status_code == 401, (headers, response.text)
