@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
 
+from langmem_layer import serving
 from langmem_layer.config import database_url as _database_url
 from langmem_layer.working.sessions import apostgres_checkpointer, postgres_checkpointer
 
@@ -42,6 +43,10 @@ def checkpointer() -> Iterator[PostgresSaver]:
 
 @asynccontextmanager
 async def acheckpointer() -> AsyncIterator[AsyncPostgresSaver]:
-    """A set-up async PostgresSaver on the memory database (``langgraph.json``)."""
-    async with apostgres_checkpointer() as saver:
+    """A set-up async PostgresSaver on the memory database (``langgraph.json``).
+
+    It holds the embedded server with the store (:func:`langmem_layer.serving.database`):
+    the server stops when both are closed.
+    """
+    async with serving.database() as url, apostgres_checkpointer(url) as saver:
         yield saver

@@ -9,7 +9,8 @@ job; a LangGraph server cron triggers one, e.g.::
 Input: ``job`` (required), ``now`` (ISO 8601; default: now), ``user``, ``shard``
 (``"i/n"``), ``dry_run``, ``force``, ``options``. Output: the run's ``period``,
 ``shard``, ``status``, ``users``, ``counts`` and ``error``. Nothing heavy happens at
-import; each run opens the store (with an embedding model only if the job needs one).
+import; under a server serving our store each run uses its store, elsewhere each run
+opens one (with an embedding model only if the job needs one).
 """
 
 # No ``from __future__ import annotations``: the state's TypedDicts are read by
@@ -112,6 +113,22 @@ def build_job_graph(open_context: OpenContext | None = None) -> StateGraph:
     return builder
 
 
+@contextmanager
+def _open_served(job: Job, options: dict[str, Any]) -> Any:
+    from langmem_layer import serving
+
+    served = serving.current()
+    yield JobContext(served.sync_store, database_url=served.database_url,
+                     settings=served.layer.settings)
+
+
 def make_graph() -> CompiledStateGraph:
-    """Graph factory for ``langgraph.json``: database and settings from the environment."""
-    return build_job_graph().compile()
+    """Graph factory for ``langgraph.json``: runs use the server's store when it serves
+    ours (``"store"`` in ``langgraph.json``), else open one from the environment."""
+    from langmem_layer import serving
+
+    try:
+        serving.current()
+    except ConfigurationError:  # not under a server serving our store
+        return build_job_graph().compile()
+    return build_job_graph(_open_served).compile()

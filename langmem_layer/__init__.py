@@ -15,6 +15,7 @@ from langmem_layer.agents import (
 from langmem_layer.auth import Principal
 from langmem_layer.compat_langmem import LangmemImport
 from langmem_layer.errors import (
+    AccessDeniedError,
     ConcurrencyError,
     ConfigurationError,
     DatabaseUnavailableError,
@@ -73,6 +74,7 @@ from langmem_layer.write.rules import Rule, RuleExtractor
 
 __all__ = [
     "JOBS",
+    "AccessDeniedError",
     "AgentConfig",
     "AnnIndexConfig",
     "AsyncPostgresMemoryStore",

@@ -13,6 +13,7 @@ from asyncio import InvalidStateError as _InvalidStateError
 from langgraph.store.base import InvalidNamespaceError as _LangGraphInvalidNamespace
 
 __all__ = [
+    "AccessDeniedError",
     "ConcurrencyError",
     "ConfigurationError",
     "DatabaseUnavailableError",
@@ -115,3 +116,13 @@ class SyncCallOnEventLoopError(LangmemError, _InvalidStateError, RuntimeError):
     store's own event loop thread, where waiting for the loop would deadlock (use the
     ``a``-prefixed methods there), or the store has no running loop to hand work to.
     """
+
+
+class AccessDeniedError(LangmemError, PermissionError):
+    """A server request was refused: ``status`` 401 (no valid API key) or 403 (the
+    request names another user's data)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail

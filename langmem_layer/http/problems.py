@@ -29,6 +29,7 @@ _log = logging.getLogger(__name__)
 #: HTTP status of each library error, most specific first (the first match wins).
 STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (errors.MemoryNotFoundError, 404),
+    (errors.AccessDeniedError, 403),
     (errors.MissingUserError, 400),
     (errors.InvalidNamespaceError, 400),
     (errors.ConfigurationError, 400),

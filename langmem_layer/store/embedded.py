@@ -23,7 +23,7 @@ import psutil
 
 from langmem_layer.errors import DatabaseUnavailableError
 
-__all__ = ["embedded_uri"]
+__all__ = ["embedded_uri", "stop_embedded"]
 
 logger = logging.getLogger("langmem_layer.store")
 
@@ -139,3 +139,22 @@ def embedded_uri(path: str | Path = ".langmem") -> str:
                            data_dir)
             _restart(server, data_dir)
         return str(server.get_uri())
+
+
+def stop_embedded(path: str | Path = ".langmem") -> None:
+    """Release this process's hold on the embedded server of ``path``; stop it if last.
+
+    The server is shared by every process using the directory; it stops when the last
+    one lets go (here, or at that process's exit). A server this process never started
+    is left alone. Never raises: a server that is already gone has nothing to stop.
+
+    Args:
+        path: The data directory given to :func:`embedded_uri`.
+    """
+    data_dir = Path(path).expanduser().resolve()
+    with _lock:
+        server = _servers.pop(data_dir, None)
+    if server is None:
+        return
+    # Its exit handler stays registered: run again at exit, it finds nothing to do.
+    _quiet_cleanup(server)

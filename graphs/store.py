@@ -1,0 +1,10 @@
+"""The memory store for ``langgraph.json``: ``"store": {"path": "./graphs/store.py:store"}``.
+
+The server enters it once and leaves it at shutdown; it owns the store, the memory
+layer and its extraction worker for the server's lifetime (see
+:mod:`langmem_layer.serving`). Nothing connects at import.
+"""
+
+from langmem_layer.serving import langgraph_store as store
+
+__all__ = ["store"]
