@@ -337,6 +337,18 @@ def _jobs_run_embeds(args: argparse.Namespace) -> bool:
     return JOBS[args.name].embeds(_jobs_run_options(args))
 
 
+def _eval_arguments(parser: argparse.ArgumentParser) -> None:
+    from langmem_layer.evals.cli import add_arguments
+
+    add_arguments(parser)
+
+
+def _eval(args: argparse.Namespace, ctx: JobContext | None) -> int:
+    from langmem_layer.evals.cli import handle
+
+    return handle(args, ctx)
+
+
 #: Every subcommand by name; a name with a space is a nested command (``jobs run``).
 COMMANDS: dict[str, Command] = {
     "setup": Command("create or upgrade the schema (idempotent)", _no_arguments, _setup),
@@ -355,6 +367,8 @@ COMMANDS: dict[str, Command] = {
                         _jobs_run_arguments, _jobs_run, _jobs_run_embeds),
     "jobs status": Command("each job's last run and when it is next due",
                            _jobs_status_arguments, _jobs_status),
+    "eval": Command("run the evaluation fixtures (or a named suite) and check thresholds",
+                    _eval_arguments, _eval, _always),
 }
 
 _GROUP_HELP = {"jobs": "list the maintenance jobs, run one by name, or show their runs"}
