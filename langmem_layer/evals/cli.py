@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from langmem_layer.evals.fixtures import load_fixtures
@@ -54,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "OPENAI_MODEL when OPENAI_API_KEY/OPENAI_BASE_URL is set, else rules)")
     parser.add_argument("--offline", action="store_true",
                         help="extract with the rule extractor even when a model is configured")
+    parser.add_argument("--settings", default=None, metavar="FILE",
+                        help="MemorySettings as a JSON object (nested gate/weights allowed), "
+                        "over the LANGMEM_* environment")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run only fixtures whose name contains NAME (repeatable)")
@@ -93,6 +97,22 @@ def _extractor(args: argparse.Namespace) -> tuple[Any, str]:
     return LLMExtractor(model), f"llm:{name}"
 
 
+def _settings(path: str | None) -> Any:
+    from langmem_layer.config import settings_from_env
+    from langmem_layer.errors import ConfigurationError
+
+    if path is None:
+        return settings_from_env()
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigurationError(f"--settings {path}: {e}; pass a JSON object of "
+                                 "MemorySettings fields, e.g. {\"rrf_k\": 5}") from e
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"--settings {path} must hold a JSON object")
+    return settings_from_env(**data)
+
+
 def handle(args: argparse.Namespace, ctx: Any) -> int:
     """Run the fixtures (or the suite the first path names); 1 when a threshold fails."""
     paths: list[str] = list(args.paths)
@@ -103,7 +123,8 @@ def handle(args: argparse.Namespace, ctx: Any) -> int:
         fixtures = [f for f in fixtures if any(o in f.name for o in args.only)]
     extractor, label = _extractor(args)
     ctx.store.setup()
-    report = run_fixtures(ctx.store, fixtures, extractor=extractor, label=label)
+    report = run_fixtures(ctx.store, fixtures, extractor=extractor, label=label,
+                          settings=_settings(args.settings))
     if args.json:
         print(json.dumps(report_json(report), indent=2))
     else:

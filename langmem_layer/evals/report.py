@@ -41,8 +41,8 @@ def _row(r: FixtureResult) -> tuple[str, ...]:
 
 def report_table(report: EvalReport, *, failures: bool = True) -> str:
     """A plain-text table: one row per fixture, the totals, then each unmet expectation."""
-    rows = [("FIXTURE", "PRECISION", "RECALL", "HIT@3", "CHECKS", "DUPS", "LEAKS", "SURFACED",
-             "")]
+    rows: list[tuple[str, ...]] = [("FIXTURE", "PRECISION", "RECALL", "HIT@3", "CHECKS", "DUPS",
+                                    "LEAKS", "SURFACED", "")]
     rows += [_row(r) for r in report.results]
     rows.append((f"overall ({report.passed}/{len(report.results)} ok)",
                  _pct(report.precision), _pct(report.recall), _pct(report.hit3),

@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from langmem_layer.read.block import ContextBlock, build_context_block
-from langmem_layer.read.query import is_broad, understand
+from langmem_layer.read.query import asks_upcoming, is_broad, understand
 from langmem_layer.read.rank import rank_candidates
 from langmem_layer.runner import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.store import ops as mops
@@ -20,6 +20,8 @@ from langmem_layer.working.history import recent_lines, recent_op, short_term
 __all__ = ["broad_ops", "context_block", "context_block_flow", "rank", "recall", "recall_op",
            "with_core_facts"]
 
+#: How far ahead a question about what is coming up looks for open loops.
+UPCOMING_DAYS = 45
 #: Kinds a broad question ("what do you know about me?") is answered with.
 _CORE_KINDS = frozenset({Kind.PROFILE_FACT.value, Kind.PREFERENCE.value})
 #: Memories read per scope to choose a broad question's core facts from.
@@ -68,8 +70,10 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
         ref_max_share=st.ref_max_share,
         # Open loops due soon, or past due within the grace period, come back whatever
         # the query (the lifecycle closes them after the grace period).
+        # A question about what is coming up looks further ahead (UPCOMING_DAYS).
         due_window=(now - timedelta(days=st.lifecycle_loop_grace_days),
-                    now + timedelta(hours=st.due_window_hours)),
+                    now + (timedelta(days=UPCOMING_DAYS) if asks_upcoming(query)
+                           else timedelta(hours=st.due_window_hours))),
         due_limit=st.due_limit,
         max_terms=st.max_query_terms,
     )
