@@ -62,7 +62,14 @@ Conventions:
   forgets; at most six words), plus capitalised runs in the clause that are not its
   first word, "I", a weekday or a month.
 * Questions only yield requests (remind, forget, boundaries); clauses starting with
-  "if" yield nothing; moods ("I'm tired today") are never extracted.
+  "if" yield nothing; moods ("I'm tired today") are never extracted. Hypotheticals
+  ("imagine I ...", "I wish ..."), sarcasm ("yeah right, ...") and sentences holding a
+  quotation also yield only requests, and no fact is taken after a reporting verb
+  ("my boss said I should ...") (:mod:`~langmem_layer.write.phrases`).
+* More rows, for favourites, pets, possessions, family members, moves, job changes,
+  health, learning and things stopped: :mod:`~langmem_layer.write.statements`, placed
+  before "I work at". Facts drop a trailing time phrase and an aside ("Porto last
+  spring", "Berlin, near the park"); "wish me luck" and the like are fillers.
 * One correction per sentence: a sentence that corrects is not searched further.
 """
 
