@@ -427,6 +427,16 @@ def _serve(args: argparse.Namespace, ctx: JobContext | None) -> int:
                      dev_user=args.dev_user)
     uvicorn.run(app, host=args.host, port=args.port)
     return 0
+def _eval_arguments(parser: argparse.ArgumentParser) -> None:
+    from langmem_layer.evals.cli import add_arguments
+
+    add_arguments(parser)
+
+
+def _eval(args: argparse.Namespace, ctx: JobContext | None) -> int:
+    from langmem_layer.evals.cli import handle
+
+    return handle(args, ctx)
 
 
 #: Every subcommand by name; a name with a space is a nested command (``jobs run``).
@@ -457,6 +467,8 @@ COMMANDS: dict[str, Command] = {
                          _keys_list_arguments, _keys_list),
     "serve": Command("run the HTTP app: memory REST API (and the agent routes)",
                      _serve_arguments, _serve, uses_store=False),
+    "eval": Command("run the evaluation fixtures (or a named suite) and check thresholds",
+                    _eval_arguments, _eval, _always),
 }
 
 _GROUP_HELP = {"jobs": "list the maintenance jobs, run one by name, or show their runs",

@@ -46,7 +46,8 @@ from langmem_layer.refs import extract_refs
 from langmem_layer.sanitize import clean
 from langmem_layer.write.dates import find_date
 
-__all__ = ["QueryInfo", "TimeWindow", "time_window", "understand"]
+__all__ = ["QueryInfo", "TimeWindow", "asks_upcoming", "is_broad", "time_window",
+           "understand"]
 
 _MONTHS = {
     "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4,
@@ -101,6 +102,35 @@ class TimeWindow:
 
     def __contains__(self, moment: datetime) -> bool:
         return self.start <= moment < self.end
+
+
+# "What do you know about me?": a question about the user as a whole, which no one
+# memory resembles; recall answers it with the user's core facts.
+_BROAD = re.compile(
+    r"\b(?:what|how\s+much|anything)\s+(?:else\s+)?(?:do|did|can|have)\s+you\s+(?:know|"
+    r"remember|recall|learned|learnt|stored|got)\s+(?:so\s+far\s+)?(?:about|of|on)\s+"
+    r"(?:me|myself)\b|\btell\s+me\s+(?:\w+\s+){0,3}about\s+(?:me|myself)\b|"
+    r"\bwho\s+am\s+I\b|\bwhat\s+have\s+I\s+told\s+you(?:\s+about\s+(?:me|myself))?\s*\??$|"
+    r"\bdo\s+you\s+(?:know|remember)\s+(?:me|who\s+I\s+am|anything\s+about\s+me)\b|"
+    r"\bsummari[sz]e\s+what\s+you\s+know\b", re.IGNORECASE)
+
+
+# "Any trips coming up?": a question about what lies ahead, answered by the open loops
+# due in the coming weeks, not only those due today.
+_UPCOMING = re.compile(
+    r"\b(?:coming\s+up|upcoming|ahead\s+of\s+me|on\s+my\s+(?:schedule|calendar|agenda|"
+    r"plate)|(?:any|my)\s+(?:plans|trips?|appointments?|deadlines?)\b|what{_A}?s\s+next|"
+    r"planned|scheduled)".replace("{_A}", "['’]"), re.IGNORECASE)
+
+
+def asks_upcoming(text: str | None) -> bool:
+    """Whether ``text`` asks what is coming up ("any trips coming up?", "my plans")."""
+    return bool(text and _UPCOMING.search(text))
+
+
+def is_broad(text: str | None) -> bool:
+    """Whether ``text`` asks about the user as a whole ("what do you know about me?")."""
+    return bool(text and _BROAD.search(text))
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from langmem_layer.read.block import ContextBlock, build_context_block
-from langmem_layer.read.query import understand
+from langmem_layer.read.query import asks_upcoming, is_broad, understand
 from langmem_layer.read.rank import rank_candidates
 from langmem_layer.runner import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.store import ops as mops
-from langmem_layer.types import Policy, Recalled, normalize_ref
+from langmem_layer.types import Kind, Layer, Policy, Recalled, memory_namespace, normalize_ref
 from langmem_layer.working.history import recent_lines, recent_op, short_term
 
-__all__ = ["context_block", "context_block_flow", "rank", "recall", "recall_op"]
+__all__ = ["broad_ops", "context_block", "context_block_flow", "rank", "recall", "recall_op",
+           "with_core_facts"]
+
+#: How far ahead a question about what is coming up looks for open loops.
+UPCOMING_DAYS = 45
+#: Kinds a broad question ("what do you know about me?") is answered with.
+_CORE_KINDS = frozenset({Kind.PROFILE_FACT.value, Kind.PREFERENCE.value})
+#: Memories read per scope to choose a broad question's core facts from.
+_CORE_SCAN = 200
 
 
 def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
@@ -61,11 +70,51 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
         ref_max_share=st.ref_max_share,
         # Open loops due soon, or past due within the grace period, come back whatever
         # the query (the lifecycle closes them after the grace period).
+        # A question about what is coming up looks further ahead (UPCOMING_DAYS).
         due_window=(now - timedelta(days=st.lifecycle_loop_grace_days),
-                    now + timedelta(hours=st.due_window_hours)),
+                    now + (timedelta(days=UPCOMING_DAYS) if asks_upcoming(query)
+                           else timedelta(hours=st.due_window_hours))),
         due_limit=st.due_limit,
         max_terms=st.max_query_terms,
     )
+
+
+def broad_ops(env: Env, user_id: str, query: str | None, *, profile: str | None) -> list[Any]:
+    """For a broad question about the user, one read per scope of their active memories
+    (see :func:`with_core_facts`); none for any other question."""
+    if not is_broad(query):
+        return []
+    from langgraph.store.base import SearchOp
+
+    return [SearchOp(memory_namespace(user_id, scope), {"status": {"$in": ["active"]}},
+                     _CORE_SCAN) for scope in scopes_for(env, profile)]
+
+
+def with_core_facts(env: Env, candidates: Sequence[mops.Candidate],
+                    found: Sequence[Sequence[Any]]) -> list[mops.Candidate]:
+    """``candidates`` plus the user's core facts, as read by :func:`broad_ops`.
+
+    A broad question resembles no one memory, so vector and keyword search find little
+    and the floor drops the rest. Its answer is who the user is: their facts and
+    preferences that may be spoken (identity layer first, then by salience and
+    recency), up to ``recall_limit``, found as if the question had named them
+    (strategy ``ref``), so they pass the floor and are ranked with the rest.
+    """
+    items = [i for group in found for i in group
+             if i.value.get("kind") in _CORE_KINDS and i.value.get("policy") != Policy.AVOID]
+    items.sort(key=lambda i: (i.value.get("layer") != Layer.IDENTITY.value,
+                              -float(i.value.get("salience") or 0.0),
+                              -i.updated_at.timestamp()))
+    out = list(candidates)
+    where = {c.key: n for n, c in enumerate(out)}
+    for rank_, item in enumerate(items[: env.settings.recall_limit]):
+        if item.key in where:
+            c = out[where[item.key]]
+            out[where[item.key]] = replace(c, ranks={"ref": rank_, **c.ranks})
+        else:
+            out.append(mops.Candidate(item.namespace, item.key, item.value, item.created_at,
+                                      item.updated_at, None, {"ref": rank_}))
+    return out
 
 
 def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit: int,
@@ -103,7 +152,10 @@ def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, li
     """
     user_id = require_user(user_id)
     op = recall_op(env, user_id, query, profile=profile, now=now, refs=refs)
-    (candidates,) = yield StoreCall([op])
+    broad = broad_ops(env, user_id, query, profile=profile)
+    candidates, *found = yield StoreCall([op, *broad])
+    if broad:
+        candidates = with_core_facts(env, candidates, found)
     ranked = yield from rank(env, user_id, candidates, limit=limit, now=now,
                              reinforce=reinforce)
     return ranked
@@ -165,7 +217,11 @@ def context_block_flow(env: Env, user_id: str, query: str | None, *, profile: st
     ops: list[Any] = [recall_op(env, user_id, query, profile=profile, now=now)]
     if st.recent_history_limit:
         ops.append(recent_op(env, user_id, profile=profile, thread_id=thread_id, now=now))
-    candidates, *found = yield StoreCall(ops)
+    broad = broad_ops(env, user_id, query, profile=profile)
+    candidates, *found = yield StoreCall(ops + broad)
+    if broad:
+        candidates = with_core_facts(env, candidates, found[len(found) - len(broad):])
+        found = found[: len(found) - len(broad)]
     recalled = yield from rank(env, user_id, candidates, limit=st.recall_limit, now=now,
                                reinforce=False)
     return context_block(env, recalled, recent=found[0] if found else (),

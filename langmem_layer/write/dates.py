@@ -24,6 +24,9 @@ Phrase                            Resolves to (the date part)
                                   or ``one`` ... ``twelve``)
 ``N days ago`` / ``N weeks ago``  today - N days / weeks
 ``next week`` / ``last week``     today + 7 / today - 7
+``this weekend`` / ``next         the coming Saturday (today on a weekend) / the
+weekend``                         Saturday of next calendar week
+``next month``                    the first day of next month
 ``2026-12-03``                    that date (an ISO time ``2026-12-03 17:00`` or
                                   ``2026-12-03T17:00`` is honoured)
 ``December 3`` / ``3 December``   the next such date on or after today (``Dec 3rd``,
@@ -37,7 +40,7 @@ it is as often an address or a count. A time with no date phrase
 (``I have a call at 3pm``) resolves to its next occurrence: today if still ahead
 of ``now``, otherwise tomorrow.
 
-Not supported: ``next month``, ``this weekend``, parts of the day
+Not supported: ``the weekend`` (too often a habit), ``in N months``, parts of the day
 (``tomorrow morning`` resolves to tomorrow 09:00), numeric dates other than ISO
 (``12/3`` is ambiguous between locales).
 """
@@ -100,6 +103,8 @@ _FORMS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("in_n", rf"\bin\s+(?P<n>{_NUM})\s+(?P<unit>days?|weeks?)\b"),
         ("n_ago", rf"\b(?P<n>{_NUM})\s+(?P<unit>days?|weeks?)\s+ago\b"),
         ("rel_week", r"\b(?P<rel>next|last)\s+week\b"),
+        ("rel_weekend", r"\b(?P<rel>this|next|coming)\s+weekend\b"),
+        ("rel_month", r"\bnext\s+month\b"),
         ("rel_weekday", rf"\b(?P<rel>next|last|this|coming)\s+(?P<wd>{_WD})\b"),
         ("weekday", rf"\b(?P<wd>{_WD})\b"),
         ("word", r"\b(?P<word>today|tonight|tomorrow|tmrw|yesterday)\b"),
@@ -248,6 +253,12 @@ def _resolve_day(name: str, m: re.Match[str], today: date) -> date | None:
         return today + timedelta(days=days if name == "in_n" else -days)
     if name == "rel_week":
         return today + timedelta(days=7 if m.group("rel").lower() == "next" else -7)
+    if name == "rel_weekend":
+        if m.group("rel").lower() == "next":
+            return today + timedelta(days=7 - today.weekday() + 5)
+        return today + timedelta(days=max(0, 5 - today.weekday()))
+    if name == "rel_month":
+        return date(today.year + today.month // 12, today.month % 12 + 1, 1)
     if name in ("rel_weekday", "weekday"):
         target = _WEEKDAYS.index(m.group("wd").lower())
         rel = m.group("rel").lower() if name == "rel_weekday" else "this"

@@ -5,7 +5,8 @@ A clause reports something done when it says so in the past tense or with "done"
 
 * ``I (just|finally|already)? <past tense> X`` ("I called my mom", "I sent the email to
   Bob", "I finished the report"), ``I've/I have <past participle> X``;
-* ``(I'm|I am)? done with X``, ``(I'm|I am)? finished with X``, ``X is done/finished``;
+* ``(finally|just)? (I'm|I am)? done with X``, ``(I'm|I am)? finished with X``,
+  ``X is done/finished``;
 * an answer to the follow-up: ``(the|my)? X went/was well|great|fine|badly ...`` ("The
   interview went great"): it happened.
 
@@ -60,7 +61,9 @@ _PAST = re.compile(
     rf"\bI(?:{_A}ve|\s+have)?{_ADVERB}\s+(?P<verb>[a-z]+ed|{'|'.join(_IRREGULAR)})\b"
     r"(?P<x>.*)$", re.IGNORECASE)
 _DONE_WITH = re.compile(
-    rf"^(?:(?:I{_A}m|I\s+am|I{_A}ve\s+been|I\s+was)\s+)?(?:all\s+)?(?:done|finished|through)"
+    rf"^(?:(?:finally|just|already|so|now|ok|okay|phew)[,!]?\s+)*"
+    rf"(?:(?:I{_A}m|I\s+am|I{_A}ve\s+been|I\s+was)\s+)?(?:(?:finally|just|already|all)\s+)*"
+    r"(?:done|finished|through)"
     r"\s+with\s+(?P<x>.+)$", re.IGNORECASE)
 _IS_DONE = re.compile(r"^(?P<x>.+?)\s+(?:is|was|are)\s+(?:all\s+)?(?:done|finished|sorted|"
                       r"taken\s+care\s+of|booked|paid|sent|submitted)\b", re.IGNORECASE)

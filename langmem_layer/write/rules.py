@@ -62,7 +62,14 @@ Conventions:
   forgets; at most six words), plus capitalised runs in the clause that are not its
   first word, "I", a weekday or a month.
 * Questions only yield requests (remind, forget, boundaries); clauses starting with
-  "if" yield nothing; moods ("I'm tired today") are never extracted.
+  "if" yield nothing; moods ("I'm tired today") are never extracted. Hypotheticals
+  ("imagine I ...", "I wish ..."), sarcasm ("yeah right, ...") and sentences holding a
+  quotation also yield only requests, and no fact is taken after a reporting verb
+  ("my boss said I should ...") (:mod:`~langmem_layer.write.phrases`).
+* More rows, for favourites, pets, possessions, family members, moves, job changes,
+  health, learning and things stopped: :mod:`~langmem_layer.write.statements`, placed
+  before "I work at". Facts drop a trailing time phrase and an aside ("Porto last
+  spring", "Berlin, near the park"); "wish me luck" and the like are fillers.
 * One correction per sentence: a sentence that corrects is not searched further.
 """
 
@@ -71,8 +78,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import date, datetime
-from itertools import takewhile
-from typing import Any, NamedTuple
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -80,41 +86,22 @@ from langmem_layer.types import Kind, Layer, Policy, Recalled, content_hash, nor
 from langmem_layer.write.dates import DateMatch, find_date
 from langmem_layer.write.extractor import MemoryOperation, OpType
 from langmem_layer.write.loops import done_target
+from langmem_layer.write.phrases import (
+    clauses,
+    clean,
+    name_run,
+    not_literal,
+    person,
+    reported_before,
+    sentences,
+    text_of,
+    third_person,
+    untimed,
+)
+from langmem_layer.write.statements import STATEMENT_RULES, Rule
+from langmem_layer.write.statements import rule as _rule
 
 __all__ = ["Rule", "RuleExtractor"]
-
-
-class Rule(NamedTuple):
-    """One row of the rule table.
-
-    Attributes:
-        name: Short id; the operation's reason is ``"rule:<name>"``.
-        pattern: Compiled, case-insensitive; its group ``x`` is the remembered part.
-        kind: Kind of the proposed memory.
-        layer: Layer of the proposed memory.
-        policy: How the memory may surface.
-        confidence: Confidence of a match; proposed only above the threshold.
-        predicate: Predicate of the ``("user", predicate, x)`` triple, if any.
-        template: ``str.format`` template over ``x`` (third person), ``X`` (capitalised)
-            and ``prep`` (the pattern's ``prep`` group, if any).
-        salience: Salience of the proposed memory.
-        flags: ``request`` (allowed in questions), ``proper`` (``x`` must be
-            capitalised), ``name`` (keep the leading proper-noun run), ``change``
-            (always a change of value), ``plan`` (needs a present or future date),
-            ``event`` (needs an event noun), ``verb`` (conjugate the first word),
-            ``forget``.
-    """
-
-    name: str
-    pattern: re.Pattern[str]
-    kind: Kind
-    layer: Layer
-    policy: Policy
-    confidence: float
-    predicate: str | None
-    template: str
-    salience: float
-    flags: frozenset[str] = frozenset()
 
 
 def _words(text: str) -> frozenset[str]:
@@ -142,12 +129,6 @@ _ID, _SEM, _PROC, _EPI = Layer.IDENTITY, Layer.SEMANTIC, Layer.PROCEDURAL, Layer
 _AVOID = "Do not bring up {x} unless the user does."
 
 
-def _rule(name: str, pattern: str, kind: Kind, layer: Layer, policy: Policy, confidence: float,
-          predicate: str | None, template: str, salience: float, flags: str = "") -> Rule:
-    return Rule(name, re.compile(pattern, re.IGNORECASE), kind, layer, policy, confidence,
-                predicate, template, salience, _words(flags))
-
-
 _RULES: tuple[Rule, ...] = (
     _rule("forget", _OPENER + r"(?:forget\s+(?:about\s+|that\s+|what\s+I\s+(?:said|told\s+you)"
           rf"\s+about\s+)?|stop\s+remembering\s+|{_NEG}\s+remember\s+|(?:delete|erase)\s+(?:what"
@@ -171,12 +152,14 @@ _RULES: tuple[Rule, ...] = (
     _rule("speak", r"\bI\s+(?:also\s+|can\s+)?speak\s+(?!(?:to|with|about|at|on|in|up|for|of|"
           r"out|too|my|the|a|your|loudly|softly)\b)" + _X,
           _FACT, _ID, Policy.SPEAK, 0.95, "speaks", "Speaks {x}.", 0.9),
+    *STATEMENT_RULES,
     _rule("work", r"\bI(?:\s+(?:currently|now|still))?\s+work\s+(?:at|for)\s+(?!(?:night|home|"
           r"the\s+weekend|weekends|a\s+living|\d))" + _X,
           _FACT, _SEM, Policy.SPEAK, 0.9, "works_at", "Works at {x}.", 0.6),
-    _rule("live", r"\bI(?:\s+(?:currently|now|still))?\s+live\s+in\s+" + _X,
+    _rule("live", r"\b(?:I|we)(?:\s+(?:currently|now|still))?\s+live\s+in\s+" + _X,
           _FACT, _SEM, Policy.SPEAK, 0.9, "lives_in", "Lives in {x}.", 0.6),
-    _rule("moved", rf"\bI(?:{_A}ve|\s+have)?(?:\s+(?:just|recently))?\s+moved\s+to\s+" + _X,
+    _rule("moved", rf"\b(?:I|we)(?:{_A}ve|\s+have)?(?:\s+(?:just|recently|finally))?\s+"
+         r"(?:moved|relocated)\s+to\s+" + _X,
           _FACT, _SEM, Policy.SPEAK, 0.85, "lives_in", "Lives in {x}.", 0.6, "change"),
     _rule("prefer", r"\bI\s+(?:(?:really|generally|usually|always|much|strongly|definitely)"
           r"\s+)?prefer\s+" + _X, _PREF, _PROC, Policy.ADAPT, 0.95, "prefers", "Prefers {x}.", 0.7),
@@ -196,22 +179,22 @@ _RULES: tuple[Rule, ...] = (
     # "I'm going to the gym" is a trip (plan-doing), not "going to" + verb.
     _rule("plan-will", rf"\bI(?:\s+will|{_A}ll|(?:{_A}m|\s+am)\s+(?:going\s+to|gonna)|\s+plan\s+"
           r"to)\s+(?!(?:be|feel|probably|the|an?|my|your|his|her|their|our|this|that|bed|work|"
-          r"school|church|town|class|lunch|dinner)\b)" + _X,
+          r"school|church|town|class|lunch|dinner)\b)(?!(?-i:[A-Z]))" + _X,
           _LOOP, _EPI, Policy.CONTINUE, 0.9, None, "Plans to {x}.", 0.8, "plan"),
     _rule("plan-promise", r"\bI\s+promised\s+to\s+" + _X,
           _LOOP, _EPI, Policy.CONTINUE, 0.9, None, "Promised to {x}.", 0.8, "plan"),
     _rule("plan-have", rf"\bI(?:\s+have(?:\s+got)?|{_A}ve\s+got|\s+got)\s+(?P<x>(?:an?|my|the|"
           r"this|that|another|one|two|\d+)\b.+)",
           _LOOP, _EPI, Policy.CONTINUE, 0.9, None, "Has {x}.", 0.8, "plan event"),
-    _rule("plan-doing", rf"\bI(?:{_A}m|\s+am)\s+(?P<x>(?:{_PLAN_VERBS})\b(?!\s+an?\s+(?:bad|"
-          r"rough|hard|good|great|long|tough|lazy)\s+day).+)",
+    _rule("plan-doing", rf"\b(?:I(?:{_A}m|\s+am)|we(?:{_A}re|\s+are))\s+(?P<x>(?:{_PLAN_VERBS})"
+          r"\b(?!\s+an?\s+(?:bad|rough|hard|good|great|long|tough|lazy)\s+day).+)",
           _LOOP, _EPI, Policy.CONTINUE, 0.9, None, "Is {x}.", 0.8, "plan"),
     _rule("plan-event", rf"\b(?:my|our|the)\s+(?P<x>[\w'’-]+(?:\s+[\w'’-]+){{0,3}}?(?:\s+is|"
           rf"{_A}s|\s+are)\s+.+)",
           _LOOP, _EPI, Policy.CONTINUE, 0.9, None, "{X}.", 0.8, "plan event"),
 )
 _FACT_RULES = tuple(r for r in _RULES if r.kind in (_FACT, _PREF) and "forget" not in r.flags)
-_SINGLE_VALUED = frozenset({"name", "works_at", "lives_in"})
+_SINGLE_VALUED = frozenset({"name", "works_at", "lives_in", "works_in"})
 
 # Old-value markers of a correction, searched in the whole sentence before clause split.
 _UNTIL = r"\s*(?=[,;.!?]|$|\s+(?:and|but|so|since|because|as)\b)"
@@ -229,16 +212,11 @@ _CORRECTIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 # A predicate in the words its content uses, so a hint matches the memory's text.
 _PREDICATE_WORDS = {"name": "name is", "works_at": "works at", "lives_in": "lives in",
-                    "speaks": "speaks"}
+                    "speaks": "speaks", "works_in": "works in"}
 _VERBS = {"live": "lives_in", "work": "works_at", "speak": "speaks"}
 _CORRECTION_CUE = re.compile(r"\b(?:actually|no|nope|sorry|oops|wait|correction|meant)\b", re.I)
 _CHANGE_CUE = re.compile(r"\b(?:actually|now|these\s+days|any\s?more)\b", re.I)
 
-_FILLER = re.compile(r"(?:[\s,]+(?:by\s+the\s+way|btw|though|anyway|actually|lol|haha|thanks|"
-                     r"thank\s+you|please|too|as\s+well|now|these\s+days|any\s?more|again|ever|"
-                     r"right\s+now))+\s*$", re.IGNORECASE)
-_PRONOUNS = {"my": "their", "me": "them", "myself": "themselves", "mine": "theirs", "i": "they",
-             "i'm": "they're", "i’m": "they're", "i've": "they've", "i’ve": "they've"}
 _LEADING = re.compile(r"^(?:(?:my|the|a|an|our|their|that|this|on|in|at|to|for|with|about)\s+)+",
                       re.IGNORECASE)
 _PROPER = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
@@ -248,11 +226,6 @@ _NOT_PROPER = _words("i i'm i’m i've i’ve i'd i’d i'll i’ll ok okay mond
 _STOP = _words("i me my mine the a an about that this what you know is am are was to of in at "
                "for on and or it its their them user")
 _VAGUE = _words("it that this everything all anything")
-_ABBREVIATIONS = _words("a.m p.m dr mr mrs ms st e.g i.e etc vs jr sr")
-_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n+")
-_CLAUSE = re.compile(rf"\s*;\s*|\s*,?\s+(?:and|but|so|also|plus)\s+(?=(?:I|I{_A}[mdv]\w*|I{_A}ll|"
-                     rf"my|please|remind|never|{_NEG}|forget)\b)|,\s+(?=(?:I|I{_A}m|I{_A}ve|my)\b)",
-                     re.IGNORECASE)
 _QUESTION = re.compile(r"^(?:do|does|did|what|when|where|who|whom|why|how|which|is|are|am|was|"
                        r"were)\b", re.IGNORECASE)
 _NEGATED = re.compile(rf"(?:\bnot|n{_A}t|\bnever)\s+$", re.IGNORECASE)
@@ -293,7 +266,7 @@ class RuleExtractor:
         for message in messages:
             if not isinstance(message, HumanMessage):
                 continue
-            for sentence in _sentences(_text(message)):
+            for sentence in sentences(text_of(message)):
                 src = {"source_message_id": message.id, "source_text": sentence}
                 for op in self._sentence(sentence, existing, now, src):
                     key = (op.op.value, op.content, op.target_id, op.target_hint)
@@ -319,9 +292,12 @@ class RuleExtractor:
             correction = self._correction(sentence, existing, now, src)
             if correction is not None:
                 return [correction]
-        rules = [r for r in self.rules if not question or "request" in r.flags]
+        # A question, hypothetical, sarcasm or quotation states nothing about the user;
+        # it may still ask for something (remind, forget, a boundary).
+        literal = not question and not not_literal(sentence)
+        rules = [r for r in self.rules if literal or "request" in r.flags]
         ops: list[MemoryOperation] = []
-        for clause in _clauses(sentence):
+        for clause in clauses(sentence):
             if not re.match(r"(?:what\s+)?if\b", clause, re.IGNORECASE):
                 if not question and (loop := done_target(clause, existing)) is not None:
                     ops.append(MemoryOperation(
@@ -340,9 +316,14 @@ class RuleExtractor:
             # "don't call me Danny", "never remind me ...": negated requests are not requests.
             if m is None or _NEGATED.search(text[: m.start()]):
                 continue
-            x = _clean(m.group("x"))
+            # "My boss said I should ...": someone else's words, not the user's statement.
+            if "request" not in rule.flags and reported_before(text[: m.start()]):
+                continue
+            x = clean(m.group("x"))
+            if rule.kind is not _LOOP:
+                x = untimed(x)
             if "name" in rule.flags:
-                x = _name_run(x)
+                x = name_run(x)
             if not x or ("proper" in rule.flags and not x[0].isupper()):
                 continue
             when = find_date(x, now) if rule.kind is _LOOP else None
@@ -387,7 +368,7 @@ class RuleExtractor:
         """One UPDATE/CONTRADICT for a sentence that says an old value no longer holds."""
         for name, pattern in _CORRECTIONS:
             m = pattern.search(sentence)
-            if m is None or not (old := _clean(m.group("old"))):
+            if m is None or not (old := clean(m.group("old"))):
                 continue
             groups = m.groupdict()
             # "I don't live in X" may merely clarify; only "anymore" makes it a change.
@@ -396,7 +377,7 @@ class RuleExtractor:
                 continue
             reason = f"rule:correction-{name}"
             if name == "its":
-                if (new := _clean(m.group("new"))) and _CORRECTION_CUE.search(sentence):
+                if (new := clean(m.group("new"))) and _CORRECTION_CUE.search(sentence):
                     return _replace_value(old, new, existing, reason, src)
                 continue
             predicate = _VERBS.get((groups.get("verb") or "").lower())
@@ -414,9 +395,9 @@ class RuleExtractor:
             if target is None and predicate is None:
                 return None  # too vague to contradict anything we do not already know of
             if name == "am-not":
-                content = f"Is no longer {groups.get('prep') or ''}{_person(old)}."
+                content = f"Is no longer {groups.get('prep') or ''}{person(old)}."
             else:
-                content = f"No longer {hint if phrase else _third_person(_person(old))}."
+                content = f"No longer {hint if phrase else third_person(person(old))}."
             return MemoryOperation(
                 op=OpType.CONTRADICT, content=content, target_hint=hint, confidence=0.9,
                 target_id=target.key if target else None,
@@ -428,18 +409,21 @@ class RuleExtractor:
 def _build(rule: Rule, m: re.Match[str], x: str, when: DateMatch | None, text: str,
            src: dict[str, Any]) -> MemoryOperation:
     """The ADD a rule match proposes; ``text`` is where proper nouns are looked for."""
-    third = x if "name" in rule.flags else _person(x)
+    third = x if "name" in rule.flags else person(x)
     if "verb" in rule.flags:
-        third = _third_person(third)
+        third = third_person(third)
+    groups = {k: person(v).lower() if k != "name" else v
+              for k, v in m.groupdict().items() if v and k not in ("x", "prep")}
     prep = (m.groupdict().get("prep") or "").lower()
-    content = rule.template.format(x=third, X=third[:1].upper() + third[1:], prep=prep)
+    content = rule.template.format(x=third, X=third[:1].upper() + third[1:], prep=prep, **groups)
     if when is not None and not when.is_absolute:
         stamp = when.when.strftime("%a %Y-%m-%d" + (" %H:%M" if when.explicit_time else ""))
         content = f"{content[:-1]} ({stamp})."
     loop = rule.kind is _LOOP
     return MemoryOperation(
         op=OpType.ADD, content=content, kind=rule.kind, layer=rule.layer, policy=rule.policy,
-        confidence=rule.confidence, salience=rule.salience, subject=None if loop else "user",
+        confidence=rule.confidence, salience=rule.salience,
+        subject=None if loop else groups["what"] if "other" in rule.flags else "user",
         predicate=rule.predicate, object=None if loop else x, refs=_refs(None if loop else x, text),
         due_at=when.when if when else None, reason=f"rule:{rule.name}", **src)
 
@@ -522,79 +506,9 @@ def _has_event(text: str) -> bool:
     return any(w in _EVENT_NOUNS or w.rstrip("s") in _EVENT_NOUNS for w in words)
 
 
-def _clean(text: str) -> str:
-    text = text.strip().rstrip(".!?,;: ")
-    return _FILLER.sub("", text).strip().rstrip(".!?,;: ")
-
-
-def _name_run(x: str) -> str:
-    """A name's words: the leading capitalised run ("Dana but friends..." -> "Dana")."""
-    words = x.split()
-    if words and words[0][0].isupper():
-        return " ".join(takewhile(lambda w: w[0].isupper(), words))
-    return " ".join(words[:3])
-
-
 def _today(now: datetime, when: DateMatch) -> date:
     """``now``'s calendar date in the timezone the date was resolved in."""
     aware = now if now.tzinfo is not None else now.replace(tzinfo=when.when.tzinfo)
     return aware.astimezone(when.when.tzinfo).date()
 
 
-def _person(text: str) -> str:
-    """Turn first-person pronouns into third person ("my desk" -> "their desk")."""
-    return re.sub(r"\b(?:I['’](?:m|ve)|my|me|myself|mine|I)\b",
-                  lambda m: _PRONOUNS[m.group().lower()], text, flags=re.IGNORECASE)
-
-
-def _third_person(phrase: str) -> str:
-    """Conjugate the first word of a verb phrase ("take the stairs" -> "takes the stairs")."""
-    verb, _, rest = phrase.partition(" ")
-    low = verb.lower()
-    irregular = {"have": "has", "do": "does", "go": "goes", "be": "is", "am": "is"}
-    if low in irregular:
-        verb = irregular[low]
-    elif re.search(r"(?:s|sh|ch|x|z|o)$", low):
-        verb += "es"
-    elif re.search(r"[^aeiou]y$", low):
-        verb = verb[:-1] + "ies"
-    else:
-        verb += "s"
-    return f"{verb} {rest}".strip()
-
-
-def _text(message: BaseMessage) -> str:
-    if isinstance(message.content, str):
-        return message.content
-    return "\n".join(p if isinstance(p, str) else str(p.get("text", ""))
-                     for p in message.content if isinstance(p, str) or p.get("type") == "text")
-
-
-def _sentences(text: str) -> list[str]:
-    """Split on sentence punctuation and newlines, sparing "p.m.", "Dr." etc."""
-    out: list[str] = []
-    start = 0
-    for m in _SENTENCE_END.finditer(text):
-        word = re.search(r"(\S+)$", text[start : m.start()])
-        if m.group().startswith(".") and word and word.group(1).lower() in _ABBREVIATIONS:
-            continue
-        if piece := text[start : m.end()].strip():
-            out.append(piece)
-        start = m.end()
-    tail = text[start:].strip()
-    return [*out, tail] if tail else out
-
-
-def _clauses(sentence: str) -> list[str]:
-    """Split at semicolons and where "and"/"but"/a comma starts a new first-person clause.
-
-    A one-word left part ("Actually, I ...", "Hi, my name ...") is glued back on, so
-    a cue like "actually" stays with the clause it qualifies.
-    """
-    out: list[str] = []
-    for piece in (p for p in _CLAUSE.split(sentence) if p.strip()):
-        if out and len(re.findall(r"\w+", out[-1])) <= 1:
-            out[-1] = f"{out[-1]}, {piece}"
-        else:
-            out.append(piece)
-    return out
