@@ -102,6 +102,10 @@ def reflect(ctx: JobContext, user_id: str, *, now: datetime, dry_run: bool = Fal
     topics.sort(key=lambda pt: -len(pt[1]))
     for prefix, items in topics[:max_insights]:
         given = central(items, MAX_EVIDENCE)
+        if _covered(kept, prefix, {e.key for e in given}):
+            # Reflected on already, evidence unchanged: no model call.
+            counts["unchanged"] += 1
+            continue
         if dry_run:
             counts["created"] += 1
             continue
@@ -131,6 +135,11 @@ def reflect(ctx: JobContext, user_id: str, *, now: datetime, dry_run: bool = Fal
     if not dry_run:
         ev.log_decisions(ctx, user_id, "reflect", decisions, now)
     return {k: n for k, n in counts.items() if n}
+
+
+def _covered(existing: list[dict[str, Any]], prefix: str, keys: set[str]) -> bool:
+    return any(r["prefix"] == prefix and keys <= set(r["value"]["metadata"].get("evidence", []))
+               for r in existing)
 
 
 def _write(ctx: JobContext, user_id: str, prefix: str, insight: Insight,

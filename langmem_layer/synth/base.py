@@ -103,7 +103,8 @@ class SynthesisOutcome(Generic[T]):
         output: The validated answer, or None when every attempt failed.
         synthesizer: Which synthesizer wrote it (``"model:<name>"``, ``"offline"``).
         raw: The raw output of each attempt (for the decision log).
-        tokens: Tokens sent to a model (0 offline), counted with tiktoken.
+        tokens: Tokens sent to a model (0 offline), counted with tiktoken: every
+            attempt's messages and the answer's JSON schema.
         attempts: Attempts made.
         error: The last error when ``output`` is None.
     """
@@ -193,9 +194,11 @@ class ModelSynthesizer(Synthesizer):
         structured = self.model.with_structured_output(task.schema, include_raw=True)
         outcome: SynthesisOutcome[T] = SynthesisOutcome(None, self.name)
         messages = self.prompt(task)
+        # The schema travels with each request (as a tool or a response format).
+        schema_tokens = self.counter.count(json.dumps(task.schema.model_json_schema()))
         for attempt in range(2):
             outcome.attempts += 1
-            outcome.tokens += self.counter.count_messages(messages)
+            outcome.tokens += self.counter.count_messages(messages) + schema_tokens
             try:
                 reply = structured.invoke(messages)
             except Exception as e:  # the model or its transport: the job keeps its evidence
