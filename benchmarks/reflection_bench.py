@@ -1,17 +1,17 @@
 """The reflection jobs at scale: consolidation and reflections with the offline synthesizer.
 
-``--users`` users (default 1,000) × ``--memories`` episodic memories (default 300) over
-120 simulated days, in threads (sessions). Each user gets planted topics (a topic is a
-dozen statements about, say, "sourdough baking" spread over several sessions; some
-lie wholly before the 90-day window and must not be consolidated), planted paraphrase
-pairs ("Lives in Berlin." / "Is based in Berlin.", in two sessions) and one-off noise
-events. Memories and their vectors are bulk-loaded with COPY, the vectors computed
-with the local all-MiniLM-L6-v2 once per distinct text; the jobs embed what they write
-with the same model. Prints the jobs' throughput (users/s, memories/s), semantic
-records per user against topics planted (precision and recall of consolidation), the
-paraphrase pairs merged, and the reflections written.
+``--users`` users (default 1,000) × 300 episodic memories over 120 simulated days, in
+threads (sessions). Each user gets 19 planted topics (a topic is a dozen statements
+about, say, "sourdough baking" in four sessions; 4 of them lie wholly before the 90-day
+window and must not be consolidated), 6 planted paraphrase pairs ("Lives in Berlin." /
+"Is based in Berlin these days.", in two sessions) and 60 one-off noise events.
+Memories and vectors are bulk-loaded with COPY, the vectors computed with the local
+all-MiniLM-L6-v2 once per distinct text; the jobs embed what they write with the same
+model. Prints the jobs' throughput (users/s, memories/s), semantic records per user
+against topics planted (precision and recall of consolidation), the paraphrase pairs
+merged, and the reflections written.
 
-    .venv/bin/python benchmarks/reflection_bench.py [--users 1000] [--memories 300]
+    .venv/bin/python benchmarks/reflection_bench.py [--users 1000] [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -102,6 +102,10 @@ CONTEXTS = ["on Monday", "at the weekend", "after work", "with a colleague", "in
             "early in the morning"]
 
 
+#: Per user: topics planted (the first N_OLD before the window), paraphrase pairs.
+N_TOPICS, N_OLD, N_PAIRS = 19, 4, 6
+
+
 def plant(u: int, n: int, rng: random.Random) -> list[dict[str, Any]]:
     """One user's episodic memories: planted topics, paraphrase pairs, noise events."""
     rows: list[dict[str, Any]] = []
@@ -111,37 +115,30 @@ def plant(u: int, n: int, rng: random.Random) -> list[dict[str, Any]]:
         rows.append({"content": content, "at": NOW - timedelta(days=day),
                      "thread": f"u{u}-t{th}", "label": label, "refs": [ref] if ref else []})
 
-    topics = rng.sample(range(len(TOPICS)), 10)
+    topics = rng.sample(range(len(TOPICS)), N_TOPICS)
     for n_topic, ti in enumerate(topics):
         name, ref = TOPICS[ti]
-        # Two topics of ten lie before the 90-day window: planted, not to be consolidated.
-        lo, hi = (95, 120) if n_topic < 2 else (0, 88)
+        # The first few topics lie before the 90-day window: planted, not to be consolidated.
+        old = n_topic < N_OLD
+        lo, hi = (95, 120) if old else (0, 88)
         texts = rng.sample(TEMPLATES, 12)
         for s in range(4):
             day = rng.uniform(lo, hi)
             thread += 1
             for text in texts[s * 3:s * 3 + 3]:
-                add(text.format(t=name), day, thread,
-                    f"topic:{ti}:{'old' if n_topic < 2 else 'new'}",
+                add(text.format(t=name), day, thread, f"topic:{ti}:{'old' if old else 'new'}",
                     ref if rng.random() < 0.5 else None)
-    for pi in rng.sample(range(len(PAIRS)), 6):
+    for pi in rng.sample(range(len(PAIRS)), N_PAIRS):
         a, b, ref = PAIRS[pi]
         for text in (a, b):
             thread += 1
             add(text, rng.uniform(0, 85), thread, f"pair:{pi}",
                 ref if rng.random() < 0.5 else None)
-    events = [f"{e.strip().capitalize()} {c}." for e in EVENTS for c in CONTEXTS]
-    rng.shuffle(events)
-    used: set[str] = set()
-    for text in events:
-        if len(rows) >= n:
-            break
-        stem = text.rsplit(" ", 2)[0]
-        if stem in used:  # each event once per user: noise never recurs
-            continue
-        used.add(stem)
+    # Noise: each event once per user, in a session of its own, so it never recurs.
+    for event in rng.sample(EVENTS, len(EVENTS)):
         thread += 1
-        add(text, rng.uniform(0, 120), thread, "noise", None)
+        add(f"{event.strip().capitalize()} {rng.choice(CONTEXTS)}.", rng.uniform(0, 120),
+            thread, "noise", None)
     return rows[:n]
 
 
@@ -240,10 +237,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         embedder = LocalEmbeddings()
         texts = distinct_texts()
         t = time.perf_counter()
-        vecs = embedder.embed_documents(texts)
-        vectors = {s: "[" + ",".join(f"{x:.6g}" for x in v) + "]"
-                   for s, v in zip(texts, vecs, strict=True)}
-        print(f"embedded {len(texts)} distinct texts in {time.perf_counter() - t:.1f} s")
+        cache = data_dir / "reflection_bench_vectors.json"
+        vectors = json.loads(cache.read_text()) if cache.exists() else {}
+        if set(vectors) != set(texts):
+            vecs = embedder.embed_documents(texts)
+            vectors = {s: "[" + ",".join(f"{x:.6g}" for x in v) + "]"
+                       for s, v in zip(texts, vecs, strict=True)}
+            cache.write_text(json.dumps(vectors))
+        print(f"embedded {len(texts)} distinct texts in {time.perf_counter() - t:.1f} s",
+              flush=True)
         index = {"embed": embedder, "dims": LOCAL_DIMS, "model_id": MODEL_ID}
         with PostgresMemoryStore.from_conn_string(
                 uri, index=index) as store:  # type: ignore[arg-type]
@@ -262,12 +264,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{len(labels) / took:,.0f} memories/s; outcomes {dict(result.counts)}, "
                       f"{result.tokens} tokens")
         ev = evaluate(uri, labels)
-        planted_new = 8 * args.users  # topics inside the window, per user
-        planted_pairs = 6 * args.users
+        planted_new = (N_TOPICS - N_OLD) * args.users  # topics inside the window
+        planted_pairs = N_PAIRS * args.users
         expected = planted_new + planted_pairs
         print(f"semantic records: {ev['records']} = {ev['records'] / args.users:.2f} per user; "
-              f"planted and eligible: {expected / args.users:.0f} per user (8 topics in the "
-              f"90-day window + 6 paraphrase pairs; 2 older topics not eligible)")
+              f"planted and eligible: {expected / args.users:.0f} per user "
+              f"({N_TOPICS - N_OLD} topics in the 90-day window + {N_PAIRS} paraphrase pairs; "
+              f"{N_OLD} older topics not eligible)")
         print(f"consolidation precision {ev['tp'] / max(1, ev['records']):.3f} "
               f"({ev['tp']} records match one planted topic or pair, {ev['fp']} do not), "
               f"recall {ev['tp'] / expected:.3f}")

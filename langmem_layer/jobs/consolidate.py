@@ -66,6 +66,7 @@ class _Run:
         self.synth = ev.synthesizer_for(ctx)
         self.counts: Counter[str] = Counter()
         self.decisions: list[dict[str, Any]] = []
+        self.writes = ev.Writes(user_id)
 
     def synthesize(self, items: list[Evidence], existing: str | None, topic: str,
                    action: str) -> ConsolidationOutput | None:
@@ -111,8 +112,7 @@ class _Run:
                 "metadata": {**old.metadata, **meta}})
             key = previous["key"]
         new_links = [e.key for e in items]
-        return ev.write_record(self.ctx, self.user_id, prefix, record, key=key,
-                               evidence=new_links, now=self.now)
+        return self.writes.record(prefix, record, key=key, evidence=new_links, now=self.now)
 
 
 @register(
@@ -174,7 +174,8 @@ def consolidate(ctx: JobContext, user_id: str, *, now: datetime, dry_run: bool =
             target = _match(topic_items, candidates, owner, by_key, merge_similarity)
             _consolidate_topic(run, prefix, topic_items, target, bounds)
     if not dry_run:
-        ev.log_decisions(ctx, user_id, "consolidate", run.decisions, now)
+        run.writes.log("consolidate", run.decisions, now)
+        run.writes.flush(ctx)
     return {k: n for k, n in run.counts.items() if n}
 
 
@@ -240,12 +241,7 @@ def _earlier_evidence(run: _Run, target: dict[str, Any], items: list[Evidence]
 
 
 def _reinforce_fact(run: _Run, target: dict[str, Any], items: list[Evidence]) -> None:
-    from langmem_layer.store import ops as mops
-
-    ops: list[Any] = [mops.ReinforceOp(run.user_id, (target["key"],), run.now)]
-    ops += [mops.LinkOp(run.user_id, target["key"], "derived_from", e.key, run.now)
-            for e in items]
-    run.ctx.store.batch(ops)
+    run.writes.reinforce(target["key"], [e.key for e in items], run.now)
     run.decisions.append({"job": "consolidate", "action": "reinforced", "key": target["key"],
                           "evidence": [e.key for e in items]})
 
@@ -278,6 +274,6 @@ def _revalidate(run: _Run, records: list[dict[str, Any]], bounds: ev.Boundaries)
         run.counts["rewritten"] += 1
     run.counts["retired"] += len(retire)
     if retire and not run.dry_run:
-        ev.retire(run.ctx, run.user_id, retire, run.now,
-                  "retired: its evidence was forgotten, contradicted or covered by a boundary")
+        run.writes.retire(retire, run.now, "retired: its evidence was forgotten, "
+                          "contradicted or covered by a boundary")
     return set(retire)

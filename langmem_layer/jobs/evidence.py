@@ -28,8 +28,8 @@ from langmem_layer.synth.base import Evidence, Synthesizer
 from langmem_layer.synth.topics import cosine_matrix
 from langmem_layer.types import HistoryEntry, MemoryRecord, Status
 
-__all__ = ["AVOID_SIMILARITY", "Boundaries", "Loaded", "evidence_of", "load", "log_decisions",
-           "synthesizer_for", "write_record"]
+__all__ = ["AVOID_SIMILARITY", "Boundaries", "Loaded", "Writes", "evidence_of", "load",
+           "lost_evidence", "synthesizer_for"]
 
 #: Cosine at or above which a statement counts as covered by a boundary.
 AVOID_SIMILARITY = 0.6
@@ -119,36 +119,48 @@ def history_entry(now: datetime, old: str, new: str, reason: str) -> HistoryEntr
     return HistoryEntry(at=now, event="content", old=old, new=new, reason=reason)
 
 
-def write_record(ctx: JobContext, user_id: str, prefix: str, record: MemoryRecord, *,
-                 key: str | None, evidence: Iterable[str], now: datetime) -> str:
-    """Write ``record`` (new when ``key`` is None) and link it ``derived_from`` each piece of
-    evidence, in one batch: the store embeds it in the same write."""
-    key = key or str(uuid.uuid4())
-    record = MemoryRecord.model_validate(record.model_dump())
-    ops: list[Any] = [PutOp(namespace(prefix), key, record.to_value())]
-    ops += [mops.LinkOp(user_id, key, "derived_from", dst, now) for dst in evidence]
-    _batch(ctx, ops)
-    return key
+class Writes:
+    """A user's writes of one job run, applied in one store batch at the end: one
+    embedding call for every record written, one round of statements."""
 
+    def __init__(self, user_id: str) -> None:
+        self.user_id = user_id
+        self.ops: list[Any] = []
 
-def _batch(ctx: JobContext, ops: list[Any]) -> list[Any]:
-    """One store batch (``batch`` is typed for LangGraph's own ops)."""
-    return ctx.store.batch(ops)
+    def record(self, prefix: str, record: MemoryRecord, *, key: str | None,
+               evidence: Iterable[str], now: datetime) -> str:
+        """Write ``record`` (new when ``key`` is None), linked ``derived_from`` each piece
+        of evidence; the store embeds it in the same batch. Returns its key."""
+        key = key or str(uuid.uuid4())
+        record = MemoryRecord.model_validate(record.model_dump())
+        self.ops.append(PutOp(namespace(prefix), key, record.to_value()))
+        self.ops += [mops.LinkOp(self.user_id, key, "derived_from", dst, now)
+                     for dst in evidence]
+        return key
 
+    def reinforce(self, key: str, evidence: Iterable[str], now: datetime) -> None:
+        """Reinforce a record and link it to more evidence."""
+        self.ops.append(mops.ReinforceOp(self.user_id, (key,), now))
+        self.ops += [mops.LinkOp(self.user_id, key, "derived_from", dst, now)
+                     for dst in evidence]
 
-def retire(ctx: JobContext, user_id: str, keys: Sequence[str], now: datetime,
-           reason: str) -> None:
-    """Archive synthesized records (kept for audit), the reason in their history."""
-    if keys:
-        _batch(ctx, [mops.SetStatusOp(user_id, tuple(keys), Status.ARCHIVED, now, reason)])
+    def retire(self, keys: Sequence[str], now: datetime, reason: str) -> None:
+        """Archive synthesized records (kept for audit), the reason in their history."""
+        if keys:
+            self.ops.append(mops.SetStatusOp(self.user_id, tuple(keys), Status.ARCHIVED, now,
+                                             reason))
 
+    def log(self, job: str, decisions: list[dict[str, Any]], now: datetime) -> None:
+        """Append the run's decisions (raw model output, errors, tokens) to the user's
+        decision log (``MemoryLayer.decisions``)."""
+        if decisions:
+            self.ops.append(mops.LogIngestOp(self.user_id, decisions, now, None, f"job:{job}"))
 
-def log_decisions(ctx: JobContext, user_id: str, job: str, decisions: list[dict[str, Any]],
-                  now: datetime) -> None:
-    """Append the run's decisions (raw model output, errors, tokens) to the user's
-    decision log (``MemoryLayer.decisions``)."""
-    if decisions:
-        _batch(ctx, [mops.LogIngestOp(user_id, decisions, now, None, f"job:{job}")])
+    def flush(self, ctx: JobContext) -> None:
+        """Apply the writes (in the user's transaction when the runner runs the job)."""
+        if self.ops:
+            ops, self.ops = self.ops, []
+            ctx.store.batch(ops)
 
 
 def lost_evidence(ctx: JobContext, user_id: str, records: Sequence[dict[str, Any]],

@@ -87,8 +87,9 @@ def reflect(ctx: JobContext, user_id: str, *, now: datetime, dry_run: bool = Fal
     counts: Counter[str] = Counter()
     decisions: list[dict[str, Any]] = []
     bounds = ev.boundaries(ctx, user_id)
+    writes = ev.Writes(user_id)
     existing = ev.load(ctx, user_id, synthesis=SYNTHESIS)
-    kept = _revalidate(ctx, user_id, existing.rows, bounds, now, counts, dry_run)
+    kept = _revalidate(ctx, writes, existing.rows, bounds, now, counts, dry_run)
     pool = ev.load(ctx, user_id, policies=_SPEAKABLE, since=now - timedelta(days=window_days),
                    exclude_kinds=["open_loop", "reflection", "temporal_summary"], observed=True)
     covered = bounds.covers(pool.evidence)
@@ -127,13 +128,14 @@ def reflect(ctx: JobContext, user_id: str, *, now: datetime, dry_run: bool = Fal
                 counts["withheld"] += 1
                 decision.update(action="withheld", reason="names a boundary")
                 continue
-            action, key = _write(ctx, user_id, prefix, insight,
+            action, key = _write(writes, prefix, insight,
                                  [by_key[k] for k in dict.fromkeys(insight.evidence)],
                                  kept, synth.name, now)
             counts[action] += 1
             decision.update(action=action, key=key)
     if not dry_run:
-        ev.log_decisions(ctx, user_id, "reflect", decisions, now)
+        writes.log("reflect", decisions, now)
+        writes.flush(ctx)
     return {k: n for k, n in counts.items() if n}
 
 
@@ -142,7 +144,7 @@ def _covered(existing: list[dict[str, Any]], prefix: str, keys: set[str]) -> boo
                for r in existing)
 
 
-def _write(ctx: JobContext, user_id: str, prefix: str, insight: Insight,
+def _write(writes: ev.Writes, prefix: str, insight: Insight,
            evidence: list[Evidence], existing: list[dict[str, Any]], synthesizer: str,
            now: datetime) -> tuple[str, str]:
     """Write an insight, or rewrite the reflection over the same evidence."""
@@ -167,7 +169,7 @@ def _write(ctx: JobContext, user_id: str, prefix: str, insight: Insight,
             confidence=confidence, salience=0.5, policy=Policy.ADAPT, refs=refs,
             occurred_at=max(e.at for e in evidence), last_accessed_at=now,
             source=Source(agent_id="job:reflect"), metadata=meta)
-        key = ev.write_record(ctx, user_id, prefix, record, key=None, evidence=keys, now=now)
+        key = writes.record(prefix, record, key=None, evidence=keys, now=now)
         return "created", key
     old = MemoryRecord.model_validate(match["value"])
     history = list(old.history)
@@ -179,19 +181,18 @@ def _write(ctx: JobContext, user_id: str, prefix: str, insight: Insight,
         "confidence": max(old.confidence, confidence), "refs": refs or old.refs,
         "reinforcement_count": old.reinforcement_count + 1, "last_accessed_at": now,
         "metadata": {**old.metadata, **meta}})
-    key = ev.write_record(ctx, user_id, match["prefix"], record, key=match["key"],
-                          evidence=keys, now=now)
+    key = writes.record(match["prefix"], record, key=match["key"], evidence=keys, now=now)
     return "rewritten", key
 
 
-def _revalidate(ctx: JobContext, user_id: str, records: list[dict[str, Any]],
+def _revalidate(ctx: JobContext, writes: ev.Writes, records: list[dict[str, Any]],
                 bounds: ev.Boundaries, now: datetime, counts: Counter[str],
                 dry_run: bool) -> list[dict[str, Any]]:
     """Drop lost evidence from each reflection; retire those left with fewer than two.
     Returns the reflections kept."""
     if not records:
         return []
-    state = ev.lost_evidence(ctx, user_id, records, bounds)
+    state = ev.lost_evidence(ctx, writes.user_id, records, bounds)
     kept, retire = [], []
     for r in records:
         valid, lost = state[r["key"]]
@@ -213,10 +214,10 @@ def _revalidate(ctx: JobContext, user_id: str, records: list[dict[str, Any]],
         record = old.model_copy(update={
             "confidence": confidence, "history": [*old.history, entry],
             "metadata": {**old.metadata, "evidence": sorted(e.key for e in valid)}})
-        ev.write_record(ctx, user_id, r["prefix"], record, key=r["key"], evidence=(), now=now)
+        writes.record(r["prefix"], record, key=r["key"], evidence=(), now=now)
         r["value"] = record.to_value()
     counts["retired"] += len(retire)
     if retire and not dry_run:
-        ev.retire(ctx, user_id, retire, now,
-                  "retired: its evidence was forgotten, contradicted or covered by a boundary")
+        writes.retire(retire, now,
+                      "retired: its evidence was forgotten, contradicted or covered by a boundary")
     return kept
