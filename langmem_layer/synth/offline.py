@@ -58,12 +58,18 @@ def clause(text: str) -> str:
     """A statement as a clause: trimmed, without its final period, first letter lowered
     unless it starts a name or an acronym."""
     text = text.strip().rstrip(".!?").strip()
-    if len(text) > 1 and text[0].isupper() and text[1].islower() and text.split()[0] in {
-            "Has", "Had", "Is", "Was", "Prefers", "Likes", "Discussed", "Talked", "Decided",
-            "Wants", "Thinks", "Plans", "Asked", "Worked", "Studied", "Read", "Lives",
-            "Settled", "Concluded", "Keeps", "Still", "The", "A", "An"}:
+    first = text.split()[0] if text else ""
+    verb = first.endswith("ed") or first in _VERBS
+    if len(text) > 1 and text[0].isupper() and text[1].islower() and verb:
         return text[0].lower() + text[1:]
     return text
+
+
+_VERBS = frozenset({
+            "Has", "Had", "Is", "Was", "Prefers", "Likes", "Discussed", "Talked", "Decided",
+            "Wants", "Thinks", "Plans", "Asked", "Worked", "Studied", "Read", "Lives",
+            "Settled", "Concluded", "Keeps", "Still", "The", "A", "An", "Wonders", "Asks",
+            "Got", "Spent", "Made", "Went", "Took", "Found", "Gets", "Shares", "Reads"})
 
 
 def conclusion(text: str) -> str:
