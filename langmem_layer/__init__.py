@@ -45,6 +45,14 @@ from langmem_layer.store.config import AnnIndexConfig, PoolConfig
 from langmem_layer.store.core import MemoryIndexConfig
 from langmem_layer.store.ops import FallbackTurn, IngestLogEntry, LoggedMessage, UserDeletion
 from langmem_layer.store.sync import PostgresMemoryStore
+from langmem_layer.synth import (
+    Evidence,
+    ModelSynthesizer,
+    OfflineSynthesizer,
+    SynthesisOutcome,
+    SynthesisTask,
+    Synthesizer,
+)
 from langmem_layer.tools import create_memory_tools
 from langmem_layer.types import (
     HistoryEntry,
@@ -84,6 +92,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "EmbeddingDimensionError",
     "EmbeddingError",
+    "Evidence",
     "ExtractionError",
     "Extractor",
     "FallbackTurn",
@@ -123,7 +132,9 @@ __all__ = [
     "MemorySettings",
     "MemoryState",
     "MissingUserError",
+    "ModelSynthesizer",
     "NotProceduralError",
+    "OfflineSynthesizer",
     "OpType",
     "Policy",
     "PoolConfig",
@@ -143,6 +154,9 @@ __all__ = [
     "Source",
     "Status",
     "SyncCallOnEventLoopError",
+    "SynthesisOutcome",
+    "SynthesisTask",
+    "Synthesizer",
     "TrimPlan",
     "UserDeletion",
     "WorkingLoad",

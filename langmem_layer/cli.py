@@ -337,14 +337,15 @@ def _jobs_status(args: argparse.Namespace, ctx: JobContext | None) -> int:
     assert ctx is not None
     settings = settings_from_env()
     tz = zone(settings.jobs_timezone)
-    rows = [("JOB", "PERIOD", "SHARD", "STARTED", "FINISHED", "USERS", "COUNTS", "ERROR",
-             f"NEXT DUE ({settings.jobs_timezone})")]
+    rows = [("JOB", "PERIOD", "SHARD", "STARTED", "FINISHED", "USERS", "COUNTS", "TOKENS",
+             "ERROR", f"NEXT DUE ({settings.jobs_timezone})")]
     for st in status(JobContext(ctx.store, settings=settings), now=args.now):
         due = "now" if st.due_now else _when(st.next_due, tz)
         rows.append((st.job, st.period or "never", st.shard or "-", _when(st.started_at, tz),
                      _when(st.finished_at, tz) if st.started_at else "-",
                      str(st.users) if st.started_at else "-",
-                     counts_json(st.counts) if st.started_at else "-", st.error or "-",
+                     counts_json(st.counts) if st.started_at else "-",
+                     str(st.tokens) if st.started_at else "-", st.error or "-",
                      due if st.schedule else "on demand"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:

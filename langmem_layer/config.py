@@ -11,7 +11,9 @@ all ask here, so a deployment configures the library once, through the environme
   ``OPENAI_BASE_URL``, else the local all-MiniLM-L6-v2;
 - chat model and extractor: ``ChatOpenAI`` (``OPENAI_MODEL``, default ``gpt-4o-mini``)
   and the LLM extractor when OpenAI is configured, else the rule extractor (and the
-  offline chat model for the demo agent).
+  offline chat model for the demo agent);
+- synthesizer of the reflection jobs: a model synthesizer on that chat model, else the
+  offline (template) synthesizer.
 
 Nothing here connects or loads a model at import.
 """
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from langmem_layer.store.sync import PostgresMemoryStore
+    from langmem_layer.synth.base import Synthesizer
     from langmem_layer.write.extractor import Extractor
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "database_url",
     "default_chat_model",
     "default_extractor",
+    "default_synthesizer",
     "open_store",
     "settings_from_env",
 ]
@@ -107,6 +111,19 @@ def default_extractor(chat_model: BaseChatModel | None = None) -> Extractor:
     from langmem_layer.write.rules import RuleExtractor
 
     return RuleExtractor()
+
+
+def default_synthesizer(chat_model: BaseChatModel | None = None) -> Synthesizer:
+    """The reflection jobs' synthesizer: a :class:`~langmem_layer.synth.ModelSynthesizer`
+    on ``chat_model`` (or :func:`default_chat_model`), else the offline one."""
+    chat_model = chat_model or default_chat_model()
+    if chat_model is not None:
+        from langmem_layer.synth.base import ModelSynthesizer
+
+        return ModelSynthesizer(chat_model)
+    from langmem_layer.synth.offline import OfflineSynthesizer
+
+    return OfflineSynthesizer()
 
 
 @contextmanager

@@ -4,6 +4,7 @@ Never a fake database."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableLambda
 from pydantic import Field
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -105,3 +107,40 @@ def tool_call(name: str, call_id: str, **args: Any) -> AIMessage:
     """A model reply calling one tool."""
     return AIMessage("", tool_calls=[{"name": name, "args": args, "id": call_id,
                                       "type": "tool_call"}])
+
+
+class ScriptedStructuredModel(BaseChatModel):
+    """A chat model with structured output that replies from a script and keeps prompts.
+
+    Each script entry is a dict (a valid parse), a str (raw text that did not parse) or an
+    exception (the call fails). ``prompts`` holds every prompt sent, in order.
+    """
+
+    script: list[Any]
+    prompts: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-structured"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("unused"))])
+
+    def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:
+        def reply(prompt: list[BaseMessage]) -> dict[str, Any]:
+            self.prompts.append(prompt)
+            entry = self.script.pop(0)
+            if isinstance(entry, Exception):
+                raise entry
+            if isinstance(entry, str):
+                return {"raw": AIMessage(entry), "parsed": None,
+                        "parsing_error": ValueError("invalid JSON: " + entry)}
+            return {"raw": AIMessage(json.dumps(entry)), "parsed": entry,
+                    "parsing_error": None}
+
+        return RunnableLambda(reply)
+
+    def text(self, n: int = -1) -> str:
+        """All the text of prompt ``n``."""
+        return "\n".join(m.text for m in self.prompts[n])

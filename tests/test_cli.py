@@ -70,8 +70,10 @@ def test_jobs_list_needs_no_database(capsys, monkeypatch) -> None:
     assert main(["jobs", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:2] for line in lines] == [
+        ["consolidate", "daily"],
         ["extract", "on"], ["index-large-users", "daily"], ["lifecycle", "daily"],
         ["purge-embedding-cache", "weekly"], ["purge-expired", "monthly"], ["reextract", "on"],
+        ["reflect", "weekly"],
         ["sweep-sessions", "daily"], ["sweep-ttl", "daily"]]
     assert all(JOBS[line.split()[0]].summary in line for line in lines)
 

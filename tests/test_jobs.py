@@ -27,10 +27,12 @@ def test_registry_holds_every_job_with_its_schedule() -> None:
         "lifecycle": "daily",
         "purge-expired": "monthly",
         "reextract": None,
+        "consolidate": "daily",
+        "reflect": "weekly",
     }
     assert all(name == job.name and job.summary for name, job in JOBS.items())
     assert {n for n, j in JOBS.items() if j.needs_embeddings} == {
-        "index-large-users", "extract", "reextract"}
+        "index-large-users", "extract", "reextract", "consolidate", "reflect"}
     with pytest.raises(dataclasses.FrozenInstanceError):
         JOBS["sweep-ttl"].schedule = "hourly"  # type: ignore[misc]
 

@@ -78,9 +78,10 @@ def test_jobs_status_shows_the_runs(pg_uri, people, touch: Touch, capsys,
     assert rows["JOB"][-1] == "NEXT DUE (UTC)"
     mine = rows[JOB]
     assert mine[1:3] == ["2026-11-23", "0/1"]
-    assert mine[5:] == ["12", '{"items":12,"touched":12}', "-", "2026-11-24 03:00"]
-    assert rows["sweep-ttl"][5:] == ["0", '{"deleted":0}', "-", "2026-11-24 03:00"]
-    assert rows["purge-embedding-cache"][1:] == ["never", "-", "-", "-", "-", "-", "-", "now"]
+    assert mine[5:] == ["12", '{"items":12,"touched":12}', "0", "-", "2026-11-24 03:00"]
+    assert rows["sweep-ttl"][5:] == ["0", '{"deleted":0}', "0", "-", "2026-11-24 03:00"]
+    assert rows["purge-embedding-cache"][1:] == ["never", "-", "-", "-", "-", "-", "-", "-",
+                                                 "now"]
     assert rows["extract"][-1] == "on demand"
 
 

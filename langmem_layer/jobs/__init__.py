@@ -17,7 +17,14 @@ or from the command line: ``langmem-layer jobs list`` / ``jobs run NAME`` /
 """
 
 # Imported for their side effect: each module registers its jobs.
-from langmem_layer.jobs import flows, lifecycle, maintenance, reextract  # noqa: F401
+from langmem_layer.jobs import (  # noqa: F401
+    consolidate,
+    flows,
+    lifecycle,
+    maintenance,
+    reextract,
+    reflect,
+)
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobOption, JobResult, register
 from langmem_layer.jobs.runner import JobRun, JobStatus, Shard, run, run_due, status
 

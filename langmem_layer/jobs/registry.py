@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from langmem_layer.layer import MemoryLayer
     from langmem_layer.settings import MemorySettings
     from langmem_layer.store.sync import PostgresMemoryStore
+    from langmem_layer.synth.base import Synthesizer
 
 __all__ = ["JOBS", "Job", "JobContext", "JobOption", "JobResult", "register"]
 
@@ -61,16 +62,20 @@ class JobContext:
         data_dir: The embedded server's directory when no URL is set.
         settings: Settings for the layer (default: :func:`config.settings_from_env`).
         layer: A ready layer to use instead of building one.
+        synthesizer: What the reflection jobs synthesize with (default:
+            :func:`langmem_layer.config.default_synthesizer`, resolved on first use).
     """
 
     def __init__(self, store: PostgresMemoryStore, *, database_url: str | None = None,
                  data_dir: str | Path | None = None, settings: MemorySettings | None = None,
-                 layer: MemoryLayer | None = None) -> None:
+                 layer: MemoryLayer | None = None, synthesizer: Synthesizer | None = None
+                 ) -> None:
         self.store = store
         self.database_url = database_url
         self.data_dir = data_dir
         self.settings = settings
         self._layer = layer
+        self.synthesizer = synthesizer
         #: The connection the runner bound this context to (None: the store's own).
         self.conn: psycopg.Connection[Any] | None = None
 

@@ -49,6 +49,9 @@ __all__ = ["ALL", "JobRun", "JobStatus", "Shard", "run", "run_due", "run_users",
 
 #: Users fetched per page of the walk (the cursor moves per user, not per page).
 PAGE = 500
+#: The outcome a per-user job reports tokens sent to a chat model under; the runner
+#: sums it into the run's ``tokens`` column instead of its counts.
+TOKENS = "tokens"
 
 Status = Literal["done", "skipped", "busy", "dry-run"]
 
@@ -104,6 +107,7 @@ class JobRun:
         finished_at: When the period's run finished (for ``skipped``: that earlier run).
         error: The recorded error of a whole-store run whose result had failures.
         result: A whole-store job's own :class:`JobResult` (None per user).
+        tokens: Tokens the run's users' work sent to a chat model so far.
     """
 
     job: str
@@ -116,6 +120,7 @@ class JobRun:
     finished_at: datetime | None = None
     error: str | None = None
     result: JobResult | None = None
+    tokens: int = 0
 
     @property
     def failed(self) -> int:
@@ -133,6 +138,8 @@ class JobRun:
         if self.result is not None:
             return f"{head}: {self.result.summary()}"
         outcomes = ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items()))
+        if self.tokens:
+            outcomes += f"{', ' if outcomes else ''}{self.tokens} tokens sent to a model"
         dry = " (dry run, nothing written)" if self.status == "dry-run" else ""
         return f"{head}: {self.users} users{', ' + outcomes if outcomes else ''}{dry}"
 
@@ -144,6 +151,8 @@ class JobRun:
             rows.append(("resumed after", self.resumed_after))
         rows.append(("users", str(self.users)))
         rows += [(k, str(n)) for k, n in sorted(self.counts.items())]
+        if self.tokens:
+            rows.append(("tokens", str(self.tokens)))
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
@@ -165,6 +174,8 @@ class JobStatus:
     next_due: datetime | None = None
     #: Whether the latest due period has not finished (the worker would run it now).
     due_now: bool = False
+    #: Tokens the latest run sent to a chat model.
+    tokens: int = 0
 
 
 # -- running ---------------------------------------------------------------------------
@@ -192,7 +203,7 @@ def _session(ctx: JobContext) -> Iterator[tuple[psycopg.Connection[Any], JobCont
         store.conn = conn
         store._lock = threading.Lock()
         bound = JobContext(store, database_url=ctx.database_url, data_dir=ctx.data_dir,
-                           settings=ctx.settings)
+                           settings=ctx.settings, synthesizer=ctx.synthesizer)
         bound.conn = conn
         yield conn, bound
 
@@ -274,11 +285,13 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
                     _rows(conn, sql.relaxed_commit())
                 counts = _counts(job.function(bound, user_id, now=now, dry_run=dry_run,
                                               **options), job, user_id)
+                # Tokens sent to a model have a column of their own, not an outcome.
+                tokens = counts.pop(TOKENS, 0)
                 if dry_run:
                     # Whatever the function wrote despite dry_run is undone.
                     raise psycopg.Rollback()
                 if record is not None and not _rows(
-                        conn, sql.advance(*record, user_id, counts)):
+                        conn, sql.advance(*record, user_id, counts, tokens)):
                     raise ConcurrencyError(
                         f"Job {job.name}: user {user_id!r} was already done for "
                         f"{record[1]} (shard {record[2]}) by another runner; nothing "
@@ -391,7 +404,8 @@ def _recorded(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     final = _one(conn, sql.finish(*record))
     assert final is not None
     return JobRun(job.name, period, label, "done", final["users"], dict(final["counts"]),
-                  resumed_after=after, finished_at=final["finished_at"])
+                  resumed_after=after, finished_at=final["finished_at"],
+                  tokens=final["tokens"])
 
 
 def _record_failure(conn: psycopg.Connection[Any], record: tuple[str, str, str],
@@ -503,6 +517,7 @@ def status(ctx: JobContext, *, now: datetime | None = None) -> list[JobStatus]:
                 st.period, st.shard = row["period"], row["shard"]
                 st.started_at, st.finished_at = row["started_at"], row["finished_at"]
                 st.users, st.counts, st.error = row["users"], dict(row["counts"]), row["error"]
+                st.tokens = row["tokens"]
             if job.schedule is not None:
                 st.next_due = sched.next_due(job.schedule, now, tz, at)
                 due = _rows(conn, sql.period_runs(

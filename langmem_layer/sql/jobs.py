@@ -45,7 +45,8 @@ _SHARD = "(('x' || substr(md5({col}), 1, 8))::bit(32)::bigint %% %(shards)s)"
 
 _RUN = "job = %(job)s AND period = %(period)s AND shard = %(shard)s"
 
-_COLUMNS = "job, period, shard, cursor, users, counts, started_at, finished_at, error"
+_COLUMNS = ("job, period, shard, cursor, users, counts, started_at, finished_at, error, "
+            "tokens")
 
 
 def shard_of(user_id: str, shards: int) -> int:
@@ -147,7 +148,7 @@ def restart(job: str, period: str, shard: str) -> Sql:
     """Start the run over (``--force``): no cursor, no counts, not finished."""
     return (
         f"""UPDATE langmem_job_runs SET cursor = NULL, users = 0, counts = '{{}}'::jsonb,
-            started_at = clock_timestamp(), finished_at = NULL, error = NULL
+            tokens = 0, started_at = clock_timestamp(), finished_at = NULL, error = NULL
         WHERE {_RUN} RETURNING {_COLUMNS}""",
         _run(job, period, shard),
     )
@@ -160,14 +161,16 @@ def resume(job: str, period: str, shard: str) -> Sql:
 
 
 def advance(job: str, period: str, shard: str, user_id: str,
-            counts: Mapping[str, int]) -> Sql:
-    """Move the cursor to ``user_id`` and add its counts, in the user's transaction.
+            counts: Mapping[str, int], tokens: int = 0) -> Sql:
+    """Move the cursor to ``user_id`` and add its counts (and the tokens its work sent
+    to a model), in the user's transaction.
 
     Returns no row when the cursor is already at or past the user (another runner did
     it): the caller rolls the user's work back, so nothing is applied twice.
     """
     return (
         f"""UPDATE langmem_job_runs r SET cursor = %(user_id)s, users = r.users + 1,
+            tokens = r.tokens + %(tokens)s,
             counts = (SELECT coalesce(jsonb_object_agg(k.key,
                           coalesce((r.counts ->> k.key)::bigint, 0)
                           + coalesce((%(counts)s::jsonb ->> k.key)::bigint, 0)), '{{}}')
@@ -176,7 +179,8 @@ def advance(job: str, period: str, shard: str, user_id: str,
         WHERE {_RUN} AND r.finished_at IS NULL
           AND (r.cursor IS NULL OR r.cursor < %(user_id)s)
         RETURNING r.cursor""",
-        {**_run(job, period, shard), "user_id": user_id, "counts": json.dumps(dict(counts))},
+        {**_run(job, period, shard), "user_id": user_id, "counts": json.dumps(dict(counts)),
+         "tokens": tokens},
     )
 
 

@@ -516,6 +516,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (user_id, key_hash)
     );
     """,
+    # tokens sent to a chat model by a job run (the reflection jobs' syntheses), summed
+    # over its users like the counts, shown by `jobs status`.
+    """
+    ALTER TABLE langmem_job_runs ADD COLUMN IF NOT EXISTS tokens bigint NOT NULL DEFAULT 0;
+    """,
 ]
 
 

@@ -1,0 +1,23 @@
+"""Synthesis for the reflection jobs: one interface, a model behind it or templates.
+
+See :mod:`langmem_layer.synth.base` (the interface, :class:`ModelSynthesizer`),
+:mod:`langmem_layer.synth.offline` (:class:`OfflineSynthesizer`, the default without
+a model), :mod:`langmem_layer.synth.topics` (clusters of a user's statements) and
+:mod:`langmem_layer.synth.tasks` (the consolidation and reflection tasks).
+"""
+
+# Registers the built-in tasks' offline writers, whichever synth module is imported.
+from langmem_layer.synth import tasks  # noqa: F401
+from langmem_layer.synth.base import (
+    Evidence,
+    ModelSynthesizer,
+    SynthesisOutcome,
+    SynthesisTask,
+    Synthesizer,
+    central,
+)
+from langmem_layer.synth.offline import OfflineSynthesizer, offline_writer
+from langmem_layer.synth.topics import cluster
+
+__all__ = ["Evidence", "ModelSynthesizer", "OfflineSynthesizer", "SynthesisOutcome",
+           "SynthesisTask", "Synthesizer", "central", "cluster", "offline_writer"]
