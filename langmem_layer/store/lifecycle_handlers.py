@@ -28,13 +28,22 @@ class LifecycleHandlers(Registry):
 
     @handles(mops.LifecycleOp)
     def _lifecycle(self, op: mops.LifecycleOp) -> Handler:
+        rules = lsql.transitions(**op.thresholds)
         (row,) = yield Query(*lsql.rescore_decay(
             op.user_id, op.now, half_life_days=op.half_life_days, flag_below=op.flag_below,
-            dry_run=op.dry_run))
+            dry_run=op.dry_run, rules=rules))
         counts = {"rescored": int(row["rescored"]), "flagged": int(row["flagged"])}
-        for rule in lsql.transitions(**op.thresholds):
+        # The rules run in order, each on the memories the scan found one of them may
+        # move: a rule only moves a memory off `active` or bumps its updated_at, which
+        # makes no other rule's condition true that was false (so the candidates hold).
+        # A memory no rule may move costs nothing more; most nights, most memories.
+        among = (list(row["move_prefixes"] or []), list(row["move_keys"] or []))
+        for rule in rules:
+            if not among[1]:
+                counts[rule.name] = 0
+                continue
             rows = yield Query(*lsql.apply_transition(op.user_id, rule, op.now,
-                                                      dry_run=op.dry_run))
+                                                      dry_run=op.dry_run, among=among))
             counts[rule.name] = int(rows[0]["n"]) if op.dry_run else len(rows)
         return counts
 
