@@ -304,9 +304,10 @@ def timed_lifecycle(per_user: list[float]) -> Any:
 
 
 def nightly(store: PostgresMemoryStore, now: datetime, total: int, label: str,
-            reader: Reader | None = None, rate: float = 10.0) -> dict[str, Any]:
+            reader: Reader | None = None, rate: float = 10.0,
+            pause_ms: float = 0.0) -> dict[str, Any]:
     """Run the lifecycle over every user, recorded; ``reader`` reads meanwhile."""
-    ctx = JobContext(store, settings=MemorySettings())
+    ctx = JobContext(store, settings=MemorySettings(jobs_pause_ms=pause_ms))
     per_user: list[float] = []
     job = timed_lifecycle(per_user)
     result: dict[str, Any] = {}
@@ -409,7 +410,7 @@ def lifecycle_bench(args: argparse.Namespace) -> int:
                   f"({len(quiet)} turns); load average {load()}")
             # The nightly run on a store (a connection) of its own, as a worker would.
             night = nightly(jobs_store, NOW, args.memories, "nightly run, reads going on",
-                            reader, args.read_rate)
+                            reader, args.read_rate, args.pause_ms)
             during = night["during"]
             ratio = pct(during, 95) / pct(quiet, 95)
             print(f"  read path during the nightly run: p50 {pct(during, 50):.2f} ms, "
@@ -512,6 +513,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--read-rate", type=float, default=10.0,
                     help="read-path turns per second, quiet and during the nightly run")
     ap.add_argument("--next-night", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--pause-ms", type=float, default=0.0,
+                    help="the runner's wait after each user (jobs_pause_ms) in the run "
+                    "with reads going on")
     ap.add_argument("--explain", action="store_true",
                     help="EXPLAIN ANALYZE the lifecycle statements for the largest user")
     ap.add_argument("--data-dir", default="/tmp/langmem-jobs-bench",
