@@ -365,10 +365,10 @@ def explain(uri: str, user_id: str, now: datetime) -> None:
         text, params = lsql.rescore_decay(user_id, now, dry_run=True, **kw)
         row = conn.execute(text, params).fetchone()
         assert row is not None
-        among = (list(row[2] or []), list(row[3] or []))
         stmts = [("rescore_decay", lsql.rescore_decay(user_id, now, **kw))]
-        stmts += [(t.name, lsql.apply_transition(user_id, t, now, among=among))
-                  for t in rules]
+        stmts += [(t.name, lsql.apply_transition(
+            user_id, t, now, among=(list(row[2 + 2 * n] or []), list(row[3 + 2 * n] or []))))
+            for n, t in enumerate(rules)]
         print(f"  EXPLAIN ANALYZE for {user_id} at {now:%Y-%m-%d}:")
         for name, (text, params) in stmts:
             plan = [r[0] for r in conn.execute(

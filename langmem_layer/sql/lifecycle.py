@@ -86,18 +86,16 @@ def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_be
     Only scores that change are written, and only into ``langmem_decay``: the memory
     rows are read, never rewritten. Returns one row: ``rescored`` (scores that changed)
     and ``flagged`` (memories whose score fell below ``flag_below`` now); with
-    ``rules``, also ``move_prefixes`` and ``move_keys``: the memories that one of the
-    rules may move (NULL if none), for :func:`apply_transition`'s ``among``.
+    ``rules``, also for the n-th rule ``prefixes_n`` and ``keys_n``: the memories whose
+    state matches its condition (NULL if none), for :func:`apply_transition`'s
+    ``among``.
     """
     params = {"user_id": user_id, "now": now, "half_life": half_life_days, "flag": flag_below}
     moves = ""
-    if rules:
-        ors = []
-        for n, rule in enumerate(rules):
-            where, named = _renamed(rule.where, rule.params, f"r{n}_")
-            ors.append(f"({where})")
-            params.update(named)
-        moves = f", ({' OR '.join(ors)}) AS moves"
+    for n, rule in enumerate(rules or ()):
+        where, named = _renamed(rule.where, rule.params, f"r{n}_")
+        moves += f", ({where}) AS m{n}"
+        params.update(named)
     # The user's scores are one range of the narrow table's primary key, hash-joined to
     # the user's memories: no index probe per memory. The rules' candidates come from
     # the same scan (every rule moves only live, unpinned memories): one read of the
@@ -112,9 +110,9 @@ def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_be
     newly = "d.new < %(flag)s AND (d.old IS NULL OR d.old >= %(flag)s)"
     counts = f"""SELECT count(*) FILTER (WHERE {changed}) AS rescored,
                    count(*) FILTER (WHERE {newly}) AS flagged"""
-    if rules:
-        counts += """, array_agg(d.prefix) FILTER (WHERE d.moves) AS move_prefixes,
-                   array_agg(d.key) FILTER (WHERE d.moves) AS move_keys"""
+    for n in range(len(rules or ())):
+        counts += (f", array_agg(d.prefix) FILTER (WHERE d.m{n}) AS prefixes_{n}"
+                   f", array_agg(d.key) FILTER (WHERE d.m{n}) AS keys_{n}")
     if dry_run:
         return f"{counts} FROM ({scored}) d", params
     # A score already stored is updated by its row address (a TID scan: the statement
