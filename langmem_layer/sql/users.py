@@ -28,6 +28,7 @@ __all__ = [
 USER_TABLES: tuple[str, ...] = (
     "langmem_links",
     "langmem_embeddings",
+    "langmem_decay",
     "langmem_items",
     "langmem_terms",
     "langmem_extraction_queue",
@@ -38,7 +39,6 @@ USER_TABLES: tuple[str, ...] = (
     "langmem_threads",
     "langmem_reextract",
     "langmem_vector_indexes",
-    "langmem_decay",
 )
 
 
