@@ -225,6 +225,9 @@ def prepare(base: str, args: argparse.Namespace, embedder: HashEmbedder,
         if not args.keep:
             admin.execute(f"DROP DATABASE {seed}")
     uri = make_conninfo(base, dbname=DB)
+    # A template kept by an older version gets the migrations it lacks, on the copy.
+    with PostgresMemoryStore.from_conn_string(uri, index=index) as store:
+        store.setup()
     return uri, read_users(uri, args.read_users)
 
 
@@ -301,9 +304,10 @@ def timed_lifecycle(per_user: list[float]) -> Any:
 
 
 def nightly(store: PostgresMemoryStore, now: datetime, total: int, label: str,
-            reader: Reader | None = None, rate: float = 10.0) -> dict[str, Any]:
+            reader: Reader | None = None, rate: float = 10.0,
+            pause_ms: float = 0.0) -> dict[str, Any]:
     """Run the lifecycle over every user, recorded; ``reader`` reads meanwhile."""
-    ctx = JobContext(store, settings=MemorySettings())
+    ctx = JobContext(store, settings=MemorySettings(jobs_pause_ms=pause_ms))
     per_user: list[float] = []
     job = timed_lifecycle(per_user)
     result: dict[str, Any] = {}
@@ -330,32 +334,41 @@ def nightly(store: PostgresMemoryStore, now: datetime, total: int, label: str,
     print(f"    per user (the job's function): p50 {pct(per_user, 50) * 1000:.1f} ms, "
           f"p95 {pct(per_user, 95) * 1000:.1f} ms, max {max(per_user) * 1000:.1f} ms")
     print("    outcomes: " + ", ".join(f"{k} {n:,}" for k, n in sorted(r.counts.items())))
-    upd, hot = (a - b for a, b in zip(updates(store), before, strict=True))
-    print(f"    rows written: {upd:,} updates, {hot:,} of them HOT (in place, no index "
-          "entries)")
+    after = updates(store)
+    for table, (ins, upd, hot) in after.items():
+        ins, upd, hot = (a - b for a, b in zip((ins, upd, hot), before[table], strict=True))
+        print(f"    rows written to {table}: {ins:,} inserts, {upd:,} updates, {hot:,} of "
+              "them HOT (in place, no index entries)")
     return {"during": during, "seconds": s}
 
 
-def updates(store: PostgresMemoryStore) -> tuple[int, int]:
-    """Updates of memory rows so far, and how many were HOT."""
+def updates(store: PostgresMemoryStore) -> dict[str, tuple[int, int, int]]:
+    """Inserts and updates so far of the memory rows and of the decay scores, and how
+    many updates were HOT."""
     # The run's own connection: its pending statistics flushed before they are read.
     store.conn.execute("SELECT pg_stat_force_next_flush()")
-    row = store.conn.execute(
-        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
-        "WHERE relname = 'langmem_items'").fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
+    rows = store.conn.execute(
+        "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+        "WHERE relname IN ('langmem_items', 'langmem_decay') ORDER BY relname DESC"
+    ).fetchall()
+    return {r[0]: (int(r[1]), int(r[2]), int(r[3])) for r in rows}
 
 
 def explain(uri: str, user_id: str, now: datetime) -> None:
     """EXPLAIN ANALYZE each lifecycle statement for one user, rolled back."""
     st = MemorySettings()
-    stmts = [("rescore_decay", lsql.rescore_decay(
-        user_id, now, half_life_days=st.half_life_days(user_id),
-        flag_below=st.decay_flag_below))]
-    stmts += [(t.name, lsql.apply_transition(user_id, t, now))
-              for t in lsql.transitions(**lifecycle_job.lifecycle_thresholds(st))]
+    rules = lsql.transitions(**lifecycle_job.lifecycle_thresholds(st))
+    kw: dict[str, Any] = {"half_life_days": st.half_life_days(user_id),
+                          "flag_below": st.decay_flag_below, "rules": rules}
     with psycopg.connect(uri) as conn:
+        # The statements as the job sends them: the rules over the scan's candidates.
+        text, params = lsql.rescore_decay(user_id, now, dry_run=True, **kw)
+        row = conn.execute(text, params).fetchone()
+        assert row is not None
+        stmts = [("rescore_decay", lsql.rescore_decay(user_id, now, **kw))]
+        stmts += [(t.name, lsql.apply_transition(
+            user_id, t, now, among=(list(row[2 + 2 * n] or []), list(row[3 + 2 * n] or []))))
+            for n, t in enumerate(rules)]
         print(f"  EXPLAIN ANALYZE for {user_id} at {now:%Y-%m-%d}:")
         for name, (text, params) in stmts:
             plan = [r[0] for r in conn.execute(
@@ -397,7 +410,7 @@ def lifecycle_bench(args: argparse.Namespace) -> int:
                   f"({len(quiet)} turns); load average {load()}")
             # The nightly run on a store (a connection) of its own, as a worker would.
             night = nightly(jobs_store, NOW, args.memories, "nightly run, reads going on",
-                            reader, args.read_rate)
+                            reader, args.read_rate, args.pause_ms)
             during = night["during"]
             ratio = pct(during, 95) / pct(quiet, 95)
             print(f"  read path during the nightly run: p50 {pct(during, 50):.2f} ms, "
@@ -500,6 +513,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--read-rate", type=float, default=10.0,
                     help="read-path turns per second, quiet and during the nightly run")
     ap.add_argument("--next-night", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--pause-ms", type=float, default=0.0,
+                    help="the runner's wait after each user (jobs_pause_ms) in the run "
+                    "with reads going on")
     ap.add_argument("--explain", action="store_true",
                     help="EXPLAIN ANALYZE the lifecycle statements for the largest user")
     ap.add_argument("--data-dir", default="/tmp/langmem-jobs-bench",

@@ -74,7 +74,7 @@ def test_decay_in_sql_equals_the_read_path(store: PostgresMemoryStore, pg_uri: s
     assert counts["rescored"] == len(specs)
     with psycopg.connect(pg_uri) as conn:
         stored = dict(conn.execute(
-            "SELECT key, decay FROM langmem_items WHERE user_id = 'u1'").fetchall())
+            "SELECT key, decay FROM langmem_decay WHERE user_id = 'u1'").fetchall())
     for n in range(len(specs)):
         rec = MemoryRecord.model_validate(value(store, f"m{n}"))
         expected = decay_score(rec, now, half_life_days=120.0)

@@ -12,9 +12,10 @@ import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langmem_layer import MemoryLayer, PostgresMemoryStore
+from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
 from langmem_layer.auth import create_key
 from langmem_layer.cli import main
+from langmem_layer.jobs.lifecycle import lifecycle_thresholds
 from langmem_layer.sql.users import USER_TABLES
 from langmem_layer.store import ops as mops
 from langmem_layer.write.rules import RuleExtractor
@@ -76,6 +77,9 @@ def _fill(layer: MemoryLayer, store: PostgresMemoryStore, user: str) -> None:
     store.batch([mops.EnqueueOp(user, "later", "work", [], now, "t4", None,
                                 now + timedelta(days=1))])
     create_key(store, user)  # the HTTP app's API keys are the user's too
+    # The nightly lifecycle stores the memories' decay scores.
+    store.batch([mops.LifecycleOp(user, now, 180.0, 0.15,
+                                  lifecycle_thresholds(MemorySettings()), False)])
 
 
 def test_every_per_user_table_is_covered(layer: MemoryLayer, pg_uri: str) -> None:

@@ -1,7 +1,9 @@
 """The memory lifecycle (R5.1, R5.2) as per-user jobs.
 
-``lifecycle`` (daily) recomputes each memory's stored decay score and moves memories
-through their statuses, every threshold from :class:`~langmem_layer.MemorySettings`:
+``lifecycle`` (daily) recomputes each memory's stored decay score (in ``langmem_decay``,
+one narrow row per memory, so the nightly rescore never rewrites a memory) and moves
+memories through their statuses, every threshold from
+:class:`~langmem_layer.MemorySettings`:
 
 * ephemeral context not referenced for ``lifecycle_ephemeral_stale_days`` → stale;
 * episodic events not reinforced for ``lifecycle_episodic_stale_days`` → stale;

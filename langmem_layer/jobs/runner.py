@@ -31,6 +31,7 @@ import copy
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -277,6 +278,7 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     ``record`` is (job, period, shard) to advance per user, or None (unrecorded).
     Returns users done, summed counts and the last user done.
     """
+    pause = _settings(bound).jobs_pause_ms / 1000
     done, totals, last = 0, dict[str, int](), None
     with _progress(total, job.name, progress, out) as bar:
         for user_id in users:
@@ -301,6 +303,9 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
             for k, n in counts.items():
                 totals[k] = totals.get(k, 0) + n
             bar.update()
+            if pause:
+                # Between users, outside any transaction: nothing held while waiting.
+                time.sleep(pause)
     return done, totals, last
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "purge_expired",
     "record_outcome",
     "rescore_decay",
+    "stored_decay",
     "transitions",
 ]
 
@@ -79,38 +80,77 @@ def decay_expression() -> str:
 
 
 def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_below: float,
-                  dry_run: bool = False) -> Sql:
-    """Recompute the stored decay score (column ``decay``) of a user's live memories.
+                  dry_run: bool = False, rules: list[Transition] | None = None) -> Sql:
+    """Recompute the stored decay score of a user's live memories (``langmem_decay``).
 
-    Only rows whose score changes are written. Returns one row: ``rescored`` (rows
-    whose score changed) and ``flagged`` (rows that fell below ``flag_below`` now).
+    Only scores that change are written, and only into ``langmem_decay``: the memory
+    rows are read, never rewritten. Returns one row: ``rescored`` (scores that changed)
+    and ``flagged`` (memories whose score fell below ``flag_below`` now); with
+    ``rules``, also for the n-th rule ``prefixes_n`` and ``keys_n``: the memories whose
+    state matches its condition (NULL if none), for :func:`apply_transition`'s
+    ``among``.
     """
     params = {"user_id": user_id, "now": now, "half_life": half_life_days, "flag": flag_below}
-    scored = f"""SELECT i.prefix, i.key, i.decay AS old, {decay_expression()} AS new
+    moves = ""
+    for n, rule in enumerate(rules or ()):
+        where, named = _renamed(rule.where, rule.params, f"r{n}_")
+        moves += f", ({where}) AS m{n}"
+        params.update(named)
+    # The user's scores are one range of the narrow table's primary key, hash-joined to
+    # the user's memories: no index probe per memory. The rules' candidates come from
+    # the same scan (every rule moves only live, unpinned memories): one read of the
+    # user's rows a night instead of one per rule.
+    scored = f"""SELECT i.prefix, i.key, s.decay AS old, s.ctid AS at,
+                   {decay_expression()} AS new{moves}
             FROM langmem_items i
+            LEFT JOIN langmem_decay s
+              ON s.user_id = %(user_id)s AND s.prefix = i.prefix AND s.key = i.key
             WHERE {_MINE} AND {_NOT_PINNED} AND {_STATUS} IN ('active', 'stale')"""
     changed = "d.new IS DISTINCT FROM d.old"
     newly = "d.new < %(flag)s AND (d.old IS NULL OR d.old >= %(flag)s)"
+    counts = f"""SELECT count(*) FILTER (WHERE {changed}) AS rescored,
+                   count(*) FILTER (WHERE {newly}) AS flagged"""
+    for n in range(len(rules or ())):
+        counts += (f", array_agg(d.prefix) FILTER (WHERE d.m{n}) AS prefixes_{n}"
+                   f", array_agg(d.key) FILTER (WHERE d.m{n}) AS keys_{n}")
     if dry_run:
-        return (
-            f"""SELECT count(*) FILTER (WHERE {changed}) AS rescored,
-                   count(*) FILTER (WHERE {newly}) AS flagged
-            FROM ({scored}) d""",
-            params,
-        )
-    # Joined back by row address (a TID scan), not by key (an index probe per row):
-    # the rows were read by the same statement, so the address is theirs.
+        return f"{counts} FROM ({scored}) d", params
+    # A score already stored is updated by its row address (a TID scan: the statement
+    # read that row); a memory scored for the first time gets its row (a concurrent
+    # first score of the same memory is taken over, not an error).
     return (
-        f"""WITH d AS ({scored.replace("SELECT i.prefix, i.key,", "SELECT i.ctid,")}),
+        f"""WITH d AS ({scored}),
         up AS (
-            UPDATE langmem_items i SET decay = d.new
+            UPDATE langmem_decay s SET decay = d.new
             FROM d
-            WHERE i.user_id = %(user_id)s AND i.ctid = d.ctid AND {changed}
-            RETURNING d.old, d.new
+            WHERE s.user_id = %(user_id)s AND s.ctid = d.at AND d.at IS NOT NULL
+              AND {changed}
+            RETURNING 1
+        ),
+        ins AS (
+            INSERT INTO langmem_decay AS s (user_id, prefix, key, decay)
+            SELECT %(user_id)s, d.prefix, d.key, d.new FROM d
+            WHERE d.at IS NULL AND d.new IS NOT NULL
+            ON CONFLICT (user_id, prefix, key) DO UPDATE SET decay = EXCLUDED.decay
+            RETURNING 1
         )
-        SELECT count(*) AS rescored, count(*) FILTER (WHERE {newly}) AS flagged FROM up d""",
+        {counts} FROM d""",
         params,
     )
+
+
+def _renamed(sql: str, params: dict[str, Any], prefix: str) -> tuple[str, dict[str, Any]]:
+    """``sql`` with its parameters from ``params`` renamed ``prefix + name`` (several
+    rules' conditions in one statement, each with its own ``days``)."""
+    for name in params:
+        sql = sql.replace(f"%({name})s", f"%({prefix}{name})s")
+    return sql, {prefix + name: v for name, v in params.items()}
+
+
+def stored_decay(user_id: str) -> Sql:
+    """The stored decay scores of a user's memories: rows ``key``, ``decay``."""
+    return ("SELECT s.key, s.decay FROM langmem_decay s WHERE s.user_id = %(user_id)s",
+            {"user_id": user_id})
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,11 +285,21 @@ def _entry(event: str, old: str, new: str, reason: str) -> str:
 
 
 def apply_transition(user_id: str, t: Transition, now: datetime, *,
-                     dry_run: bool = False) -> Sql:
+                     dry_run: bool = False,
+                     among: tuple[list[str], list[str]] | None = None) -> Sql:
     """Apply one transition to a user's memories; returns one row per memory moved
-    (``key``), or with ``dry_run`` one row ``n`` counting those it would move."""
+    (``key``), or with ``dry_run`` one row ``n`` counting those it would move.
+
+    ``among`` (prefixes, keys) limits it to those memories, found by primary key
+    instead of reading all the user's memories: the candidates of
+    :func:`rescore_decay`. The rule's condition is still checked on each.
+    """
     params = {**t.params, "user_id": user_id, "now": now, "now_iso": utc_iso(now)}
     where = f"{_MINE} AND {_NOT_PINNED} AND {t.where}"
+    if among is not None:
+        params["among_prefixes"], params["among_keys"] = among
+        where += (" AND (i.prefix, i.key) IN (SELECT c.p, c.k FROM unnest("
+                  "%(among_prefixes)s::text[], %(among_keys)s::text[]) AS c(p, k))")
     if dry_run:
         return f"SELECT count(*) AS n FROM langmem_items i WHERE {where}", params
     value = "i.value"

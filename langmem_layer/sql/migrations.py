@@ -521,6 +521,56 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE langmem_job_runs ADD COLUMN IF NOT EXISTS tokens bigint NOT NULL DEFAULT 0;
     """,
+    # the stored decay score (R5.1) moves to a narrow table of its own. The nightly
+    # rescore rewrote nearly every memory row for one float: a row of ~800 bytes rarely
+    # has room for its new version on its page, so ~90 % of those updates were not HOT
+    # and added entries to every index of the table while the read path used them. Here
+    # a score is a ~90-byte row with only its primary key, unchanged by a rescore, and
+    # pages half empty (fillfactor), so the next night's update stays on its page (HOT).
+    # Scores already computed are kept. A memory's score goes with it through triggers,
+    # not a foreign key: a key check locks the memory row it references (FOR KEY
+    # SHARE), which writes to the wide row the table exists to leave alone.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_decay (
+        user_id text NOT NULL,
+        prefix  text NOT NULL,
+        key     text NOT NULL,
+        decay   double precision,
+        PRIMARY KEY (user_id, prefix, key)
+    ) WITH (fillfactor = 50);
+    CREATE OR REPLACE FUNCTION langmem_decay_remove() RETURNS trigger LANGUAGE plpgsql
+    AS $fn$
+    BEGIN
+        DELETE FROM langmem_decay d USING old_rows o
+        WHERE d.user_id = o.user_id AND d.prefix = o.prefix AND d.key = o.key;
+        RETURN NULL;
+    END $fn$;
+    CREATE OR REPLACE FUNCTION langmem_decay_reset() RETURNS trigger LANGUAGE plpgsql
+    AS $fn$
+    BEGIN
+        DELETE FROM langmem_decay;
+        RETURN NULL;
+    END $fn$;
+    DROP TRIGGER IF EXISTS langmem_decay_delete ON langmem_items;
+    CREATE TRIGGER langmem_decay_delete AFTER DELETE ON langmem_items
+        REFERENCING OLD TABLE AS old_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION langmem_decay_remove();
+    DROP TRIGGER IF EXISTS langmem_decay_truncate ON langmem_items;
+    CREATE TRIGGER langmem_decay_truncate AFTER TRUNCATE ON langmem_items
+        FOR EACH STATEMENT EXECUTE FUNCTION langmem_decay_reset();
+    DO $do$
+    BEGIN
+        IF EXISTS (SELECT 1 FROM information_schema.columns
+                   WHERE table_name = 'langmem_items' AND column_name = 'decay'
+                     AND table_schema = current_schema()) THEN
+            INSERT INTO langmem_decay (user_id, prefix, key, decay)
+            SELECT user_id, prefix, key, decay FROM langmem_items WHERE decay IS NOT NULL
+            ON CONFLICT DO NOTHING;
+            ALTER TABLE langmem_items DROP COLUMN decay;
+        END IF;
+    END
+    $do$;
+    """,
 ]
 
 

@@ -28,6 +28,7 @@ __all__ = [
 USER_TABLES: tuple[str, ...] = (
     "langmem_links",
     "langmem_embeddings",
+    "langmem_decay",
     "langmem_items",
     "langmem_terms",
     "langmem_extraction_queue",

@@ -28,14 +28,26 @@ class LifecycleHandlers(Registry):
 
     @handles(mops.LifecycleOp)
     def _lifecycle(self, op: mops.LifecycleOp) -> Handler:
+        rules = lsql.transitions(**op.thresholds)
         (row,) = yield Query(*lsql.rescore_decay(
             op.user_id, op.now, half_life_days=op.half_life_days, flag_below=op.flag_below,
-            dry_run=op.dry_run))
+            dry_run=op.dry_run, rules=rules))
         counts = {"rescored": int(row["rescored"]), "flagged": int(row["flagged"])}
-        for rule in lsql.transitions(**op.thresholds):
+        # The rules run in order, each on the memories whose state matched it in that
+        # one scan of the user's memories, found by key. Running a rule moves a memory
+        # off `active` or `stale`, bumps its updated_at or sets a flag; none of which
+        # makes a later rule's condition true that was false (stale memories are
+        # archived first, so one gone stale today waits), so these candidates hold all
+        # it will move, and its condition is checked again on each. A dry run counts
+        # them: each rule on the state before the run, as its statement would.
+        for n, rule in enumerate(rules):
+            among = (list(row[f"prefixes_{n}"] or []), list(row[f"keys_{n}"] or []))
+            if op.dry_run or not among[1]:
+                counts[rule.name] = len(among[1])
+                continue
             rows = yield Query(*lsql.apply_transition(op.user_id, rule, op.now,
-                                                      dry_run=op.dry_run))
-            counts[rule.name] = int(rows[0]["n"]) if op.dry_run else len(rows)
+                                                      among=among))
+            counts[rule.name] = len(rows)
         return counts
 
     @handles(mops.PurgeExpiredMemoriesOp)
