@@ -7,8 +7,6 @@ all ask here, so a deployment configures the library once, through the environme
   PostgreSQL in the data directory (started when needed);
 - data directory: the ``data_dir`` argument, else ``LANGMEM_DATA_DIR``, else ``.langmem``;
 - settings: :meth:`MemorySettings.from_env` (``LANGMEM_*`` variables);
-- row-level security: a store's ``rls`` argument, else ``LANGMEM_RLS`` (``1``/``true``/
-  ``on``), else off (:func:`rls_enabled`);
 - embedder: OpenAI ``text-embedding-3-small`` with ``OPENAI_API_KEY`` or
   ``OPENAI_BASE_URL``, else the local all-MiniLM-L6-v2;
 - chat model and extractor: ``ChatOpenAI`` (``OPENAI_MODEL``, default ``gpt-4o-mini``)
@@ -42,7 +40,6 @@ __all__ = [
     "default_chat_model",
     "default_extractor",
     "open_store",
-    "rls_enabled",
     "settings_from_env",
 ]
 
@@ -61,13 +58,6 @@ _data_dir = data_dir  # database_url() takes a parameter of the same name
 def configured_url(url: str | None = None) -> str | None:
     """``url`` or ``LANGMEM_DATABASE_URL``; None means the embedded server."""
     return url or os.environ.get("LANGMEM_DATABASE_URL") or None
-
-
-def rls_enabled(rls: bool | None = None) -> bool:
-    """Whether a store acts as the row-level-security role: ``rls``, else ``LANGMEM_RLS``."""
-    if rls is not None:
-        return rls
-    return os.environ.get("LANGMEM_RLS", "").strip().lower() in ("1", "true", "on", "yes")
 
 
 def database_url(url: str | None = None, *, data_dir: str | Path | None = None) -> str:

@@ -23,7 +23,6 @@ from typing import Any, Literal, cast
 from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp, ensure_embeddings
 
 from langmem_layer import embeddings
-from langmem_layer.config import rls_enabled
 from langmem_layer.sql.rls import APP_ROLE
 from langmem_layer.store.config import (
     MemoryIndexConfig,
@@ -31,6 +30,7 @@ from langmem_layer.store.config import (
     check_ttl_config,
     field_path,
     model_name,
+    rls_enabled,
 )
 from langmem_layer.store.embedding import RETRY_BASE_DELAY, default_max_input_tokens
 from langmem_layer.store.lifecycle_handlers import LifecycleHandlers
