@@ -188,7 +188,7 @@ def _probe(layer: MemoryLayer, store: PostgresMemoryStore, made: dict[str, dict[
                     for key in other["keys"]]
             found = store.batch(gets)
             n += len(gets)
-            assert found == [None] * len(gets), [g for g, f in zip(gets, found) if f]
+            assert found == [None] * len(gets), [g for g, f in zip(gets, found, strict=True) if f]
             n += 2
             with pytest.raises(LangmemError):
                 layer.get(user, other["keys"][0])

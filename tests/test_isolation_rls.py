@@ -130,8 +130,7 @@ def test_the_app_role_cannot_write_another_users_rows(
             assert conn.execute("UPDATE langmem_items SET key = key WHERE user_id = 'bob'"
                                 ).rowcount == 0
             assert conn.execute("DELETE FROM langmem_messages").rowcount > 0  # alice's only
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # WITH CHECK
-            with conn.transaction():
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
                 _as_app(conn, "alice")
                 conn.execute("""INSERT INTO langmem_threads (user_id, thread_id, profile,
                     created_at, last_active_at) VALUES ('bob', 'x', 'work', now(), now())""")

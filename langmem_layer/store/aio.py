@@ -42,9 +42,9 @@ from langmem_layer.store.driver import (
     Stepper,
 )
 from langmem_layer.store.embedded import embedded_uri
-from langmem_layer.store.plan import Binding
 from langmem_layer.store.item_handlers import GetManyOp
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
+from langmem_layer.store.plan import Binding
 
 __all__ = ["AsyncPostgresMemoryStore"]
 

@@ -24,6 +24,7 @@ from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp, e
 
 from langmem_layer import embeddings
 from langmem_layer.sql.rls import APP_ROLE
+from langmem_layer.store import ops as mops
 from langmem_layer.store.config import (
     MemoryIndexConfig,
     check_index_config,
@@ -33,11 +34,10 @@ from langmem_layer.store.config import (
     rls_enabled,
 )
 from langmem_layer.store.embedding import RETRY_BASE_DELAY, default_max_input_tokens
+from langmem_layer.store.item_handlers import GetManyOp, listing_user
 from langmem_layer.store.lifecycle_handlers import LifecycleHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.memory_handlers import MemoryHandlers
-from langmem_layer.store import ops as mops
-from langmem_layer.store.item_handlers import GetManyOp, listing_user
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
 from langmem_layer.store.queue_handlers import QueueHandlers
 from langmem_layer.store.user_handlers import UserHandlers
