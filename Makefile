@@ -43,6 +43,8 @@ demo: $(VENV)/.installed-local
 
 test: $(VENV)/.installed-test $(DEV_VENV)/.installed $(CHROMIUM)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+	# The isolation tests again with row-level security on (off by default, README).
+	LANGMEM_RLS=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/test_isolation_rls.py tests/test_isolation_audit.py tests/test_isolation_schema.py
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 

@@ -51,6 +51,8 @@ def touch(pg_uri: str) -> Iterator[Touch]:
         conn.execute("""CREATE TABLE IF NOT EXISTS job_test_marks (
             user_id text, day date, touched int, PRIMARY KEY (user_id, day))""")
         conn.execute("TRUNCATE job_test_marks")
+        # With rls=True a job's own SQL runs as the app role, like the store's.
+        conn.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON job_test_marks TO langmem_app")
     job = Touch()
     register(JOB, "mark each user", schedule="daily", per_user=True)(job)
     try:

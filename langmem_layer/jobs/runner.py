@@ -45,6 +45,7 @@ from langmem_layer.jobs import schedule as sched
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobResult, _execute
 from langmem_layer.settings import MemorySettings
 from langmem_layer.sql import jobs as sql
+from langmem_layer.sql import rls
 
 __all__ = ["ALL", "JobRun", "JobStatus", "Shard", "run", "run_due", "run_users", "status"]
 
@@ -218,6 +219,14 @@ def _rows(conn: psycopg.Connection[Any], query: tuple[str, Any]) -> list[dict[st
     return _execute(conn, *query)
 
 
+def _listing(conn: psycopg.Connection[Any], query: tuple[str, Any]) -> list[dict[str, Any]]:
+    """A statement listing users, in a transaction of its own under the maintenance
+    bypass of row-level security (the tables force RLS, even on their owner)."""
+    with conn.transaction():
+        _rows(conn, rls.bind(None, role=None, switch_role=False))
+        return _rows(conn, query)
+
+
 def _counts(raw: Any, job: Job, user_id: str) -> dict[str, int]:
     if not isinstance(raw, Mapping) or not all(
             isinstance(k, str) and isinstance(v, int) for k, v in raw.items()):
@@ -245,7 +254,7 @@ def _walk(conn: psycopg.Connection[Any], *, after: str | None, shard: Shard,
             yield user
         return
     while True:
-        page = [r["user_id"] for r in _rows(conn, sql.users(
+        page = [r["user_id"] for r in _listing(conn, sql.users(
             after=after, shard=shard.index, shards=shard.count, limit=PAGE))]
         yield from page
         if len(page) < PAGE:
@@ -257,8 +266,8 @@ def _total(conn: psycopg.Connection[Any], *, after: str | None, shard: Shard,
            user: str | None) -> int:
     if user is not None:
         return int(after != user)
-    row = _one(conn, sql.count_users(after=after, shard=shard.index, shards=shard.count))
-    return int(row["n"]) if row else 0
+    rows = _listing(conn, sql.count_users(after=after, shard=shard.index, shards=shard.count))
+    return int(rows[0]["n"]) if rows else 0
 
 
 def _progress(total: int, job: str, enabled: bool, out: TextIO | None) -> Any:
@@ -283,6 +292,9 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     with _progress(total, job.name, progress, out) as bar:
         for user_id in users:
             with conn.transaction():
+                # The user's transaction acts for the user only (sql/rls.py), whatever
+                # the job's function sends.
+                _rows(conn, rls.bind(user_id, role=bound.store.rls_role, switch_role=True))
                 if record is not None:
                     _rows(conn, sql.relaxed_commit())
                 counts = _counts(job.function(bound, user_id, now=now, dry_run=dry_run,

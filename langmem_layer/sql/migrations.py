@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from langmem_layer.sql.rls import enable_rls
+from langmem_layer.sql.users import USER_TABLES
+
 __all__ = [
     "MIGRATIONS",
     "VERSION_TABLE",
@@ -571,6 +574,8 @@ MIGRATIONS: list[str] = [
     END
     $do$;
     """,
+    # Row-level security on every per-user table, and the app role (sql/rls.py).
+    enable_rls(USER_TABLES),
 ]
 
 

@@ -44,6 +44,7 @@ from langmem_layer.store.driver import (
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.item_handlers import GetManyOp
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
+from langmem_layer.store.plan import Binding
 
 __all__ = ["AsyncPostgresMemoryStore"]
 
@@ -218,8 +219,14 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     async def _io(self, io: IO) -> Any:
         """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""
         match io:
-            case Fetch(query):
-                async with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            case Fetch(query, bind):
+                async with (
+                    self._connection() as conn,
+                    conn.pipeline(),
+                    conn.transaction(),
+                    conn.cursor(row_factory=dict_row) as cur,
+                ):
+                    await conn.execute(*self._bind_query(bind)[:2])
                     await cur.execute(query.sql, query.params)
                     return await cur.fetchall()
             case RunTransaction(plan):
@@ -228,8 +235,21 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                     conn.transaction(),
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
+                    bound: Binding | None = None
                     while (q := plan.next_query()) is not None:
-                        await cur.execute(q.sql, q.params)
+                        if (bind := plan.binding()) != bound and q.params is None:
+                            # DDL may hold several commands: the simple protocol, alone.
+                            await conn.execute(*self._bind_query(bind)[:2])
+                            await cur.execute(q.sql, q.params)
+                            bound = bind
+                        elif bind != bound:
+                            # The binding and the statement in one round trip.
+                            async with conn.pipeline():
+                                await conn.execute(*self._bind_query(bind)[:2])
+                                await cur.execute(q.sql, q.params)
+                            bound = bind
+                        else:
+                            await cur.execute(q.sql, q.params)
                         plan.deliver_rows(await cur.fetchall() if cur.description else [])
                 return None
             case EmbedDocuments(texts):

@@ -6,6 +6,7 @@ configuration from it, and the core reads it, so neither imports the other.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple, TypedDict
 
@@ -31,6 +32,7 @@ __all__ = [
     "model_name",
     "omit_expired",
     "pool_options",
+    "rls_enabled",
     "sweep_interval",
     "vector_type",
 ]
@@ -276,6 +278,14 @@ def pool_options(
     if options.get("max_size") is None:
         options.pop("max_size", None)
     return options
+
+
+def rls_enabled(rls: bool | None = None) -> bool:
+    """Whether a store acts as the row-level-security role: ``rls``, else the
+    ``LANGMEM_RLS`` environment variable (``1``, ``true``, ``on``, ``yes``), else off."""
+    if rls is not None:
+        return rls
+    return os.environ.get("LANGMEM_RLS", "").strip().lower() in ("1", "true", "on", "yes")
 
 
 def model_name(embed: Any) -> str:

@@ -20,28 +20,46 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
-from langgraph.store.base import Op, PutOp, ensure_embeddings
+from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp, ensure_embeddings
 
 from langmem_layer import embeddings
+from langmem_layer.sql.rls import APP_ROLE
+from langmem_layer.store import ops as mops
 from langmem_layer.store.config import (
     MemoryIndexConfig,
     check_index_config,
     check_ttl_config,
     field_path,
     model_name,
+    rls_enabled,
 )
 from langmem_layer.store.embedding import RETRY_BASE_DELAY, default_max_input_tokens
+from langmem_layer.store.item_handlers import GetManyOp, listing_user
 from langmem_layer.store.key_handlers import KeyHandlers
 from langmem_layer.store.lifecycle_handlers import LifecycleHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.memory_handlers import MemoryHandlers
-from langmem_layer.store.plan import Plan, Step
+from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
 from langmem_layer.store.queue_handlers import QueueHandlers
 from langmem_layer.store.user_handlers import UserHandlers
 from langmem_layer.store.working_handlers import WorkingHandlers
 from langmem_layer.types import MEMORY_ROOT
 
-__all__ = ["ANN_MIN_USER_VECTORS", "MemoryIndexConfig", "Plan", "StoreCore"]
+__all__ = ["ANN_MIN_USER_VECTORS", "MAINTENANCE_OPS", "OWNER_OPS", "MemoryIndexConfig", "Plan",
+           "StoreCore"]
+
+#: Ops that span users: their statements run under the maintenance bypass of
+#: row-level security, except the per-user statements they bind themselves
+#: (``Query(..., bind=Binding(user))``). A claim or re-extraction without a user, and
+#: a namespace listing without one, are of this kind too.
+MAINTENANCE_OPS: tuple[type, ...] = (
+    mops.SweepExpiredOp, mops.PurgeEmbeddingCacheOp, mops.LargeUsersOp, mops.IdleThreadsOp,
+    mops.PurgeMessagesOp,
+)
+#: Ops whose statements run as the session's own role, not the app role: they create
+#: or drop a user's own indexes, which only the tables' owner may do. Still bound to
+#: their user.
+OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp, mops.DeleteUserOp)
 
 
 class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers,
@@ -59,6 +77,12 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         embedding_batch_size: Texts per embedding call (R3.5: 100).
         embedding_retry_delay: Seconds to wait before retrying a failed embedding
             call; doubled before the last attempt (R3.5: 3 attempts in all).
+        rls: Act as the row-level-security role ``rls_role`` in every transaction
+            (``SET LOCAL ROLE``), so the database itself keeps each statement to the
+            user bound to it. ``None``: the ``LANGMEM_RLS`` environment variable, else
+            off. The user is bound to every transaction either way.
+        rls_role: The role ``rls=True`` switches to (``langmem_app``, which ``setup()``
+            creates); ``None`` when the connection already logs in as such a role.
     """
 
     supports_ttl: bool = True
@@ -73,12 +97,16 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         clock: Callable[[], datetime] | None = None,
         embedding_batch_size: int = 100,
         embedding_retry_delay: float = RETRY_BASE_DELAY,
+        rls: bool | None = None,
+        rls_role: str | None = APP_ROLE,
     ) -> None:
         if index == "default":
             index = embeddings.default_index()  # looked up per call: tests and tools swap it
         check_index_config(index)
         check_ttl_config(ttl)
         self.conn = conn
+        self.rls = rls_enabled(rls)
+        self.rls_role = rls_role if self.rls else None
         self.embedding_batch_size = embedding_batch_size
         self.embedding_retry_delay = embedding_retry_delay
         self.tenant_roots = frozenset(tenant_roots)
@@ -107,26 +135,54 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         """The store's current time."""
         return self._clock()
 
+    def binding(self, op: Any) -> Binding:
+        """Whom an op's statements act for under row-level security (sql/rls.py).
+
+        The user its namespace or ``user_id`` names; the maintenance bypass for the
+        ops that span users (:data:`MAINTENANCE_OPS`, a claim or re-extraction without
+        a user, a namespace listing across tenants).
+        """
+        if isinstance(op, PutOp | GetOp | GetManyOp):
+            return Binding(self.tenant(op.namespace))
+        if isinstance(op, SearchOp):
+            return Binding(self.tenant(op.namespace_prefix, prefix=True))
+        if isinstance(op, ListNamespacesOp):
+            user = listing_user(op, self.tenant_roots)
+            return MAINTENANCE if user is None else Binding(user)
+        if isinstance(op, MAINTENANCE_OPS):
+            return MAINTENANCE
+        user = getattr(op, "user_id", None)
+        if user is None:
+            return MAINTENANCE
+        return Binding(user, owner=isinstance(op, OWNER_OPS))
+
     def plan(self, ops: Iterable[Op | Any]) -> Plan:
-        """Turn a batch of ops into a :class:`Plan`. Consecutive puts share one handler."""
+        """Turn a batch of ops into a :class:`Plan`. Consecutive puts of one user share
+        one handler."""
         steps: list[Step] = []
         run: list[tuple[int, PutOp]] = []
+        run_bind = MAINTENANCE
 
         def flush() -> None:
             if run:
                 idx = [i for i, _ in run]
-                steps.append(Step(idx, self._put([op for _, op in run]), multi=True))
+                steps.append(Step(idx, self._put([op for _, op in run]), multi=True,
+                                  bind=run_bind))
                 run.clear()
 
         size = 0
         for i, op in enumerate(ops):
             size += 1
             self._validate(op)
+            bind = self.binding(op)
             if isinstance(op, PutOp):
+                if run and bind != run_bind:  # each user's puts under their own binding
+                    flush()
                 run.append((i, op))
+                run_bind = bind
                 continue
             flush()
-            steps.append(Step([i], self._handler(op)))
+            steps.append(Step([i], self._handler(op), bind=bind))
         flush()
         return Plan(steps, size, self.dims, self.model_id, now=self.now(),
                     max_input_tokens=self.max_input_tokens)

@@ -28,9 +28,10 @@ from typing import Any, NamedTuple, NoReturn
 
 from langchain_core.embeddings import Embeddings
 
+from langmem_layer.sql import rls
 from langmem_layer.store import db_errors
 from langmem_layer.store.embedding import Retry
-from langmem_layer.store.plan import Plan, Query
+from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Query
 
 __all__ = [
     "IO",
@@ -49,9 +50,10 @@ logger = logging.getLogger("langmem_layer.store")
 
 
 class Fetch(NamedTuple):
-    """Run one read outside any transaction; the reply is its rows."""
+    """Run one read in a transaction of its own, bound to ``bind``; the reply is its rows."""
 
     query: Query
+    bind: Binding = MAINTENANCE
 
 
 class EmbedDocuments(NamedTuple):
@@ -125,6 +127,13 @@ class Execution:
     embedding_batch_size: int
     embedding_retry_delay: float
     plan: Callable[[Iterable[Any]], Plan]
+    rls_role: str | None
+
+    def _bind_query(self, bind: Binding) -> Query:
+        """The statement binding ``bind`` (a user or maintenance, and the role) to the
+        rest of the transaction; the stores pipeline it with the statement it precedes,
+        so binding costs no round trip of its own."""
+        return Query(*rls.bind(bind.user, role=self.rls_role, switch_role=not bind.owner))
 
     def _model(self) -> Embeddings:
         if self.embeddings is None:
@@ -151,7 +160,8 @@ class Execution:
         for attempt in count(1):
             plan = build()
             if (lookup := plan.cache_lookup()) is not None:
-                plan.deliver_cache((yield from self._database(Fetch(lookup))))
+                plan.deliver_cache(
+                    (yield from self._database(Fetch(lookup, plan.cache_binding()))))
             docs, queries = plan.embedding_work()
             fresh = [d for d in docs if d not in known]
             vectors: list[list[float]] = []

@@ -190,6 +190,10 @@ class EmbeddingWork:
             self.docs.append(_Doc(text, owner, key))
         self.queries.extend(truncate_input(q, self.max_tokens) for q in queries)
 
+    def owners(self) -> set[str]:
+        """The users whose cache this batch's documents go to."""
+        return {d.owner for d in self.docs if d.owner is not None}
+
     def lookup(self) -> tuple[str, list[Any]] | None:
         """The one statement reading this batch's cache entries, or ``None``."""
         keys = sorted({

@@ -41,7 +41,7 @@ from langmem_layer.store.registry import Registry, handles
 from langmem_layer.store.tenancy import Tenancy, match_namespace, ns_text, ns_tuple
 from langmem_layer.types import MEMORY_ROOT, Kind, MemoryRecord
 
-__all__ = ["GetManyOp", "ItemHandlers", "Write", "row_to_item"]
+__all__ = ["GetManyOp", "ItemHandlers", "Write", "listing_user", "row_to_item"]
 
 
 class Write(NamedTuple):
@@ -80,6 +80,31 @@ def row_to_item(row: dict[str, Any]) -> Item:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
+
+
+def _literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
+    """The longest literal head (up to a ``*``) of the listing's prefix conditions."""
+    literal: tuple[str, ...] = ()
+    for cond in op.match_conditions or ():
+        if cond.match_type == "prefix":
+            head = []
+            for label in cond.path:
+                if label == "*":
+                    break
+                head.append(label)
+            if len(head) > len(literal):
+                literal = tuple(head)
+    return literal
+
+
+def listing_user(op: ListNamespacesOp, tenant_roots: frozenset[str]) -> str | None:
+    """The one user a namespace listing is confined to, or ``None`` (across tenants)."""
+    literal = _literal_prefix(op)
+    if literal and literal[0] in tenant_roots and len(literal) >= 2:
+        return literal[1]
+    if literal and literal[0] not in tenant_roots:
+        return ""
+    return None
 
 
 class ItemHandlers(Registry, Tenancy):
@@ -289,21 +314,8 @@ class ItemHandlers(Registry, Tenancy):
     @handles(ListNamespacesOp)
     def _list_namespaces(self, op: ListNamespacesOp) -> Handler:
         conditions = list(op.match_conditions or ())
-        literal: tuple[str, ...] = ()
-        for cond in conditions:
-            if cond.match_type == "prefix":
-                head = []
-                for label in cond.path:
-                    if label == "*":
-                        break
-                    head.append(label)
-                if len(head) > len(literal):
-                    literal = tuple(head)
-        user: str | None = None
-        if literal and literal[0] in self.tenant_roots and len(literal) >= 2:
-            user = literal[1]
-        elif literal and literal[0] not in self.tenant_roots:
-            user = ""
+        literal = _literal_prefix(op)
+        user = listing_user(op, self.tenant_roots)
         rows = yield Query(*isql.list_prefixes(user, ns_text(literal), self.now(),
                                                omit_expired=self.omit_expired))
         found: set[tuple[str, ...]] = set()

@@ -19,7 +19,7 @@ from langmem_layer.store.config import hnsw_params
 from langmem_layer.store.driver import Execution, Job
 from langmem_layer.store.embedding import CACHE_TTL
 from langmem_layer.store.item_handlers import ItemHandlers
-from langmem_layer.store.plan import Handler, Plan, Query, Step
+from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 from langmem_layer.store.registry import handles
 
 __all__ = ["ANN_MIN_USER_VECTORS", "Maintenance"]
@@ -38,7 +38,9 @@ class Maintenance(ItemHandlers, Execution):
 
     def setup_plan(self) -> Plan:
         """The plan that applies pending migrations (see ``setup()``)."""
-        return Plan([Step([0], self._setup())], 1, None, None)
+        # Migrations run as the owner, under the maintenance bypass: a data migration
+        # on a table with forced RLS would otherwise see no rows.
+        return Plan([Step([0], self._setup(), bind=Binding(None, owner=True))], 1, None, None)
 
     def _setup_job(self) -> Job:
         return (yield from self._execution(self.setup_plan))[0]
@@ -89,10 +91,11 @@ class Maintenance(ItemHandlers, Execution):
         users = yield Query(*isql.expired_users(now))
         total = 0
         for row in users:
-            deleted = yield Query(*isql.sweep_expired(row["user_id"], now))
+            user = Binding(row["user_id"])
+            deleted = yield Query(*isql.sweep_expired(row["user_id"], now), bind=user)
             memories = [r["key"] for r in deleted if r["is_memory"]]
             if memories:
-                yield Query(*msql.delete_links_of(row["user_id"], memories))
+                yield Query(*msql.delete_links_of(row["user_id"], memories), bind=user)
             total += len(deleted)
         return total
 
@@ -102,6 +105,7 @@ class Maintenance(ItemHandlers, Execution):
         users = yield Query(*csql.stale_cache_users(before))
         total = 0
         for row in users:
-            deleted = yield Query(*csql.purge_embedding_cache_sql(row["user_id"], before))
+            deleted = yield Query(*csql.purge_embedding_cache_sql(row["user_id"], before),
+                                  bind=Binding(row["user_id"]))
             total += int(deleted[0]["deleted"])
         return total

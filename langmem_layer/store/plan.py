@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from langmem_layer.store.embedding import EmbeddingWork
 
-__all__ = ["Embed", "Handler", "Plan", "Query", "Step"]
+__all__ = ["MAINTENANCE", "Binding", "Embed", "Handler", "Plan", "Query", "Step"]
 
 
 class Embed(NamedTuple):
@@ -46,11 +46,33 @@ class Embed(NamedTuple):
     owners: Sequence[str | None] = ()
 
 
+class Binding(NamedTuple):
+    """Whom a statement acts for under row-level security (see :mod:`langmem_layer.sql.rls`).
+
+    ``user`` is the user bound to the statement's transaction, ``None`` for the
+    maintenance bypass (statements listing users, schema migrations). ``owner``: the
+    statement runs as the session's own role, not the store's app role (DDL: a user's
+    own indexes, migrations).
+    """
+
+    user: str | None
+    owner: bool = False
+
+
+#: The binding of statements that span users for maintenance.
+MAINTENANCE = Binding(None)
+
+
 class Query(NamedTuple):
-    """Request: run one SQL statement; the reply is its rows (list of dicts), or []."""
+    """Request: run one SQL statement; the reply is its rows (list of dicts), or [].
+
+    ``bind`` overrides the binding of the op that yields it (``None``: the op's own),
+    e.g. a maintenance op's per-user statements after its user list.
+    """
 
     sql: str
     params: Any
+    bind: Binding | None = None
 
 
 Handler = Generator[Embed | Query, Any, Any]
@@ -61,6 +83,7 @@ class Step:
     indices: list[int]
     gen: Handler
     multi: bool = False
+    bind: Binding = MAINTENANCE
     request: Embed | Query | None = None
     result: Any = None
     done: bool = False
@@ -147,6 +170,26 @@ class Plan:
                 reply = (docs[d : d + nd], queries[q : q + nq])
                 d, q = d + nd, q + nq
                 self._advance(step, reply)
+
+    def binding(self) -> Binding:
+        """Whom the statement :meth:`next_query` returned acts for.
+
+        The cache write (and :meth:`cache_binding`) acts for the one user who owns
+        the batch's cached texts, or for maintenance when they are several users'
+        (each cache row is matched on its own user).
+        """
+        if self._cache_write is not None:
+            return self.cache_binding()
+        step = self.steps[self._cursor]
+        request = step.request
+        if isinstance(request, Query) and request.bind is not None:
+            return request.bind
+        return step.bind
+
+    def cache_binding(self) -> Binding:
+        """Whom the embedding cache's statements act for."""
+        owners = self._work.owners()
+        return Binding(next(iter(owners))) if len(owners) == 1 else MAINTENANCE
 
     def next_query(self) -> Query | None:
         """The next statement to run, or ``None`` when the batch is done."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from langmem_layer.sql import queue as qsql
 from langmem_layer.store import ops as mops
-from langmem_layer.store.plan import Handler, Plan, Query, Step
+from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 from langmem_layer.store.registry import Registry, handles
 
 __all__ = ["QueueHandlers", "combine"]
@@ -76,7 +76,7 @@ class QueueHandlers(Registry):
             if len(entries) >= op.limit:
                 break
             rows = yield Query(*qsql.claim(user, now=now, lease_until=lease,
-                                           limit=op.limit - len(entries)))
+                                           limit=op.limit - len(entries)), bind=Binding(user))
             entries.extend(mops.QueueEntry(**r) for r in sorted(rows, key=lambda r: r["id"]))
         return entries
 

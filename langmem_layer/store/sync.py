@@ -33,6 +33,7 @@ from langmem_layer.store.driver import (
 )
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
+from langmem_layer.store.plan import Binding
 
 __all__ = ["PostgresMemoryStore"]
 
@@ -139,8 +140,14 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     def _io(self, io: IO) -> Any:
         """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""
         match io:
-            case Fetch(query):
-                with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            case Fetch(query, bind):
+                with (
+                    self._connection() as conn,
+                    conn.pipeline(),
+                    conn.transaction(),
+                    conn.cursor(row_factory=dict_row) as cur,
+                ):
+                    conn.execute(*self._bind_query(bind)[:2])
                     cur.execute(query.sql, query.params)
                     return cur.fetchall()
             case RunTransaction(plan):
@@ -149,8 +156,21 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                     conn.transaction(),
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
+                    bound: Binding | None = None
                     while (q := plan.next_query()) is not None:
-                        cur.execute(q.sql, q.params)
+                        if (bind := plan.binding()) != bound and q.params is None:
+                            # DDL may hold several commands: the simple protocol, alone.
+                            conn.execute(*self._bind_query(bind)[:2])
+                            cur.execute(q.sql, q.params)
+                            bound = bind
+                        elif bind != bound:
+                            # The binding and the statement in one round trip.
+                            with conn.pipeline():
+                                conn.execute(*self._bind_query(bind)[:2])
+                                cur.execute(q.sql, q.params)
+                            bound = bind
+                        else:
+                            cur.execute(q.sql, q.params)
                         plan.deliver_rows(cur.fetchall() if cur.description else [])
                 return None
             case EmbedDocuments(texts):

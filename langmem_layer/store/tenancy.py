@@ -120,6 +120,24 @@ class Tenancy:
         _check_key(key)
         await cast(Any, super()).adelete(namespace, key)
 
+    def search(self, namespace_prefix: tuple[str, ...], /, **kwargs: Any) -> Any:
+        """``BaseStore.search``; an invalid prefix raises the library's own error."""
+        try:
+            return cast(Any, super()).search(namespace_prefix, **kwargs)
+        except _LGInvalidNamespace as e:
+            if isinstance(e, InvalidNamespaceError):
+                raise
+            raise InvalidNamespaceError(str(e)) from e
+
+    async def asearch(self, namespace_prefix: tuple[str, ...], /, **kwargs: Any) -> Any:
+        """``BaseStore.asearch``; an invalid prefix raises the library's own error."""
+        try:
+            return await cast(Any, super()).asearch(namespace_prefix, **kwargs)
+        except _LGInvalidNamespace as e:
+            if isinstance(e, InvalidNamespaceError):
+                raise
+            raise InvalidNamespaceError(str(e)) from e
+
     def _validate(self, op: Any) -> None:
         try:
             validate_op_namespace(op)
@@ -131,6 +149,11 @@ class Tenancy:
             if op.namespace[0] == "langgraph":
                 raise InvalidNamespaceError(
                     f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
+                )
+            if any(not label.strip() for label in op.namespace):
+                raise InvalidNamespaceError(
+                    f"Namespace labels cannot be blank (only whitespace), got {op.namespace!r}: "
+                    "name each level, e.g. ('memories', 'alice', 'notes')."
                 )
             _check_key(op.key)
             if op.value is not None and not isinstance(op.value, dict):
@@ -163,6 +186,11 @@ class Tenancy:
                     f"Namespace {namespace!r} is under {namespace[0]!r} but names no user: "
                     f"{what} under ({namespace[0]!r}, user_id, ...) so one user's data "
                     "never mixes with another's."
+                )
+            if not namespace[1].strip():
+                raise InvalidNamespaceError(
+                    f"Namespace {namespace!r} names a blank user ({namespace[1]!r}): pass "
+                    f"({namespace[0]!r}, user_id, ...) with the user's id, e.g. 'alice'."
                 )
             return namespace[1]
         return ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from langmem_layer.sql import working as wsql
 from langmem_layer.store import ops as mops
-from langmem_layer.store.plan import Handler, Query
+from langmem_layer.store.plan import Binding, Handler, Query
 from langmem_layer.store.registry import Registry, handles
 
 __all__ = ["WorkingHandlers"]
@@ -55,8 +55,9 @@ class WorkingHandlers(Registry):
         users = yield Query(*wsql.users_with_expired_messages(op.before))
         total = 0
         for row in users:
-            deleted = yield Query(*wsql.purge_messages(row["user_id"], op.before))
-            yield Query(*wsql.purge_closed_threads(row["user_id"], op.before))
+            user = Binding(row["user_id"])
+            deleted = yield Query(*wsql.purge_messages(row["user_id"], op.before), bind=user)
+            yield Query(*wsql.purge_closed_threads(row["user_id"], op.before), bind=user)
             total += int(deleted[0]["deleted"])
         return total
 

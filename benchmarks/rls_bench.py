@@ -1,0 +1,95 @@
+"""The read path with and without row-level security, side by side in one run.
+
+One user holds `--big` memories (50k by default, the large-user path: their own HNSW
+and full-text indexes) in a store of `--total` shared with users of `--small-size`.
+Each timed turn runs `layer.load_memory` + `layer.assemble_context` (query embedding
+excluded) through two stores on the same database: `rls=False` (the connection's own
+role, a superuser here, which policies never restrict) and `rls=True` (every
+transaction acts as `langmem_app`, bound to the user, under the policies). The two
+alternate query by query, so the machine's drift hits both alike. Prints p50/p95 of
+each, and the ratio, for the large user and for a small one.
+
+    .venv/bin/python benchmarks/rls_bench.py [--total 60000 --big 50000 --queries 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psycopg
+from langchain_core.messages import HumanMessage
+from read_path_bench import BIG, load, owner, pct
+from store_bench import CachedEmbeddings, HashEmbedder, TextGen, embed_all
+
+from langmem_layer import MemoryLayer, PostgresMemoryStore
+from langmem_layer.store.embedded import embedded_uri
+
+
+def turn(layer: MemoryLayer, user: str, query: str) -> float:
+    config = {"configurable": {"user_id": user, "thread_id": "bench"}}
+    state = {"messages": [HumanMessage(query)]}
+    t0 = time.perf_counter()
+    out = layer.load_memory.invoke(state, config)
+    layer.assemble_context.invoke({**state, **out}, config)
+    return (time.perf_counter() - t0) * 1000
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--total", type=int, default=60_000)
+    parser.add_argument("--big", type=int, default=50_000)
+    parser.add_argument("--small-size", type=int, default=1000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--chunk", type=int, default=5000)
+    parser.add_argument("--data-dir", default="/tmp/langmem-rls-bench")
+    args = parser.parse_args(argv)
+    gen = TextGen(seed=29)
+    texts = gen.unique(args.total)
+    queries = gen.unique(args.queries, exclude=set(texts))
+    embedder = HashEmbedder()
+    vectors = embed_all(embedder, texts + queries, "embed", batch=5000)
+    embeddings = CachedEmbeddings(dict(zip(texts + queries, vectors, strict=True)), embedder,
+                                  embedder.name)
+    uri = embedded_uri(Path(args.data_dir))
+    index = {"embed": embeddings, "dims": embedder.dims, "model_id": embedder.name}
+    with PostgresMemoryStore.from_conn_string(uri, index=index, rls=False) as plain:
+        plain.setup()
+        have = plain.conn.execute("SELECT count(*) FROM langmem_items").fetchone()[0]
+        if have != args.total:
+            plain.conn.execute("TRUNCATE langmem_items, langmem_embeddings, langmem_links, "
+                               "langmem_embedding_cache, langmem_vector_indexes, langmem_terms")
+            load(plain, texts, args.big, args.small_size, args.chunk, "langmem_layer")
+        plain.index_large_users()
+        with psycopg.connect(uri, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
+        with PostgresMemoryStore.from_conn_string(uri, index=index, rls=True) as secured:
+            layers = {"off": MemoryLayer(plain, extraction="inline"),
+                      "on": MemoryLayer(secured, extraction="inline")}
+            small_user = owner(args.big, args.big, args.small_size)
+            times: dict[tuple[str, str], list[float]] = {}
+            for user in (BIG, small_user):
+                for n, q in enumerate(queries[:10] + queries):
+                    for mode in (("off", "on") if n % 2 else ("on", "off")):
+                        ms = turn(layers[mode], user, q)
+                        if n >= 10:
+                            times.setdefault((user, mode), []).append(ms)
+    print(f"rls_bench  total={args.total} memories, big user={args.big}, others "
+          f"{args.small_size} each, {args.queries} queries per mode (alternating), "
+          f"hash-{embedder.dims}, query embedding excluded, load_memory + assemble_context")
+    print(f"  {'user':<26} {'RLS off p50':>12} {'p95':>8} {'RLS on p50':>12} {'p95':>8} "
+          f"{'ratio p50':>10} {'p95':>7}")
+    for user, label in ((BIG, f"large ({args.big})"), (small_user, f"small ({args.small_size})")):
+        off, on = times[(user, "off")], times[(user, "on")]
+        print(f"  {label:<26} {pct(off, 50):>12.2f} {pct(off, 95):>8.2f} {pct(on, 50):>12.2f} "
+              f"{pct(on, 95):>8.2f} {pct(on, 50) / pct(off, 50):>9.2f}x "
+              f"{pct(on, 95) / pct(off, 95):>6.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Row-level security: the policies on every per-user table, and the statement binding a user.
+
+Defence in depth under the statement audit (``tests/audit.py``): every per-user table
+(:data:`~langmem_layer.sql.users.USER_TABLES`) has RLS enabled and forced, so a
+statement that forgot its ``user_id = %s`` still sees only the bound user's rows.
+Two permissive policies, applying to every role that is not a superuser or
+``BYPASSRLS`` (FORCE makes them apply to the tables' owner too):
+
+- ``langmem_user``: the row's ``user_id`` is the user bound to the transaction by
+  :func:`bind` (setting :data:`USER_SETTING`). The setting holds ``=`` + the user id,
+  so a setting that is unset (NULL) or reset to ``''`` after an earlier transaction
+  binds no one, not even the shared tenant ``''``.
+- ``langmem_maintenance``: any row, while :data:`MAINTENANCE_SETTING` is ``on`` in
+  the transaction. Only the statements that list users for maintenance set it
+  (README, Isolation).
+
+Both read the settings through a scalar subquery, which PostgreSQL evaluates once per
+statement (an InitPlan) rather than once per row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "APP_ROLE",
+    "MAINTENANCE_SETTING",
+    "USER_SETTING",
+    "bind",
+    "enable_rls",
+    "policy_names",
+]
+
+#: The role the store switches to with ``rls=True``: DML on the langmem tables only,
+#: subject to the policies (not the owner, not a superuser, not BYPASSRLS).
+APP_ROLE = "langmem_app"
+#: The transaction-local setting naming the bound user (``=`` + user id).
+USER_SETTING = "langmem.user_id"
+#: The transaction-local setting of the maintenance bypass (``on``).
+MAINTENANCE_SETTING = "langmem.maintenance"
+
+_USER_POLICY = "langmem_user"
+_MAINTENANCE_POLICY = "langmem_maintenance"
+
+
+def policy_names() -> tuple[str, str]:
+    """The names of the two policies every per-user table carries."""
+    return _USER_POLICY, _MAINTENANCE_POLICY
+
+
+def bind(user_id: str | None, *, role: str | None, switch_role: bool) -> tuple[str, list[Any]]:
+    """The statement that binds a user (or, with ``None``, the maintenance bypass) to the
+    rest of the transaction, and sets its role.
+
+    Args:
+        user_id: The user every following statement acts for; ``None`` for maintenance.
+        role: The role to act as when ``switch_role``; ``None``: the session's own.
+        switch_role: Act as ``role`` (``True``), or as the session's role (``False``:
+            DDL such as a user's own index needs the owner).
+    """
+    value = "" if user_id is None else "=" + user_id
+    maintenance = "on" if user_id is None else ""
+    sql = "SELECT set_config(%s, %s, true), set_config(%s, %s, true)"
+    params: list[Any] = [USER_SETTING, value, MAINTENANCE_SETTING, maintenance]
+    if role is not None:
+        sql += ", set_config('role', %s, true)"
+        params.append(role if switch_role else "none")
+    return sql, params
+
+
+def enable_rls(tables: tuple[str, ...]) -> str:
+    """Idempotent DDL: the app role (if this role may create it), its grants, and RLS
+    with both policies on each of ``tables``."""
+    names = ", ".join(f"'{t}'" for t in tables)
+    user_qual = (
+        f"user_id = (SELECT substr(nullif(current_setting('{USER_SETTING}', true), ''), 2))"
+    )
+    maint_qual = f"(SELECT current_setting('{MAINTENANCE_SETTING}', true) = 'on')"
+    # Both go inside a quoted format() string below.
+    user_qual, maint_qual = user_qual.replace("'", "''"), maint_qual.replace("'", "''")
+    return f"""
+    DO $rls$
+    DECLARE t text;
+    BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN
+            BEGIN
+                CREATE ROLE {APP_ROLE} NOLOGIN;
+            EXCEPTION WHEN insufficient_privilege OR duplicate_object OR unique_violation THEN
+                RAISE NOTICE 'role {APP_ROLE} not created (%): create it as an '
+                    'administrator and run setup() again to grant it', SQLERRM;
+            END;
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN
+            EXECUTE format('GRANT USAGE ON SCHEMA %I TO {APP_ROLE}', current_schema());
+            FOR t IN SELECT c.relname FROM pg_class c
+                     WHERE c.relname LIKE 'langmem\\_%' AND c.relkind = 'r'
+                       AND c.relnamespace = current_schema()::regnamespace LOOP
+                EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I TO {APP_ROLE}', t);
+            END LOOP;
+            EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA %I TO {APP_ROLE}',
+                           current_schema());
+            BEGIN
+                EXECUTE format('GRANT {APP_ROLE} TO %I', current_user);
+            EXCEPTION WHEN OTHERS THEN
+                RAISE NOTICE 'not granted {APP_ROLE} to %: %', current_user, SQLERRM;
+            END;
+        END IF;
+        FOREACH t IN ARRAY ARRAY[{names}] LOOP
+            EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+            EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', t);
+            IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE tablename = t
+                           AND schemaname = current_schema() AND policyname = '{_USER_POLICY}')
+            THEN
+                EXECUTE format('CREATE POLICY {_USER_POLICY} ON %I USING ({user_qual}) '
+                               'WITH CHECK ({user_qual})', t);
+            END IF;
+            IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE tablename = t
+                           AND schemaname = current_schema()
+                           AND policyname = '{_MAINTENANCE_POLICY}') THEN
+                EXECUTE format('CREATE POLICY {_MAINTENANCE_POLICY} ON %I USING ({maint_qual}) '
+                               'WITH CHECK ({maint_qual})', t);
+            END IF;
+        END LOOP;
+    END
+    $rls$;
+    """
