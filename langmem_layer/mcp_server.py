@@ -1,0 +1,222 @@
+"""An MCP server over one person's memory: ``langmem-layer mcp``.
+
+MCP clients (Claude Code, Cursor, Copilot, Claude Desktop, a LangGraph agent through
+``langchain-mcp-adapters``) share one user's memory through it. It exposes the memory
+tools of :func:`langmem_layer.tools.create_memory_tools` — ``remember``, ``recall``,
+``correct``, ``update``, ``forget``; the same tools, run with the connection's user and
+profile as their run config, so they write through the same gate and history as
+extraction — and a read-only resource, ``memory://block``, the memory block an agent
+would get (``memory://block/{query}`` for the block recalled for a query).
+
+The user is the server's (``--user`` or ``LANGMEM_USER_ID``): no tool takes a user id,
+and an argument a model adds (``user_id``) is dropped by the tool's schema. The profile
+is chosen per connection, as seed 004 has agents assigned to a profile when they
+connect: over streamable HTTP by the ``X-Langmem-Profile`` header or the ``profile``
+query parameter of the endpoint URL; over stdio (one process per connection) by
+``--profile`` or ``LANGMEM_PROFILE``; else the settings' default profile.
+
+Requires the ``mcp`` extra (``pip install 'langmem-layer[mcp]'``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, create_model
+
+from langmem_layer.errors import ConfigurationError
+from langmem_layer.runner import require_user
+from langmem_layer.tools import create_memory_tools
+
+if TYPE_CHECKING:
+    from mcp.server.fastmcp import Context, FastMCP
+
+    from langmem_layer.layer import MemoryLayer
+
+__all__ = ["PROFILE_HEADER", "create_mcp_server", "serve"]
+
+#: The HTTP header a streamable-HTTP client sets to pick its profile.
+PROFILE_HEADER = "X-Langmem-Profile"
+#: The resource holding the memory block (no query: what the agent always sees).
+BLOCK_URI = "memory://block"
+INSTRUCTIONS = (
+    "Long-term memory of the user you are working with, shared by all their agents. "
+    "Use recall before answering questions about the user or their past work, remember "
+    "for durable facts, preferences, events and plans worth keeping, correct or forget "
+    "with the ids recall shows. Read memory://block for what you should always know.")
+
+
+def _require_mcp() -> None:
+    try:
+        import mcp.server.fastmcp  # noqa: F401
+    except ImportError as e:
+        raise ConfigurationError(
+            "The MCP server needs the official MCP SDK: pip install 'langmem-layer[mcp]'"
+        ) from e
+
+
+def _profile_name(memory: MemoryLayer, profile: str | None, source: str) -> str:
+    """``profile`` checked against the configured profiles, else the default one."""
+    settings = memory.settings
+    if not profile:
+        return settings.default_profile
+    if profile not in settings.profiles:
+        raise ConfigurationError(
+            f"Unknown profile {profile!r} from {source}: choose one of "
+            f"{', '.join(settings.profiles)}, or declare it in LANGMEM_PROFILES "
+            f"(e.g. LANGMEM_PROFILES={','.join((*settings.profiles, profile))}).")
+    return profile
+
+
+class _Identity:
+    """Who a request runs as: the server's user, the connection's profile."""
+
+    def __init__(self, memory: MemoryLayer, user_id: str, profile: str | None) -> None:
+        self.memory = memory
+        self.user_id = require_user(user_id)
+        self.profile = _profile_name(memory, profile, "the server's configuration")
+
+    def config(self, ctx: Context[Any, Any, Any]) -> RunnableConfig:
+        """The run config of the request in ``ctx`` (what the memory tools read)."""
+        request = ctx.request_context.request
+        profile = self.profile
+        if request is not None:  # streamable HTTP: the connection may pick its profile
+            chosen = (getattr(request, "headers", {}).get(PROFILE_HEADER)
+                      or getattr(request, "query_params", {}).get("profile"))
+            if chosen:
+                profile = _profile_name(self.memory, chosen, "the connection")
+        configurable: dict[str, Any] = {"user_id": self.user_id, "profile": profile}
+        client = ctx.request_context.session.client_params
+        if client is not None and client.clientInfo.name:
+            configurable["agent_id"] = client.clientInfo.name  # trust is per agent
+        return {"configurable": configurable}
+
+
+def _arguments_model(tool: BaseTool) -> type[BaseModel]:
+    """The tool's argument model as FastMCP validates it: unknown arguments (a
+    ``user_id`` a model adds) are ignored, as the LangChain tool's schema ignores them."""
+    from mcp.server.fastmcp.utilities.func_metadata import ArgModelBase
+
+    schema = tool.tool_call_schema
+    assert isinstance(schema, type) and issubclass(schema, BaseModel)
+    fields: dict[str, Any] = {name: (info.annotation, info)
+                              for name, info in schema.model_fields.items()}
+    return create_model(f"{tool.name}Arguments", __base__=ArgModelBase, **fields)
+
+
+def _mcp_tool(tool: BaseTool, identity: _Identity) -> Any:
+    """A FastMCP tool that runs the LangChain memory tool as the connection's user."""
+    from mcp.server.fastmcp import Context
+    from mcp.server.fastmcp.tools import Tool
+    from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
+
+    async def run(ctx: Context[Any, Any, Any], **arguments: Any) -> str:
+        result: str = await tool.ainvoke(arguments, identity.config(ctx))
+        return result
+
+    model = _arguments_model(tool)
+    return Tool(fn=run, name=tool.name, description=tool.description,
+                parameters=tool.tool_call_schema.model_json_schema(),  # type: ignore[union-attr]
+                fn_metadata=FuncMetadata(arg_model=model), is_async=True,
+                context_kwarg="ctx")
+
+
+def create_mcp_server(memory: MemoryLayer, *, user_id: str | None = None,
+                      profile: str | None = None, host: str = "127.0.0.1",
+                      port: int = 8000, name: str = "langmem-layer") -> FastMCP:
+    """An MCP server (FastMCP) over ``memory``, for one user.
+
+    Example:
+        >>> server = create_mcp_server(memory, user_id="alice", profile="work")
+        >>> await server.run_stdio_async()  # or run_streamable_http_async()
+
+    Args:
+        memory: The memory layer (its async API is used; an async store suits it).
+        user_id: The user every connection acts for; default ``LANGMEM_USER_ID``.
+        profile: The default profile; default ``LANGMEM_PROFILE``, else the settings'
+            default profile. An HTTP connection may choose another with the
+            ``X-Langmem-Profile`` header or a ``profile`` query parameter.
+        host: Interface for streamable HTTP (loopback by default).
+        port: Port for streamable HTTP.
+        name: The server's name as clients show it.
+
+    Raises:
+        ConfigurationError: The ``mcp`` extra is not installed, or the profile is not
+            one of the configured profiles.
+        MissingUserError: No user id was configured.
+    """
+    _require_mcp()
+    from mcp.server.fastmcp import FastMCP
+
+    identity = _Identity(memory, user_id or os.environ.get("LANGMEM_USER_ID") or "",
+                         profile or os.environ.get("LANGMEM_PROFILE"))
+    tools = [_mcp_tool(tool, identity) for tool in create_memory_tools(memory)]
+    server: FastMCP = FastMCP(name, instructions=INSTRUCTIONS, tools=tools, host=host,
+                              port=port, log_level="WARNING")
+
+    async def block(query: str | None) -> str:
+        conf: Mapping[str, Any] = identity.config(server.get_context())["configurable"]
+        built = await memory.acontext_block(conf["user_id"], query, profile=conf["profile"])
+        return built.text or ("(nothing to show: no pinned memory or open plan yet; read "
+                                f"{BLOCK_URI}/<query> for what is recalled for a query)")
+
+    @server.resource(BLOCK_URI, name="memory-block", mime_type="text/markdown",
+                     description="The user's memory block: what an agent should know "
+                     "about them in this profile (read-only).")
+    async def memory_block() -> str:
+        return await block(None)
+
+    @server.resource(BLOCK_URI + "/{query}", name="memory-block-for",
+                     mime_type="text/markdown",
+                     description="The memory block recalled for a query (read-only).")
+    async def memory_block_for(query: str) -> str:
+        return await block(query)
+
+    return server
+
+
+async def serve(transport: Literal["stdio", "http"] = "stdio", *,
+                database_url: str | None = None, data_dir: str | None = None,
+                user_id: str | None = None, profile: str | None = None,
+                host: str = "127.0.0.1", port: int = 8000, embeddings: bool = True) -> None:
+    """Open the memory database and serve MCP until the client or a signal stops it.
+
+    Args:
+        transport: ``"stdio"`` (the client starts the server) or ``"http"`` (streamable
+            HTTP at ``http://HOST:PORT/mcp``).
+        database_url: PostgreSQL URL; default ``LANGMEM_DATABASE_URL``, else the embedded
+            server in ``data_dir``.
+        data_dir: The embedded server's directory.
+        user_id: As for :func:`create_mcp_server`.
+        profile: As for :func:`create_mcp_server`.
+        host: As for :func:`create_mcp_server`.
+        port: As for :func:`create_mcp_server`.
+        embeddings: False to load no embedding model (lexical recall only; memories
+            written meanwhile have no vectors until re-embedded).
+    """
+    _require_mcp()
+    from langmem_layer.config import database_url as resolve_url
+    from langmem_layer.config import settings_from_env
+    from langmem_layer.layer import MemoryLayer
+    from langmem_layer.store.aio import AsyncPostgresMemoryStore
+
+    url = resolve_url(database_url, data_dir=data_dir)
+    async with AsyncPostgresMemoryStore.from_conn_string(
+            url, index="default" if embeddings else None) as store:
+        await store.setup()
+        # The tools write through the gate directly; no turn is queued for extraction,
+        # so the layer's worker never starts here.
+        memory = MemoryLayer(store, settings=settings_from_env())
+        server = create_mcp_server(memory, user_id=user_id, profile=profile, host=host,
+                                   port=port)
+        try:
+            if transport == "stdio":
+                await server.run_stdio_async()
+            else:
+                await server.run_streamable_http_async()
+        finally:
+            await memory.aclose()
