@@ -185,19 +185,18 @@ def _mcp_arguments(parser: argparse.ArgumentParser) -> None:
 def _mcp(args: argparse.Namespace, ctx: JobContext | None) -> int:
     """Serve the memory over MCP until the client disconnects or Ctrl-C."""
     import asyncio
+    import contextlib
 
     try:
         from langmem_layer.mcp_server import serve
     except ImportError as e:  # the optional extra is missing
         raise _Failure(f"the MCP server needs the mcp extra: pip install "
                        f"'langmem-layer[mcp]' ({e})") from None
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a server stops
         asyncio.run(serve(args.transport, database_url=args.database_url,
                           data_dir=args.data_dir, user_id=args.user, profile=args.profile,
                           host=args.host, port=args.port,
                           embeddings=not args.no_embeddings))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

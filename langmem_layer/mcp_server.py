@@ -96,7 +96,7 @@ class _Identity:
         return {"configurable": configurable}
 
 
-def _arguments_model(tool: BaseTool) -> type[BaseModel]:
+def _arguments_model(tool: BaseTool) -> Any:
     """The tool's argument model as FastMCP validates it: unknown arguments (a
     ``user_id`` a model adds) are ignored, as the LangChain tool's schema ignores them."""
     from mcp.server.fastmcp.utilities.func_metadata import ArgModelBase
@@ -110,7 +110,6 @@ def _arguments_model(tool: BaseTool) -> type[BaseModel]:
 
 def _mcp_tool(tool: BaseTool, identity: _Identity) -> Any:
     """A FastMCP tool that runs the LangChain memory tool as the connection's user."""
-    from mcp.server.fastmcp import Context
     from mcp.server.fastmcp.tools import Tool
     from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
 
@@ -119,10 +118,10 @@ def _mcp_tool(tool: BaseTool, identity: _Identity) -> Any:
         return result
 
     model = _arguments_model(tool)
-    return Tool(fn=run, name=tool.name, description=tool.description,
+    return Tool(fn=run, name=tool.name, title=None, description=tool.description,
                 parameters=tool.tool_call_schema.model_json_schema(),  # type: ignore[union-attr]
                 fn_metadata=FuncMetadata(arg_model=model), is_async=True,
-                context_kwarg="ctx")
+                context_kwarg="ctx", annotations=None)
 
 
 def create_mcp_server(memory: MemoryLayer, *, user_id: str | None = None,
