@@ -182,16 +182,24 @@ def _mcp_arguments(parser: argparse.ArgumentParser) -> None:
                         help="load no embedding model: lexical recall only, fast start")
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _mcp(args: argparse.Namespace, ctx: JobContext | None) -> int:
     """Serve the memory over MCP until the client disconnects or Ctrl-C."""
     import asyncio
     import contextlib
+    import signal
 
     try:
         from langmem_layer.mcp_server import serve
     except ImportError as e:  # the optional extra is missing
         raise _Failure(f"the MCP server needs the mcp extra: pip install "
                        f"'langmem-layer[mcp]' ({e})") from None
+    # SIGTERM (a client or supervisor stopping the server) shuts down as Ctrl-C does, so
+    # the store closes and an embedded PostgreSQL stops with the server.
+    signal.signal(signal.SIGTERM, _interrupt)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a server stops
         asyncio.run(serve(args.transport, database_url=args.database_url,
                           data_dir=args.data_dir, user_id=args.user, profile=args.profile,

@@ -21,7 +21,8 @@ Requires the ``mcp`` extra (``pip install 'langmem-layer[mcp]'``).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.runnables import RunnableConfig
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from mcp.server.fastmcp import Context, FastMCP
 
     from langmem_layer.layer import MemoryLayer
+    from langmem_layer.settings import MemorySettings
 
 __all__ = ["PROFILE_HEADER", "create_mcp_server", "serve"]
 
@@ -59,9 +61,8 @@ def _require_mcp() -> None:
         ) from e
 
 
-def _profile_name(memory: MemoryLayer, profile: str | None, source: str) -> str:
+def _profile_name(settings: MemorySettings, profile: str | None, source: str) -> str:
     """``profile`` checked against the configured profiles, else the default one."""
-    settings = memory.settings
     if not profile:
         return settings.default_profile
     if profile not in settings.profiles:
@@ -78,7 +79,8 @@ class _Identity:
     def __init__(self, memory: MemoryLayer, user_id: str, profile: str | None) -> None:
         self.memory = memory
         self.user_id = require_user(user_id)
-        self.profile = _profile_name(memory, profile, "the server's configuration")
+        self.profile = _profile_name(memory.settings, profile,
+                                     "the server's configuration")
 
     def config(self, ctx: Context[Any, Any, Any]) -> RunnableConfig:
         """The run config of the request in ``ctx`` (what the memory tools read)."""
@@ -88,7 +90,7 @@ class _Identity:
             chosen = (getattr(request, "headers", {}).get(PROFILE_HEADER)
                       or getattr(request, "query_params", {}).get("profile"))
             if chosen:
-                profile = _profile_name(self.memory, chosen, "the connection")
+                profile = _profile_name(self.memory.settings, chosen, "the connection")
         configurable: dict[str, Any] = {"user_id": self.user_id, "profile": profile}
         client = ctx.request_context.session.client_params
         if client is not None and client.clientInfo.name:
@@ -203,19 +205,45 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
     from langmem_layer.layer import MemoryLayer
     from langmem_layer.store.aio import AsyncPostgresMemoryStore
 
+    # A wrong user or profile fails before the database is opened.
+    user_id = require_user(user_id or os.environ.get("LANGMEM_USER_ID") or "")
+    settings = settings_from_env()
+    _profile_name(settings, profile or os.environ.get("LANGMEM_PROFILE"),
+                  "the server's configuration")
     url = resolve_url(database_url, data_dir=data_dir)
     async with AsyncPostgresMemoryStore.from_conn_string(
             url, index="default" if embeddings else None) as store:
         await store.setup()
         # The tools write through the gate directly; no turn is queued for extraction,
         # so the layer's worker never starts here.
-        memory = MemoryLayer(store, settings=settings_from_env())
+        memory = MemoryLayer(store, settings=settings)
         server = create_mcp_server(memory, user_id=user_id, profile=profile, host=host,
                                    port=port)
         try:
             if transport == "stdio":
                 await server.run_stdio_async()
             else:
-                await server.run_streamable_http_async()
+                await _serve_http(server)
         finally:
             await memory.aclose()
+
+
+async def _serve_http(server: FastMCP) -> None:
+    """Streamable HTTP until SIGINT or SIGTERM, then return (not die by the signal)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        # uvicorn re-raises the signal that stopped it once it has shut down, which
+        # would kill the process before the store closes and the embedded PostgreSQL
+        # stops: forget it instead, so that serve() returns and cleanup runs.
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self._captured_signals.clear()
+
+    config = uvicorn.Config(server.streamable_http_app(), host=server.settings.host,
+                            port=server.settings.port, log_level="warning")
+    await Server(config).serve()

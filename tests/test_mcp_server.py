@@ -29,6 +29,8 @@ from langmem_layer.mcp_server import PROFILE_HEADER
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from tests.fakes import ScriptedChatModel, tool_call
 
+pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+
 ROOT = Path(__file__).resolve().parents[1]
 USER = f"mcp-{uuid.uuid4().hex[:8]}"  # the HTTP server's user, unique to this run
 TOOLS = {"remember", "recall", "correct", "update", "forget"}
@@ -121,7 +123,7 @@ def http_url(pg_uri: str) -> Iterator[str]:
         yield url
     finally:
         server.terminate()
-        assert server.wait(timeout=60) is not None
+        assert server.wait(timeout=60) == 0  # shut down, not killed by the signal
 
 
 @asynccontextmanager
@@ -186,3 +188,21 @@ async def test_agent_with_mcp_tools_remembers_then_recalls(http_url: str) -> Non
     (found,) = [m.text for m in out["messages"] if isinstance(m, ToolMessage)]
     assert "Is allergic to shellfish." in found
     assert out["messages"][-1].text == "You are allergic to shellfish."
+
+
+# -- configuration errors: one line, before the database is opened ----------------------
+
+
+def test_cli_errors_say_how_to_fix(monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from langmem_layer.cli import main
+
+    monkeypatch.delenv("LANGMEM_USER_ID", raising=False)
+    monkeypatch.setenv("LANGMEM_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    assert main(["mcp"]) == 1
+    assert "No user_id" in capsys.readouterr().err
+    assert main(["mcp", "--user", "alice", "--profile", "hobby"]) == 1
+    assert "LANGMEM_PROFILES=work,personal,hobby" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "mcp.server.fastmcp", None)  # the extra not installed
+    assert main(["mcp", "--user", "alice"]) == 1
+    assert "pip install 'langmem-layer[mcp]'" in capsys.readouterr().err
