@@ -43,6 +43,8 @@ __all__ = ["PROFILE_HEADER", "create_mcp_server", "serve"]
 
 #: The HTTP header a streamable-HTTP client sets to pick its profile.
 PROFILE_HEADER = "X-Langmem-Profile"
+#: The interfaces the HTTP transport may bind: it does not authenticate its clients.
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 #: The resource holding the memory block (no query: what the agent always sees).
 BLOCK_URI = "memory://block"
 INSTRUCTIONS = (
@@ -198,6 +200,11 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
         port: As for :func:`create_mcp_server`.
         embeddings: False to load no embedding model (lexical recall only; memories
             written meanwhile have no vectors until re-embedded).
+
+    Raises:
+        ConfigurationError: The ``mcp`` extra is missing, the profile is unknown, or
+            ``host`` is not loopback for HTTP (the server does not authenticate yet).
+        MissingUserError: No user id was configured.
     """
     _require_mcp()
     from langmem_layer.config import database_url as resolve_url
@@ -205,7 +212,13 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
     from langmem_layer.layer import MemoryLayer
     from langmem_layer.store.aio import AsyncPostgresMemoryStore
 
-    # A wrong user or profile fails before the database is opened.
+    # A wrong user, profile or host fails before the database is opened.
+    if transport == "http" and host not in LOOPBACK:
+        raise ConfigurationError(
+            f"--host {host}: the MCP server has no authentication yet, so anyone who can "
+            f"reach it would read and write {user_id or 'the user'}'s memory; serve on "
+            "loopback (127.0.0.1, the default) and put an authenticating proxy in front "
+            "for remote clients.")
     user_id = require_user(user_id or os.environ.get("LANGMEM_USER_ID") or "")
     settings = settings_from_env()
     _profile_name(settings, profile or os.environ.get("LANGMEM_PROFILE"),

@@ -203,6 +203,8 @@ def test_cli_errors_say_how_to_fix(monkeypatch: pytest.MonkeyPatch,
     assert "No user_id" in capsys.readouterr().err
     assert main(["mcp", "--user", "alice", "--profile", "hobby"]) == 1
     assert "LANGMEM_PROFILES=work,personal,hobby" in capsys.readouterr().err
+    assert main(["mcp", "--user", "alice", "--transport", "http", "--host", "0.0.0.0"]) == 1
+    assert "no authentication yet" in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "mcp.server.fastmcp", None)  # the extra not installed
     assert main(["mcp", "--user", "alice"]) == 1
     assert "pip install 'langmem-layer[mcp]'" in capsys.readouterr().err
