@@ -5,12 +5,14 @@ Add three nodes to a graph (``load_memory``, ``assemble_context``,
 remembers each user across threads, agents and months.
 """
 
+from langmem_layer.agent import AgentConfig, build_agent_graph
 from langmem_layer.agents import (
     MemoryAgentState,
     MemoryMiddleware,
     MemoryMiddlewareState,
     ReactHooks,
 )
+from langmem_layer.auth import Principal
 from langmem_layer.compat_langmem import LangmemImport
 from langmem_layer.errors import (
     ConcurrencyError,
@@ -72,6 +74,7 @@ from langmem_layer.write.rules import Rule, RuleExtractor
 
 __all__ = [
     "JOBS",
+    "AgentConfig",
     "AnnIndexConfig",
     "AsyncPostgresMemoryStore",
     "ConcurrencyError",
@@ -125,6 +128,7 @@ __all__ = [
     "PoolConfig",
     "PoolTimeoutError",
     "PostgresMemoryStore",
+    "Principal",
     "ProcessResult",
     "PruneStrategy",
     "RankingWeights",
@@ -143,6 +147,7 @@ __all__ = [
     "WorkingLoad",
     "WriteGate",
     "apostgres_checkpointer",
+    "build_agent_graph",
     "create_mcp_server",
     "create_memory_tools",
     "memory_prompt",

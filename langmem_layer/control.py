@@ -22,6 +22,7 @@ from langmem_layer.types import (
     MEMORY_ROOT,
     HistoryEntry,
     MemoryRecord,
+    Policy,
     Recalled,
     Status,
     memory_namespace,
@@ -29,12 +30,13 @@ from langmem_layer.types import (
 from langmem_layer.write.memory import check_content
 
 __all__ = [
-    "correct", "decisions", "delete_user", "export", "forget", "get", "history", "import_",
-    "list_memories", "record_outcome", "to_recalled",
+    "browse", "correct", "decisions", "delete_user", "export", "forget", "get", "history",
+    "import_", "list_memories", "record_outcome", "set_surface", "to_recalled",
 ]
 
 #: History reasons of the user's own changes.
 CORRECTED = "corrected by the user"
+SURFACE_CHANGED = "changed by the user"
 FORGOTTEN = "forgotten at the user's request"
 
 #: The format marker of :func:`export`'s data, checked by :func:`import_`.
@@ -101,6 +103,59 @@ def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: dateti
         update={"content": new_content, "content_hash": "", "history": history}
     )
     record = MemoryRecord.model_validate(record.model_dump())
+    yield StoreCall([PutOp(current.namespace, memory_id, record.to_value())])
+    return Recalled(memory_id, current.namespace, record)
+
+
+def browse(user_id: str, *, query: str | None, profile: str | None,
+           layers: Sequence[str], kinds: Sequence[str], statuses: Sequence[str] | None,
+           limit: int, offset: int) -> Flow[list[Recalled]]:
+    """One page of the user's memories across every scope (or one ``profile``), filtered
+    by layer, kind and status; ranked by meaning with ``query``, else newest change
+    first. Each result's ``similarity`` is its score against ``query``."""
+    from langgraph.store.base import SearchOp
+
+    user_id = require_user(user_id)
+    namespace: tuple[str, ...] = (MEMORY_ROOT, user_id)
+    if profile:
+        namespace = (*namespace, profile)
+    # kind is set on typed memories only: other items under the root are not memories.
+    filt: dict[str, Any] = {"kind": {"$in": list(kinds)}}
+    if layers:
+        filt["layer"] = {"$in": list(layers)}
+    if statuses:
+        filt["status"] = {"$in": list(statuses)}
+    (found,) = yield StoreCall([SearchOp(namespace, filt, limit, offset, query or None)])
+    return [
+        Recalled(i.key, tuple(i.namespace), MemoryRecord.model_validate(i.value),
+                 similarity=i.score)
+        for i in found
+    ]
+
+
+def set_surface(user_id: str, memory_id: str, *, pinned: bool | None, policy: Policy | None,
+                now: datetime) -> Flow[Recalled]:
+    """Pin or unpin a memory and change how it may surface; each change is in its history.
+
+    Raises:
+        MemoryNotFoundError: No such memory for the user.
+    """
+    current = yield from get(user_id, memory_id)
+    previous = current.record
+    history = list(previous.history)
+    update: dict[str, Any] = {}
+    if pinned is not None and pinned != previous.pinned:
+        update["pinned"] = pinned
+        history.append(HistoryEntry(at=now, event="pinned", old=str(previous.pinned).lower(),
+                                    new=str(pinned).lower(), reason=SURFACE_CHANGED))
+    if policy is not None and policy != previous.policy:
+        update["policy"] = policy
+        history.append(HistoryEntry(at=now, event="policy", old=previous.policy.value,
+                                    new=policy.value, reason=SURFACE_CHANGED))
+    if not update:
+        return current
+    record = MemoryRecord.model_validate(
+        previous.model_copy(update={**update, "history": history}).model_dump())
     yield StoreCall([PutOp(current.namespace, memory_id, record.to_value())])
     return Recalled(memory_id, current.namespace, record)
 

@@ -23,6 +23,7 @@ from langgraph.store.base import BaseStore
 from langmem_layer import checks, control, nodes
 from langmem_layer.agent_api import AgentMethods
 from langmem_layer.config import default_extractor
+from langmem_layer.control_api import ControlMethods
 from langmem_layer.params import (
     ContextBlockArgs,
     DecisionsArgs,
@@ -55,7 +56,7 @@ __all__ = ["MemoryLayer"]
 T = TypeVar("T")
 
 
-class MemoryLayer(WorkingMemoryMethods, AgentMethods):
+class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
     """Long-term memory for a LangGraph agent.
 
     Args:

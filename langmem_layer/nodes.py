@@ -16,7 +16,7 @@ from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, Syste
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from typing_extensions import TypedDict
+from typing_extensions import TypedDict  # pydantic (LangServe schemas) needs it on 3.11
 
 from langmem_layer import runner
 from langmem_layer.errors import ConfigurationError

@@ -18,6 +18,7 @@ from langmem_layer.types import Kind, Layer, Policy
 from langmem_layer.working.sessions import PruneStrategy
 
 __all__ = [
+    "BrowseArgs",
     "ClearHistoryArgs",
     "ContextBlockArgs",
     "DecisionsArgs",
@@ -32,6 +33,7 @@ __all__ = [
     "RecentHistoryArgs",
     "RecordTurnArgs",
     "RememberArgs",
+    "SurfaceArgs",
     "SweepArgs",
     "TurnArgs",
 ]
@@ -272,4 +274,40 @@ class LangmemImportArgs(TypedDict, total=False):
     namespace: Sequence[str] | None
     profile: str | None
     kind: Kind
+    now: datetime | None
+
+
+class BrowseArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.browse`.
+
+    Attributes:
+        query: Rank by meaning against this text (default: newest change first).
+        profile: Only this scope (a profile, or ``"identity"``); default: every scope.
+        layers: Only these layers (one string is one layer); default: every layer.
+        kinds: Only these kinds; default: every kind.
+        statuses: Only these statuses; default: every status.
+        limit: Page size, at least 1; default 50.
+        offset: Memories to skip, at least 0; default 0.
+    """
+
+    query: str | None
+    profile: str | None
+    layers: Sequence[Layer | str] | Layer | str | None
+    kinds: Sequence[Kind | str] | Kind | str | None
+    statuses: Sequence[str] | str | None
+    limit: int
+    offset: int
+
+
+class SurfaceArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.set_surface` (at least one of the first two).
+
+    Attributes:
+        pinned: Pin (always recalled first) or unpin; default: unchanged.
+        policy: How the memory may surface in replies; default: unchanged.
+        now: Default: the layer's clock (the time in the memory's history).
+    """
+
+    pinned: bool | None
+    policy: Policy | str | None
     now: datetime | None

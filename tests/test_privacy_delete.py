@@ -13,6 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
+from langmem_layer.auth import create_key
 from langmem_layer.cli import main
 from langmem_layer.sql.users import USER_TABLES
 from langmem_layer.store import ops as mops
@@ -74,6 +75,7 @@ def _fill(layer: MemoryLayer, store: PostgresMemoryStore, user: str) -> None:
     # The queue keeps one entry waiting, so the user has a pending row too.
     store.batch([mops.EnqueueOp(user, "later", "work", [], now, "t4", None,
                                 now + timedelta(days=1))])
+    create_key(store, user)  # the HTTP app's API keys are the user's too
 
 
 def test_every_per_user_table_is_covered(layer: MemoryLayer, pg_uri: str) -> None:

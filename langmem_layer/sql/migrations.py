@@ -503,6 +503,19 @@ MIGRATIONS: list[str] = [
     END
     $fn$;
     """,
+    # API keys of the HTTP app (R9.2): one row per key, bound to its user, holding only
+    # the SHA-256 of the token (the token itself is shown once, at creation). The token
+    # names its user, so verifying a key binds user_id like every other statement.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_api_keys (
+        user_id     text NOT NULL,
+        key_hash    text NOT NULL,
+        key_id      text NOT NULL,
+        admin       boolean NOT NULL DEFAULT false,
+        created_at  timestamptz NOT NULL,
+        PRIMARY KEY (user_id, key_hash)
+    );
+    """,
 ]
 
 

@@ -38,6 +38,7 @@ USER_TABLES: tuple[str, ...] = (
     "langmem_threads",
     "langmem_reextract",
     "langmem_vector_indexes",
+    "langmem_api_keys",
 )
 
 

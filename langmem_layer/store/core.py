@@ -31,6 +31,7 @@ from langmem_layer.store.config import (
     model_name,
 )
 from langmem_layer.store.embedding import RETRY_BASE_DELAY, default_max_input_tokens
+from langmem_layer.store.key_handlers import KeyHandlers
 from langmem_layer.store.lifecycle_handlers import LifecycleHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.memory_handlers import MemoryHandlers
@@ -44,7 +45,7 @@ __all__ = ["ANN_MIN_USER_VECTORS", "MemoryIndexConfig", "Plan", "StoreCore"]
 
 
 class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers,
-                Maintenance):
+                Maintenance, KeyHandlers):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:

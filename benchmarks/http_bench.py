@@ -1,0 +1,306 @@
+"""Concurrent users of the HTTP server: the agent through LangServe, on loopback.
+
+N simulated users (default 50) hold a conversation each for D seconds (default 60)
+against a server in a subprocess on 127.0.0.1: every turn is a ``POST /agent/invoke``
+(the offline chat model, the rule extractor, background extraction as served). If the
+app serves the memory REST API (a ``/v1/memories`` route), each user also reads its
+memories there every few turns. Then the same conversations are driven in-process
+(``graph.ainvoke`` on the same lifespan, same store options) for the same time, so
+the HTTP overhead is a ratio. Prints requests/s, p50/p95/p99 per route and errors.
+
+Bounded: ``--duration`` seconds per phase, at most ``--max-requests`` requests per
+phase, loopback only. The database is a fresh embedded PostgreSQL (or
+``--database-url``); no embedding model (keyword recall).
+
+    .venv/bin/python benchmarks/http_bench.py [--users 50] [--duration 60]
+        [--app module:attribute] [--header 'x-bench-user={user}'] [--pool-size 8]
+
+``--app`` serves another app (an ASGI app or a factory taking no argument; it must
+read ``LANGMEM_DATABASE_URL``); ``--header`` is the header each user authenticates
+with, ``{user}`` replaced by its id. The default app is this file's ``app``: the agent
+routes and lifespan with a header naming the user (a stand-in for API keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"  # loopback only
+MEMORY_ROUTE = "/v1/memories"
+
+SCRIPT = (
+    "I live in Lisbon", "I am allergic to peanuts", "Where do I live?", "I work at Acme",
+    "My sister is called Ana", "What do you know about me?", "I prefer green tea",
+    "Remind me to call the dentist tomorrow", "Am I allergic to anything?", "I love jazz",
+)
+
+
+# -- the default app: agent routes + lifespan, the user named in a header ---------------
+
+def _bench_principal(request: Request) -> Any:
+    from fastapi import HTTPException
+
+    user = request.headers.get("x-bench-user")
+    if not user:
+        raise HTTPException(401, "Not authenticated")
+    return _Principal(user)
+
+
+@dataclass(frozen=True)
+class _Principal:
+    user_id: str
+    admin: bool = False
+
+
+def _store_options() -> dict[str, Any]:
+    return {"index": None, "pool_size": int(os.environ.get("BENCH_POOL_SIZE", "8"))}
+
+
+def _offline_agent(layer: Any) -> Any:
+    from langmem_layer.agent import build_agent_graph
+    from langmem_layer.offline import OfflineChatModel
+
+    return build_agent_graph(layer, model=OfflineChatModel())
+
+
+def _layer_options() -> dict[str, Any]:
+    from langmem_layer.write.rules import RuleExtractor
+
+    return {"extractor": RuleExtractor()}
+
+
+def make_app() -> Any:
+    """The bench's app on ``LANGMEM_DATABASE_URL``."""
+    from fastapi import FastAPI
+
+    from langmem_layer.http.lifespan import agent_lifespan
+
+    return FastAPI(lifespan=agent_lifespan(
+        _bench_principal, database_url=os.environ["LANGMEM_DATABASE_URL"],
+        store_options=_store_options(), layer_options=_layer_options(),
+        graph_factory=_offline_agent))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # ``http_bench:app`` for the server process
+        return make_app()
+    raise AttributeError(name)
+
+
+# -- measuring ---------------------------------------------------------------------------
+
+@dataclass
+class Phase:
+    name: str
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    elapsed: float = 0.0
+    requests: int = 0
+
+    def report(self) -> list[str]:
+        lines = [f"  {self.name}: {self.requests} requests in {self.elapsed:.1f} s = "
+                 f"{self.requests / self.elapsed:.1f} req/s, errors "
+                 f"{sum(self.errors.values())}"]
+        for route in sorted(set(self.latencies) | set(self.errors)):
+            ms = sorted(x * 1000 for x in self.latencies[route])
+            if ms:
+                q = statistics.quantiles(ms, n=100) if len(ms) > 1 else [ms[0]] * 99
+                lines.append(f"    {route:<22} n={len(ms):<6} p50 {q[49]:7.1f} ms  "
+                             f"p95 {q[94]:7.1f} ms  p99 {q[98]:7.1f} ms  "
+                             f"errors {self.errors[route]}")
+            else:
+                lines.append(f"    {route:<22} n=0  errors {self.errors[route]}")
+        return lines
+
+
+async def _drive(phase: Phase, users: int, duration: float, max_requests: int,
+                 turn: Any, read: Any | None, read_every: int) -> None:
+    deadline = time.monotonic() + duration
+    budget = [max_requests]
+
+    async def user_loop(u: int) -> None:
+        i = 0
+        while time.monotonic() < deadline and budget[0] > 0:
+            budget[0] -= 1
+            text = SCRIPT[i % len(SCRIPT)]
+            await _timed(phase, "agent/invoke", turn(u, text))
+            i += 1
+            if read is not None and i % read_every == 0 and budget[0] > 0:
+                budget[0] -= 1
+                await _timed(phase, f"GET {MEMORY_ROUTE}", read(u))
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(user_loop(u) for u in range(users)))
+    phase.elapsed = time.perf_counter() - t0
+
+
+async def _timed(phase: Phase, route: str, call: Any) -> None:
+    t0 = time.perf_counter()
+    try:
+        await call
+    except Exception as e:  # counted, and the first of each kind shown
+        if not phase.errors[route]:
+            print(f"    first error on {route}: {type(e).__name__}: {e}"[:300])
+        phase.errors[route] += 1
+    else:
+        phase.latencies[route].append(time.perf_counter() - t0)
+    phase.requests += 1
+
+
+async def _http_phase(base: str, args: argparse.Namespace, run_id: str) -> Phase:
+    phase = Phase("HTTP (uvicorn subprocess, loopback)")
+    name, _, template = args.header.partition("=")
+    limits = httpx.Limits(max_connections=args.users * 2, max_keepalive_connections=args.users)
+    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
+        paths = (await client.get("/openapi.json")).json().get("paths", {})
+        has_memories = MEMORY_ROUTE in paths
+
+        def headers(u: int) -> dict[str, str]:
+            return {name: template.format(user=f"{run_id}-http-{u}")}
+
+        async def turn(u: int, text: str) -> None:
+            r = await client.post("/agent/invoke", headers=headers(u), json={
+                "input": {"messages": [{"type": "human", "content": text}]},
+                "config": {"configurable": {"thread_id": f"t{u}"}}})
+            r.raise_for_status()
+
+        async def read(u: int) -> None:
+            r = await client.get(MEMORY_ROUTE, headers=headers(u))
+            r.raise_for_status()
+
+        print(f"  {MEMORY_ROUTE} {'served: read every' if has_memories else 'not served:'}"
+              f"{f' {args.read_every} turns' if has_memories else ' agent route only'}")
+        await _drive(phase, args.users, args.duration, args.max_requests, turn,
+                     read if has_memories else None, args.read_every)
+    return phase
+
+
+async def _inprocess_phase(uri: str, args: argparse.Namespace, run_id: str) -> Phase:
+    from langchain_core.messages import HumanMessage
+
+    from langmem_layer.http.lifespan import memory_lifespan
+
+    phase = Phase("in-process (graph.ainvoke, same lifespan)")
+    os.environ["BENCH_POOL_SIZE"] = str(args.pool_size)
+    async with memory_lifespan(database_url=uri, store_options=_store_options(),
+                               layer_options=_layer_options(),
+                               graph_factory=_offline_agent) as service:
+        async def turn(u: int, text: str) -> None:
+            await service.graph.ainvoke({"messages": [HumanMessage(text)]}, {
+                "configurable": {"user_id": f"{run_id}-proc-{u}", "thread_id": f"t{u}"}})
+
+        await _drive(phase, args.users, args.duration, args.max_requests, turn, None,
+                     args.read_every)
+    return phase
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _start_server(uri: str, args: argparse.Namespace, port: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "LANGMEM_DATABASE_URL": uri, "BENCH_POOL_SIZE": str(args.pool_size),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "benchmarks"),
+                                          os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen(
+        [sys.executable, "-m", "langmem_layer.http.serve", args.app, "--host", HOST,
+         "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+
+
+def _wait_ready(base: str, proc: subprocess.Popen[str], limit: float = 180.0) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited at startup:\n{proc.communicate()[1]}")
+        try:
+            if httpx.get(f"{base}/openapi.json", timeout=5).status_code == 200:
+                return time.monotonic() - t0
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"the server did not start in time:\n{proc.communicate()[1]}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds per phase")
+    parser.add_argument("--max-requests", type=int, default=200_000, help="per phase")
+    parser.add_argument("--read-every", type=int, default=3,
+                        help=f"turns between reads of {MEMORY_ROUTE}, when served")
+    parser.add_argument("--pool-size", type=int, default=8)
+    parser.add_argument("--app", default="http_bench:app")
+    parser.add_argument("--header", default="x-bench-user={user}")
+    parser.add_argument("--database-url", default=None)
+    args = parser.parse_args(argv)
+
+    data_dir = None
+    if args.database_url:
+        uri = args.database_url
+    else:
+        from langmem_layer.store.embedded import embedded_uri
+
+        data_dir = Path(tempfile.mkdtemp(prefix="langmem-http-bench-"))
+        uri = embedded_uri(data_dir)
+    run_id = uuid.uuid4().hex[:6]
+    port = _free_port()
+    base = f"http://{HOST}:{port}"
+    print(f"http_bench  machine: {os.cpu_count()} cores  users {args.users}  "
+          f"{args.duration:.0f} s per phase  pool {args.pool_size}  app {args.app}")
+    try:
+        proc = _start_server(uri, args, port)
+        try:
+            started = _wait_ready(base, proc)
+            print(f"  server ready in {started:.1f} s")
+            http = asyncio.run(_http_phase(base, args, run_id))
+        finally:
+            t0 = time.perf_counter()
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=300)
+            stop = time.perf_counter() - t0
+        print(f"  server stopped on SIGTERM in {stop:.1f} s (queue drained), exit "
+              f"{proc.returncode}, traceback in its log: {'Traceback' in err}")
+        local = asyncio.run(_inprocess_phase(uri, args, run_id))
+    finally:
+        if data_dir is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    for line in (*http.report(), *local.report()):
+        print(line)
+    turn = "agent/invoke"
+    h, p = http.latencies[turn], local.latencies[turn]
+    if h and p:
+        rate_h = len(h) / http.elapsed
+        rate_p = len(p) / local.elapsed
+        print(f"  HTTP overhead on {turn}: turns/s in-process / HTTP = "
+              f"{rate_p / rate_h:.2f}x, p50 HTTP / in-process = "
+              f"{statistics.median(h) / statistics.median(p):.2f}x")
+    return 0 if not sum(http.errors.values()) and not sum(local.errors.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

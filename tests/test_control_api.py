@@ -1,0 +1,70 @@
+"""MemoryLayer.browse and set_surface: the panel's calls, sync and async, and their errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from langmem_layer import (
+    InvalidInputError,
+    InvalidMemoryError,
+    MemoryLayer,
+    MemoryNotFoundError,
+    PostgresMemoryStore,
+)
+from langmem_layer.types import Kind, Policy
+
+
+@pytest.fixture
+def layer(store: PostgresMemoryStore) -> MemoryLayer:
+    return MemoryLayer(store, extraction="inline")
+
+
+def test_browse_filters_and_pages(layer: MemoryLayer) -> None:
+    fact = layer.remember("u", "Lives in Lisbon.", kind=Kind.PROFILE_FACT)
+    loop = layer.remember("u", "Will call Ana.", kind=Kind.OPEN_LOOP, profile="home")
+    old = layer.remember("u", "Liked sushi.", kind=Kind.PREFERENCE)
+    layer.forget("u", old.key)
+    layer.remember("v", "Someone else's memory.")
+    keys = lambda found: {r.key for r in found}  # noqa: E731
+    assert keys(layer.browse("u")) == {fact.key, loop.key, old.key}
+    assert keys(layer.browse("u", kinds="open_loop")) == {loop.key}
+    assert keys(layer.browse("u", layers=["semantic"], statuses="active")) == {fact.key}
+    assert keys(layer.browse("u", statuses=["archived"])) == {old.key}
+    assert keys(layer.browse("u", profile="home")) == {loop.key}
+    ranked = layer.browse("u", query="Lisbon")
+    assert ranked[0].key == fact.key and ranked[0].similarity is not None
+    pages = [layer.browse("u", limit=2, offset=n) for n in (0, 2)]
+    assert [len(p) for p in pages] == [2, 1]
+    assert keys(pages[0] + pages[1]) == keys(layer.browse("u"))
+    with pytest.raises(InvalidMemoryError):
+        layer.browse("u", kinds="bogus")
+    with pytest.raises(InvalidInputError):
+        layer.browse("u", offset=-1)
+    with pytest.raises(InvalidInputError):
+        layer.browse("u", statuses="gone")
+
+
+def test_set_surface_records_history(layer: MemoryLayer) -> None:
+    m = layer.remember("u", "Avoid mentioning the exam.")
+    after = layer.set_surface("u", m.key, pinned=True, policy="avoid")
+    assert after.record.pinned and after.record.policy is Policy.AVOID
+    assert layer.get("u", m.key).record == after.record
+    assert [(h.event, h.old, h.new) for h in layer.history("u", m.key)] == [
+        ("pinned", "false", "true"), ("policy", "speak", "avoid")]
+    same = layer.set_surface("u", m.key, pinned=True)  # no change: no history
+    assert len(same.record.history) == 2
+    with pytest.raises(InvalidInputError):
+        layer.set_surface("u", m.key)
+    with pytest.raises(InvalidInputError):
+        layer.set_surface("u", m.key, pinned="yes")  # type: ignore[typeddict-item]
+    with pytest.raises(InvalidMemoryError):
+        layer.set_surface("u", m.key, policy="shout")
+    with pytest.raises(MemoryNotFoundError):
+        layer.set_surface("v", m.key, pinned=False)  # another user's id: not found
+
+
+async def test_async_twins(store: PostgresMemoryStore) -> None:
+    layer = MemoryLayer(store, extraction="inline")
+    m = await layer.aremember("w", "Drinks oat milk.")
+    assert [r.key for r in await layer.abrowse("w")] == [m.key]
+    assert (await layer.aset_surface("w", m.key, pinned=True)).record.pinned
