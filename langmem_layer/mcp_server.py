@@ -8,8 +8,10 @@ profile as their run config, so they write through the same gate and history as
 extraction — and a read-only resource, ``memory://block``, the memory block an agent
 would get (``memory://block/{query}`` for the block recalled for a query).
 
-The user is the server's (``--user`` or ``LANGMEM_USER_ID``): no tool takes a user id,
-and an argument a model adds (``user_id``) is dropped by the tool's schema. The profile
+The user is the server's (``--user`` or ``LANGMEM_USER_ID``), or over HTTP the user of
+the API key the client sends (``Authorization: Bearer <key>``, keys from
+``langmem-layer keys create USER``); no tool takes a user id, and an argument a model
+adds (``user_id``) is dropped by the tool's schema. The profile
 is chosen per connection, as seed 004 has agents assigned to a profile when they
 connect: over streamable HTTP by the ``X-Langmem-Profile`` header or the ``profile``
 query parameter of the endpoint URL; over stdio (one process per connection) by
@@ -29,7 +31,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, create_model
 
-from langmem_layer.errors import ConfigurationError
+from langmem_layer.errors import ConfigurationError, MissingUserError
 from langmem_layer.runner import require_user
 from langmem_layer.tools import create_memory_tools
 
@@ -39,10 +41,12 @@ if TYPE_CHECKING:
     from langmem_layer.layer import MemoryLayer
     from langmem_layer.settings import MemorySettings
 
-__all__ = ["PROFILE_HEADER", "create_mcp_server", "serve"]
+__all__ = ["KEY_USER", "PROFILE_HEADER", "bearer_auth", "create_mcp_server", "serve"]
 
 #: The HTTP header a streamable-HTTP client sets to pick its profile.
 PROFILE_HEADER = "X-Langmem-Profile"
+#: Where the bearer check leaves the verified key's user in the ASGI scope.
+KEY_USER = "langmem.user_id"
 #: The interfaces the HTTP transport may bind: it does not authenticate its clients.
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 #: The resource holding the memory block (no query: what the agent always sees).
@@ -78,9 +82,10 @@ def _profile_name(settings: MemorySettings, profile: str | None, source: str) ->
 class _Identity:
     """Who a request runs as: the server's user, the connection's profile."""
 
-    def __init__(self, memory: MemoryLayer, user_id: str, profile: str | None) -> None:
+    def __init__(self, memory: MemoryLayer, user_id: str | None, profile: str | None
+                 ) -> None:
         self.memory = memory
-        self.user_id = require_user(user_id)
+        self.user_id = require_user(user_id) if user_id else None
         self.profile = _profile_name(memory.settings, profile,
                                      "the server's configuration")
 
@@ -88,12 +93,18 @@ class _Identity:
         """The run config of the request in ``ctx`` (what the memory tools read)."""
         request = ctx.request_context.request
         profile = self.profile
+        scope = getattr(request, "scope", None) or {}
+        user_id = scope.get(KEY_USER) or self.user_id  # a verified API key's user first
+        if user_id is None:
+            raise MissingUserError(
+                "No user: start the server with --user (or LANGMEM_USER_ID), or connect "
+                "over HTTP with 'Authorization: Bearer <key>' (langmem-layer keys create).")
         if request is not None:  # streamable HTTP: the connection may pick its profile
             chosen = (getattr(request, "headers", {}).get(PROFILE_HEADER)
                       or getattr(request, "query_params", {}).get("profile"))
             if chosen:
                 profile = _profile_name(self.memory.settings, chosen, "the connection")
-        configurable: dict[str, Any] = {"user_id": self.user_id, "profile": profile}
+        configurable: dict[str, Any] = {"user_id": user_id, "profile": profile}
         client = ctx.request_context.session.client_params
         if client is not None and client.clientInfo.name:
             configurable["agent_id"] = client.clientInfo.name  # trust is per agent
@@ -139,7 +150,9 @@ def create_mcp_server(memory: MemoryLayer, *, user_id: str | None = None,
 
     Args:
         memory: The memory layer (its async API is used; an async store suits it).
-        user_id: The user every connection acts for; default ``LANGMEM_USER_ID``.
+        user_id: The user a connection acts for unless its API key names one (see
+            :func:`bearer_auth`); default ``LANGMEM_USER_ID``. Without one, a request
+            with no verified key fails with :class:`MissingUserError`.
         profile: The default profile; default ``LANGMEM_PROFILE``, else the settings'
             default profile. An HTTP connection may choose another with the
             ``X-Langmem-Profile`` header or a ``profile`` query parameter.
@@ -155,7 +168,7 @@ def create_mcp_server(memory: MemoryLayer, *, user_id: str | None = None,
     _require_mcp()
     from mcp.server.fastmcp import FastMCP
 
-    identity = _Identity(memory, user_id or os.environ.get("LANGMEM_USER_ID") or "",
+    identity = _Identity(memory, user_id or os.environ.get("LANGMEM_USER_ID"),
                          profile or os.environ.get("LANGMEM_PROFILE"))
     tools = [_mcp_tool(tool, identity) for tool in create_memory_tools(memory)]
     server: FastMCP = FastMCP(name, instructions=INSTRUCTIONS, tools=tools, host=host,
@@ -194,7 +207,8 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
         database_url: PostgreSQL URL; default ``LANGMEM_DATABASE_URL``, else the embedded
             server in ``data_dir``.
         data_dir: The embedded server's directory.
-        user_id: As for :func:`create_mcp_server`.
+        user_id: As for :func:`create_mcp_server`. Over HTTP without one, every
+            request needs an API key (``Authorization: Bearer <key>``).
         profile: As for :func:`create_mcp_server`.
         host: As for :func:`create_mcp_server`.
         port: As for :func:`create_mcp_server`.
@@ -203,8 +217,9 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
 
     Raises:
         ConfigurationError: The ``mcp`` extra is missing, the profile is unknown, or
-            ``host`` is not loopback for HTTP (the server does not authenticate yet).
-        MissingUserError: No user id was configured.
+            ``host`` is not loopback for HTTP with a configured user (its clients
+            would act as that user without credentials).
+        MissingUserError: No user id was configured for stdio.
     """
     _require_mcp()
     from langmem_layer.config import database_url as resolve_url
@@ -213,13 +228,15 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
     from langmem_layer.store.aio import AsyncPostgresMemoryStore
 
     # A wrong user, profile or host fails before the database is opened.
-    if transport == "http" and host not in LOOPBACK:
+    user_id = user_id or os.environ.get("LANGMEM_USER_ID")
+    if user_id or transport == "stdio":
+        user_id = require_user(user_id)
+    if transport == "http" and user_id and host not in LOOPBACK:
         raise ConfigurationError(
-            f"--host {host}: the MCP server has no authentication yet, so anyone who can "
-            f"reach it would read and write {user_id or 'the user'}'s memory; serve on "
-            "loopback (127.0.0.1, the default) and put an authenticating proxy in front "
-            "for remote clients.")
-    user_id = require_user(user_id or os.environ.get("LANGMEM_USER_ID") or "")
+            f"--host {host}: with --user every client that reaches the server acts as "
+            f"{user_id!r} without credentials; serve on loopback (127.0.0.1, the default), "
+            "or leave --user out so that each client sends an API key "
+            "('Authorization: Bearer <key>', from `langmem-layer keys create USER`).")
     settings = settings_from_env()
     _profile_name(settings, profile or os.environ.get("LANGMEM_PROFILE"),
                   "the server's configuration")
@@ -236,12 +253,44 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
             if transport == "stdio":
                 await server.run_stdio_async()
             else:
-                await _serve_http(server)
+                await _serve_http(server, memory.store, keys_only=user_id is None)
         finally:
             await memory.aclose()
 
 
-async def _serve_http(server: FastMCP) -> None:
+def bearer_auth(app: Any, store: Any, *, required: bool) -> Any:
+    """The ASGI ``app`` behind API-key authentication (:mod:`langmem_layer.auth`).
+
+    A request with ``Authorization: Bearer <key>`` acts as the key's user (left in the
+    scope under :data:`KEY_USER`); an unknown or revoked key gets 401. Without the
+    header, the request gets 401 when ``required``, else acts as the server's user.
+    """
+    from starlette.responses import JSONResponse
+
+    from langmem_layer.auth import averify_key
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+            principal = None
+            if scheme.lower() == "bearer" and token.strip():
+                principal = await averify_key(store, token.strip())
+            if principal is None and (required or scheme):
+                reply = JSONResponse(
+                    {"error": "send 'Authorization: Bearer <key>' with a valid API key "
+                              "(langmem-layer keys create USER)"}, status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"})
+                await reply(scope, receive, send)
+                return
+            if principal is not None:
+                scope = {**scope, KEY_USER: principal.user_id}
+        await app(scope, receive, send)
+
+    return guarded
+
+
+async def _serve_http(server: FastMCP, store: Any, *, keys_only: bool) -> None:
     """Streamable HTTP until SIGINT or SIGTERM, then return (not die by the signal)."""
     import uvicorn
 
@@ -257,6 +306,7 @@ async def _serve_http(server: FastMCP) -> None:
                 finally:
                     self._captured_signals.clear()
 
-    config = uvicorn.Config(server.streamable_http_app(), host=server.settings.host,
+    app = bearer_auth(server.streamable_http_app(), store, required=keys_only)
+    config = uvicorn.Config(app, host=server.settings.host,
                             port=server.settings.port, log_level="warning")
     await Server(config).serve()

@@ -25,8 +25,10 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from langmem_layer import Kind, Layer, MemoryLayer
+from langmem_layer.auth import create_key
 from langmem_layer.mcp_server import PROFILE_HEADER
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
+from langmem_layer.store.sync import PostgresMemoryStore
 from tests.fakes import ScriptedChatModel, tool_call
 
 pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
@@ -106,10 +108,17 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
+def key(pg_uri: str) -> str:
+    """An API key of USER's: the HTTP server has no --user, each client sends a key."""
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:
+        return create_key(store, USER)
+
+
+@pytest.fixture(scope="module")
 def http_url(pg_uri: str) -> Iterator[str]:
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, *_command("--transport", "http", "--port", str(port), "--user", USER)],
+        [sys.executable, *_command("--transport", "http", "--port", str(port))],
         cwd=ROOT, env={**os.environ, **_env(pg_uri)})
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -127,9 +136,11 @@ def http_url(pg_uri: str) -> Iterator[str]:
 
 
 @asynccontextmanager
-async def _http(url: str, profile: str | None = None,
+async def _http(url: str, key: str, profile: str | None = None,
                 query: str = "") -> AsyncIterator[ClientSession]:
-    headers = {PROFILE_HEADER: profile} if profile else {}
+    headers = {"Authorization": f"Bearer {key}"}
+    if profile:
+        headers[PROFILE_HEADER] = profile
     async with (httpx.AsyncClient(headers=headers, timeout=60) as client,
                 streamable_http_client(url + query, http_client=client) as (read, write, _),
                 ClientSession(read, write) as session):
@@ -137,29 +148,31 @@ async def _http(url: str, profile: str | None = None,
         yield session
 
 
-async def test_http_connections_choose_their_profile(http_url: str, pg_uri: str) -> None:
+async def test_http_connections_choose_their_profile(http_url: str, key: str,
+                                                     pg_uri: str) -> None:
     await _identity(pg_uri, USER, "Speaks Italian.")
-    async with _http(http_url, "work") as work:
+    async with _http(http_url, key, "work") as work:
         assert {t.name for t in (await work.list_tools()).tools} == TOOLS
         await work.call_tool("remember", {"content": "Prefers dark roast coffee.",
                                           "kind": "preference"})
         assert "dark roast" in _text(await work.call_tool("recall", {"query": "coffee"}))
         resources = [str(r.uri) for r in (await work.list_resources()).resources]
         assert resources == ["memory://block"]
-    async with _http(http_url, query="?profile=personal") as personal:
+    async with _http(http_url, key, query="?profile=personal") as personal:
         assert "Speaks Italian." in _text(
             await personal.call_tool("recall", {"query": "Italian"}))
         assert "dark roast" not in _text(await personal.call_tool("recall", {"query": "coffee"}))
         block = (await personal.read_resource("memory://block/Italian")).contents[0].text
         assert "Speaks Italian." in block and "coffee" not in block
-    async with _http(http_url, "nonsense") as wrong:
+    async with _http(http_url, key, "nonsense") as wrong:
         result = await wrong.call_tool("recall", {"query": "coffee"})
         assert result.isError and "Unknown profile 'nonsense'" in result.content[0].text
 
 
-async def test_a_model_cannot_pass_another_users_id(http_url: str, pg_uri: str) -> None:
+async def test_a_model_cannot_pass_another_users_id(http_url: str, key: str,
+                                                    pg_uri: str) -> None:
     victim = f"victim-{uuid.uuid4().hex[:8]}"
-    async with _http(http_url, "work") as session:
+    async with _http(http_url, key, "work") as session:
         tool = next(t for t in (await session.list_tools()).tools if t.name == "remember")
         assert "user_id" not in tool.inputSchema["properties"]
         reply = _text(await session.call_tool(
@@ -170,12 +183,28 @@ async def test_a_model_cannot_pass_another_users_id(http_url: str, pg_uri: str) 
         assert "Owns a red bicycle." in [r.record.content for r in await memory.alist(USER)]
 
 
+async def test_http_needs_a_valid_api_key(http_url: str, key: str) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(timeout=60) as client:
+        for headers in ({}, {"Authorization": "Bearer lm_not-a-key"},
+                        {"Authorization": f"Basic {key}"}):
+            reply = await client.post(http_url, json=initialize, headers={**accept, **headers})
+            assert reply.status_code == 401 and "Bearer" in reply.json()["error"]
+        ok = await client.post(http_url, json=initialize,
+                               headers={**accept, "Authorization": f"Bearer {key}"})
+        assert ok.status_code == 200
+
+
 # -- a LangGraph agent using the server's tools ----------------------------------------
 
 
-async def test_agent_with_mcp_tools_remembers_then_recalls(http_url: str) -> None:
+async def test_agent_with_mcp_tools_remembers_then_recalls(http_url: str, key: str) -> None:
     client = MultiServerMCPClient({"memory": {
-        "transport": "streamable_http", "url": http_url, "headers": {PROFILE_HEADER: "work"}}})
+        "transport": "streamable_http", "url": http_url,
+        "headers": {"Authorization": f"Bearer {key}", PROFILE_HEADER: "work"}}})
     tools = await client.get_tools()
     assert {t.name for t in tools} == TOOLS
     model = ScriptedChatModel(script=[
@@ -204,7 +233,7 @@ def test_cli_errors_say_how_to_fix(monkeypatch: pytest.MonkeyPatch,
     assert main(["mcp", "--user", "alice", "--profile", "hobby"]) == 1
     assert "LANGMEM_PROFILES=work,personal,hobby" in capsys.readouterr().err
     assert main(["mcp", "--user", "alice", "--transport", "http", "--host", "0.0.0.0"]) == 1
-    assert "no authentication yet" in capsys.readouterr().err
+    assert "without credentials" in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "mcp.server.fastmcp", None)  # the extra not installed
     assert main(["mcp", "--user", "alice"]) == 1
     assert "pip install 'langmem-layer[mcp]'" in capsys.readouterr().err
