@@ -173,7 +173,8 @@ def _mcp_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="HTTP interface (default: loopback)")
     parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000)")
     parser.add_argument("--user", default=None,
-                        help="the user whose memory is served (default: LANGMEM_USER_ID)")
+                        help="the user whose memory is served (default: LANGMEM_USER_ID); "
+                        "over HTTP without one, each client sends an API key")
     parser.add_argument("--profile", default=None,
                         help="the default profile (default: LANGMEM_PROFILE, else the "
                         "settings' default); an HTTP connection may choose its own with "
