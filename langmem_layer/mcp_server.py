@@ -212,8 +212,8 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
         profile: As for :func:`create_mcp_server`.
         host: As for :func:`create_mcp_server`.
         port: As for :func:`create_mcp_server`.
-        embeddings: False to load no embedding model (lexical recall only; memories
-            written meanwhile have no vectors until re-embedded).
+        embeddings: False to load no embedding model (lexical recall only; what is
+            written meanwhile has no vectors: an export and import re-embeds it).
 
     Raises:
         ConfigurationError: The ``mcp`` extra is missing, the profile is unknown, or

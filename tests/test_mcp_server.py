@@ -5,7 +5,9 @@ different profiles; the user is the server's, never the model's."""
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -217,6 +219,19 @@ async def test_agent_with_mcp_tools_remembers_then_recalls(http_url: str, key: s
     (found,) = [m.text for m in out["messages"] if isinstance(m, ToolMessage)]
     assert "Is allergic to shellfish." in found
     assert out["messages"][-1].text == "You are allergic to shellfish."
+
+
+async def test_the_readme_recipe_runs_as_written(http_url: str, key: str) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## MCP server\n", 1)[1].split("\n## ", 1)[0]
+    (recipe,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    model = ScriptedChatModel(script=[
+        tool_call("remember", "c1", content="Is allergic to shellfish."), "Noted."])
+    code = compile(recipe.replace("http://127.0.0.1:8000/mcp", http_url), "README.md",
+                   "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    await eval(code, {"model": model, "key": key})
+    (call,) = [m for m in model.seen[-1] if isinstance(m, ToolMessage)]
+    assert call.text.startswith("Remembered [")
 
 
 # -- configuration errors: one line, before the database is opened ----------------------
