@@ -226,7 +226,7 @@ async def test_the_readme_recipe_runs_as_written(http_url: str, key: str) -> Non
     section = readme.split("## MCP server\n", 1)[1].split("\n## ", 1)[0]
     (recipe,) = re.findall(r"```python\n(.*?)```", section, re.S)
     model = ScriptedChatModel(script=[
-        tool_call("remember", "c1", content="Is allergic to shellfish."), "Noted."])
+        tool_call("remember", "c1", content="Grows tomatoes on the balcony."), "Noted."])
     code = compile(recipe.replace("http://127.0.0.1:8000/mcp", http_url), "README.md",
                    "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     await eval(code, {"model": model, "key": key})
