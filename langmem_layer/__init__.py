@@ -37,6 +37,7 @@ from langmem_layer.errors import (
 )
 from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult, JobRun, JobStatus, Shard
 from langmem_layer.layer import MemoryLayer
+from langmem_layer.mcp_server import create_mcp_server
 from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
 from langmem_layer.read.block import ContextBlock
 from langmem_layer.settings import GateSettings, MemorySettings, RankingWeights
@@ -163,6 +164,7 @@ __all__ = [
     "WriteGate",
     "apostgres_checkpointer",
     "build_agent_graph",
+    "create_mcp_server",
     "create_memory_tools",
     "memory_prompt",
     "memory_system_message",

@@ -166,6 +166,49 @@ def _delete_user(args: argparse.Namespace, ctx: JobContext | None) -> int:
     return 0
 
 
+def _mcp_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                        help="stdio (the client starts the server; default) or streamable "
+                        "HTTP at http://HOST:PORT/mcp")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP interface (default: loopback)")
+    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000)")
+    parser.add_argument("--user", default=None,
+                        help="the user whose memory is served (default: LANGMEM_USER_ID); "
+                        "over HTTP without one, each client sends an API key")
+    parser.add_argument("--profile", default=None,
+                        help="the default profile (default: LANGMEM_PROFILE, else the "
+                        "settings' default); an HTTP connection may choose its own with "
+                        "the X-Langmem-Profile header or ?profile=")
+    parser.add_argument("--no-embeddings", action="store_true",
+                        help="load no embedding model: lexical recall only, fast start")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _mcp(args: argparse.Namespace, ctx: JobContext | None) -> int:
+    """Serve the memory over MCP until the client disconnects or Ctrl-C."""
+    import asyncio
+    import contextlib
+    import signal
+
+    try:
+        from langmem_layer.mcp_server import serve
+    except ImportError as e:  # the optional extra is missing
+        raise _Failure(f"the MCP server needs the mcp extra: pip install "
+                       f"'langmem-layer[mcp]' ({e})") from None
+    # SIGTERM (a client or supervisor stopping the server) shuts down as Ctrl-C does, so
+    # the store closes and an embedded PostgreSQL stops with the server.
+    signal.signal(signal.SIGTERM, _interrupt)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a server stops
+        asyncio.run(serve(args.transport, database_url=args.database_url,
+                          data_dir=args.data_dir, user_id=args.user, profile=args.profile,
+                          host=args.host, port=args.port,
+                          embeddings=not args.no_embeddings))
+    return 0
+
+
 def _work_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true",
                         help="one pass: ready entries, then the jobs due")
@@ -455,6 +498,8 @@ COMMANDS: dict[str, Command] = {
        ("sweep-ttl", "purge-embedding-cache", "sweep-sessions", "index-large-users")},
     "worker": Command("extract queued turns and run the scheduled jobs as they fall due "
                       "(until interrupted)", _work_arguments, _work, _always),
+    "mcp": Command("serve one user's memory to MCP clients (stdio or streamable HTTP)",
+                   _mcp_arguments, _mcp, uses_store=False),
     "jobs list": Command("list the maintenance jobs: name, schedule, summary",
                          _no_arguments, _jobs_list, uses_store=False),
     "jobs run": Command("run one maintenance job by name (once per period; recorded)",

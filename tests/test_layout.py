@@ -77,9 +77,10 @@ def test_no_import_cycle_between_modules() -> None:
 def test_the_layers_below_never_import_the_facade() -> None:
     graph = _graph()
     top = {"langmem_layer.layer", "langmem_layer.cli"}
-    # serving owns a server's layer for its lifetime, as the CLI does for a command.
+    # Entry points above the façade, as the CLI: serving owns a server's layer for its
+    # lifetime, the MCP server one connection's.
     allowed = {"langmem_layer", "langmem_layer.cli", "langmem_layer.layer",
-               "langmem_layer.serving"}
+               "langmem_layer.serving", "langmem_layer.mcp_server"}
     for name, deps in graph.items():
         if name in allowed or name.startswith(("langmem_layer.jobs", "langmem_layer.evals")):
             # Jobs build a layer for flow-level jobs; the CLI runs them. The evaluation
