@@ -1,0 +1,176 @@
+"""Migrations from 14 on: the features built on the base schema (the lifecycle, the job
+runner, write-path integrity, halfvec indexes, API keys, decay scores, row-level
+security, …).
+
+Part of the append-only list :data:`langmem_layer.sql.migrations.MIGRATIONS`: never edit
+or reorder an entry that has shipped; append new migrations at the end of this list.
+"""
+
+from __future__ import annotations
+
+from langmem_layer.sql.rls import enable_rls
+from langmem_layer.sql.users import USER_TABLES
+
+__all__ = ["FEATURES"]
+
+FEATURES: list[str] = [
+    # the lifecycle (R5.1, R5.2): each memory's decay score, recomputed nightly into an
+    # unindexed column (an in-place HOT update, like `access`), and the open loops with
+    # a due date by due date, for the "due" strategy of recall (sql/recall.py).
+    """
+    ALTER TABLE langmem_items ADD COLUMN IF NOT EXISTS decay double precision;
+    CREATE INDEX IF NOT EXISTS langmem_items_due_idx
+        ON langmem_items (user_id, (value ->> 'due_at'))
+        WHERE is_memory AND (value ->> 'kind') = 'open_loop'
+          AND coalesce(value ->> 'loop_status', 'open') <> 'closed'
+          AND (value ->> 'due_at') IS NOT NULL;
+    """,
+    # turns the LLM extractor could not handle (the model was down) and that the
+    # rule extractor took instead: kept, with the error, until the ``reextract`` job has
+    # run them through the model again. One row per turn; a failed re-run counts up.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_reextract (
+        user_id     text NOT NULL,
+        turn_key    text NOT NULL,
+        profile     text NOT NULL,
+        thread_id   text,
+        agent_id    text,
+        messages    jsonb NOT NULL,
+        turn_at     timestamptz NOT NULL,
+        extractor   text NOT NULL,
+        attempts    integer NOT NULL DEFAULT 1,
+        recorded_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, turn_key)
+    );
+    """,
+    # The job runner's record (R7.6): one row per job, period and shard, claimed before
+    # the run and finished after it, so a finished period is not run again; the cursor
+    # is the last user whose work committed, so a crashed run resumes after it. The
+    # runner's own table, not a per-user one (on a distributed PostgreSQL: a local
+    # table of the coordinator).
+    """
+    CREATE TABLE IF NOT EXISTS langmem_job_runs (
+        job         text NOT NULL,
+        period      text NOT NULL,
+        shard       text NOT NULL,
+        cursor      text,
+        users       integer NOT NULL DEFAULT 0,
+        counts      jsonb NOT NULL DEFAULT '{}'::jsonb,
+        started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+        finished_at timestamptz,
+        error       text,
+        PRIMARY KEY (job, period, shard)
+    );
+    CREATE INDEX IF NOT EXISTS langmem_job_runs_latest_idx
+        ON langmem_job_runs (job, started_at DESC);
+    """,
+    # write-path integrity: a new memory is written only if its scope holds no active
+    # memory with the same content hash (re-checked under a per-user lock): the index
+    # keeps that check one probe however many memories the user has. A queue entry that
+    # keeps failing, or whose input the database refuses, is parked (kept, not retried).
+    """
+    CREATE INDEX IF NOT EXISTS langmem_items_content_hash_idx
+        ON langmem_items (user_id, (value ->> 'content_hash')) WHERE is_memory;
+    ALTER TABLE langmem_extraction_queue ADD COLUMN IF NOT EXISTS parked_at timestamptz;
+    """,
+    # halfvec: a store with ann_index_config vector_type "halfvec" indexes its large
+    # users with half-precision copies of their vectors (the index expression casts the
+    # single-precision column), so the record says which type an index is of; and the
+    # walk of migration 8 over such an index.
+    """
+    ALTER TABLE langmem_vector_indexes
+        ADD COLUMN IF NOT EXISTS vector_type text NOT NULL DEFAULT 'vector';
+    CREATE OR REPLACE FUNCTION langmem_user_nearest_halfvec(
+        p_user text, p_model text, p_dims integer, p_query text,
+        p_prefix text, p_prefix_like text, p_limit integer, p_ef integer)
+    RETURNS TABLE (prefix text, key text, sim double precision)
+    LANGUAGE plpgsql
+    SET enable_sort = off
+    SET hnsw.iterative_scan = 'relaxed_order'
+    SET hnsw.ef_search = 100
+    AS $fn$
+    BEGIN
+        PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true);
+        RETURN QUERY EXECUTE format(
+            'SELECT e.prefix, e.key, 1 - (e.embedding::halfvec(%1$s) <=> $1::halfvec(%1$s))
+             FROM langmem_embeddings e
+             WHERE e.user_id = %2$L AND e.model_id = %3$L
+               AND ($2 IS NULL OR e.prefix = $2 OR e.prefix LIKE $3)
+             ORDER BY e.embedding::halfvec(%1$s) <=> $1::halfvec(%1$s)
+             LIMIT $4',
+            p_dims, p_user, p_model)
+        USING p_query, p_prefix, p_prefix_like, p_limit;
+    END
+    $fn$;
+    """,
+    # API keys of the HTTP app (R9.2): one row per key, bound to its user, holding only
+    # the SHA-256 of the token (the token itself is shown once, at creation). The token
+    # names its user, so verifying a key binds user_id like every other statement.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_api_keys (
+        user_id     text NOT NULL,
+        key_hash    text NOT NULL,
+        key_id      text NOT NULL,
+        admin       boolean NOT NULL DEFAULT false,
+        created_at  timestamptz NOT NULL,
+        PRIMARY KEY (user_id, key_hash)
+    );
+    """,
+    # tokens sent to a chat model by a job run (the reflection jobs' syntheses), summed
+    # over its users like the counts, shown by `jobs status`.
+    """
+    ALTER TABLE langmem_job_runs ADD COLUMN IF NOT EXISTS tokens bigint NOT NULL DEFAULT 0;
+    """,
+    # the stored decay score (R5.1) moves to a narrow table of its own. The nightly
+    # rescore rewrote nearly every memory row for one float: a row of ~800 bytes rarely
+    # has room for its new version on its page, so ~90 % of those updates were not HOT
+    # and added entries to every index of the table while the read path used them. Here
+    # a score is a ~90-byte row with only its primary key, unchanged by a rescore, and
+    # pages half empty (fillfactor), so the next night's update stays on its page (HOT).
+    # Scores already computed are kept. A memory's score goes with it through triggers,
+    # not a foreign key: a key check locks the memory row it references (FOR KEY
+    # SHARE), which writes to the wide row the table exists to leave alone.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_decay (
+        user_id text NOT NULL,
+        prefix  text NOT NULL,
+        key     text NOT NULL,
+        decay   double precision,
+        PRIMARY KEY (user_id, prefix, key)
+    ) WITH (fillfactor = 50);
+    CREATE OR REPLACE FUNCTION langmem_decay_remove() RETURNS trigger LANGUAGE plpgsql
+    AS $fn$
+    BEGIN
+        DELETE FROM langmem_decay d USING old_rows o
+        WHERE d.user_id = o.user_id AND d.prefix = o.prefix AND d.key = o.key;
+        RETURN NULL;
+    END $fn$;
+    CREATE OR REPLACE FUNCTION langmem_decay_reset() RETURNS trigger LANGUAGE plpgsql
+    AS $fn$
+    BEGIN
+        DELETE FROM langmem_decay;
+        RETURN NULL;
+    END $fn$;
+    DROP TRIGGER IF EXISTS langmem_decay_delete ON langmem_items;
+    CREATE TRIGGER langmem_decay_delete AFTER DELETE ON langmem_items
+        REFERENCING OLD TABLE AS old_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION langmem_decay_remove();
+    DROP TRIGGER IF EXISTS langmem_decay_truncate ON langmem_items;
+    CREATE TRIGGER langmem_decay_truncate AFTER TRUNCATE ON langmem_items
+        FOR EACH STATEMENT EXECUTE FUNCTION langmem_decay_reset();
+    DO $do$
+    BEGIN
+        IF EXISTS (SELECT 1 FROM information_schema.columns
+                   WHERE table_name = 'langmem_items' AND column_name = 'decay'
+                     AND table_schema = current_schema()) THEN
+            INSERT INTO langmem_decay (user_id, prefix, key, decay)
+            SELECT user_id, prefix, key, decay FROM langmem_items WHERE decay IS NOT NULL
+            ON CONFLICT DO NOTHING;
+            ALTER TABLE langmem_items DROP COLUMN decay;
+        END IF;
+    END
+    $do$;
+    """,
+    # Row-level security on every per-user table, and the app role (sql/rls.py).
+    enable_rls(USER_TABLES),
+]
