@@ -7,5 +7,7 @@ agent routes. Needs the ``server`` extra (FastAPI, uvicorn); nothing here is imp
 - :mod:`langmem_layer.http.security`: who a request acts as (:func:`current_principal`);
 - :mod:`langmem_layer.http.routes`: the ``/v1`` memory routes;
 - :mod:`langmem_layer.http.models`: their request and response models;
-- :mod:`langmem_layer.http.problems`: errors as RFC 9457 problem documents.
+- :mod:`langmem_layer.http.problems`: errors as RFC 9457 problem documents;
+- :mod:`langmem_layer.http.panel`: the memory panel page at ``/panel`` (static files in
+  ``static/``, plain JavaScript over the ``/v1`` routes).
 """
