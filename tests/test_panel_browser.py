@@ -325,3 +325,16 @@ def test_panel_files_are_served_with_a_strict_policy(panel: Panel) -> None:
         assert "default-src 'self'" in r.headers["content-security-policy"]
     assert httpx.get(panel.url + "/panel/../app.py").status_code == 404
     assert httpx.get(panel.url + "/panel/panel.py").status_code == 404
+
+
+def test_panel_files_are_package_data() -> None:
+    import tomllib
+    from fnmatch import fnmatch
+
+    from langmem_layer.http.panel import ASSETS
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    globs = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-data"][
+        "langmem_layer.http"]
+    for name in ASSETS:
+        assert any(fnmatch(f"static/{name}", g) for g in globs), name

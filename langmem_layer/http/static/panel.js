@@ -220,6 +220,7 @@ function card(m) {
   const dl = el.querySelector(".facts");
   fact(dl, "Status", label(m.status), "badge status-" + m.status);
   fact(dl, "Confidence", Math.round(m.confidence * 100) + "%");
+  if (m.pinned) fact(dl, "Pinned", "recalled first");
   if (m.profile) fact(dl, "Scope", m.profile);
   if (m.due_at) fact(dl, "Due", when(m.due_at));
   if (m.loop_status) fact(dl, "Loop", label(m.loop_status));
