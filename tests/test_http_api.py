@@ -91,7 +91,8 @@ def test_every_route_needs_credentials(server: Server) -> None:
                          ("GET", "/v1/memories/x"), ("PATCH", "/v1/memories/x"),
                          ("POST", "/v1/memories/x/correct"), ("POST", "/v1/memories/x/pin"),
                          ("POST", "/v1/memories/x/unpin"), ("DELETE", "/v1/memories/x"),
-                         ("GET", "/v1/memories/x/history"), ("GET", "/v1/decisions"),
+                         ("GET", "/v1/memories/x/history"), ("GET", "/v1/memories/x/why"),
+                         ("GET", "/v1/decisions"),
                          ("GET", "/v1/export"), ("POST", "/v1/import"), ("GET", "/v1/jobs"),
                          ("GET", "/v1/me")]:
         r = server.http.request(method, path, json={})
@@ -188,7 +189,7 @@ def test_unknown_ids_are_404_on_every_route(server: Server) -> None:
     for method, path, body in [
         ("GET", "", None), ("PATCH", "", {"pinned": True}), ("DELETE", "", None),
         ("POST", "/correct", {"content": "x"}), ("POST", "/pin", None),
-        ("POST", "/unpin", None), ("GET", "/history", None),
+        ("POST", "/unpin", None), ("GET", "/history", None), ("GET", "/why", None),
     ]:
         r = server.http.request(method, f"/v1/memories/nope{path}", json=body, headers=h)
         assert _problem(r, 404)["detail"] == "No such memory.", (method, path)
@@ -218,6 +219,36 @@ def test_decisions(server: Server) -> None:
     assert server.http.get("/v1/decisions", params={"thread_id": "other"},
                            headers=h).json() == []
     _problem(server.http.get("/v1/decisions", params={"limit": 0}, headers=h), 422)
+
+
+def test_why_a_memory_exists(server: Server) -> None:
+    user, h = server.user()
+    layer = MemoryLayer(server.store, extraction="inline")
+    layer.ingest(user, [HumanMessage("I am allergic to penicillin.", id="w1")],
+                 thread_id="why-1")
+    layer.ingest(user, [HumanMessage("I live in Lisbon.", id="w2")], thread_id="why-2")
+    page = server.http.get("/v1/memories", params={"q": "penicillin"}, headers=h).json()
+    memory = page["items"][0]
+    why = server.http.get(f"/v1/memories/{memory['id']}/why", headers=h).json()
+    assert why["memory"]["id"] == memory["id"]
+    assert why["source"]["text"] == "I am allergic to penicillin."
+    assert why["source"]["thread_id"] == "why-1"
+    (admitted,) = why["decisions"]
+    assert admitted["accepted"] is True and admitted["op"] == "add"
+    assert admitted["thread_id"] == "why-1" and admitted["reason"]
+    assert why["history"] == []
+    # After a correction its admission is still found (by the text it had), and the
+    # correction is in its history.
+    server.http.post(f"/v1/memories/{memory['id']}/correct", headers=h,
+                     json={"content": "Allergic to amoxicillin."})
+    why = server.http.get(f"/v1/memories/{memory['id']}/why", headers=h).json()
+    assert [d["log_id"] for d in why["decisions"]] == [admitted["log_id"]]
+    assert [(e["event"], e["old"]) for e in why["history"]] == [
+        ("content", memory["content"])]
+    # Written directly: no source text, no decision.
+    direct = _new(server, h, "Has a cat named Miso.")
+    why = server.http.get(f"/v1/memories/{direct['id']}/why", headers=h).json()
+    assert why["decisions"] == [] and why["source"]["text"] is None
 
 
 def test_jobs_status_is_for_admins(server: Server) -> None:
@@ -308,7 +339,8 @@ def test_no_route_reaches_another_users_memory(server: Server) -> None:
     for method, path, body in [
         ("GET", "", None), ("PATCH", "", {"pinned": True}), ("PATCH", "", {"policy": "avoid"}),
         ("POST", "/correct", {"content": "hacked"}), ("POST", "/pin", None),
-        ("POST", "/unpin", None), ("GET", "/history", None), ("DELETE", "", None),
+        ("POST", "/unpin", None), ("GET", "/history", None), ("GET", "/why", None),
+        ("DELETE", "", None),
     ]:
         r = server.http.request(method, url + path, json=body, headers=hb)
         assert _problem(r, 404)["detail"] == "No such memory.", (method, path)

@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from langmem_layer.http import problems
+from langmem_layer.http.panel import router as panel_router
 from langmem_layer.http.routes import router
 from langmem_layer.http.security import current_principal
 from langmem_layer.http.state import Authenticate, ServerState
@@ -100,6 +101,7 @@ def create_app(*, store: Any = None, database_url: str | None = None,
     problems.install(app)
     app.add_middleware(problems.BodyLimit, max_bytes=max_body_bytes)
     app.include_router(router)
+    app.include_router(panel_router)
 
     @app.get("/healthz", tags=["operations"], include_in_schema=False)
     async def healthz() -> JSONResponse:

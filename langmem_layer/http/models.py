@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from langmem_layer.jobs.runner import JobStatus
 from langmem_layer.store.ops import IngestLogEntry
 from langmem_layer.types import (
+    HistoryEntry,
     Kind,
     Layer,
     LoopStatus,
@@ -21,6 +22,7 @@ from langmem_layer.types import (
 )
 
 __all__ = [
+    "Admission",
     "CorrectRequest",
     "Decision",
     "DeleteResult",
@@ -32,6 +34,7 @@ __all__ = [
     "MemoryPage",
     "NewMemory",
     "Problem",
+    "Provenance",
     "SurfaceRequest",
 ]
 
@@ -204,3 +207,29 @@ class JobState(BaseModel):
                    started_at=st.started_at, finished_at=st.finished_at, users=st.users,
                    counts=dict(st.counts), error=st.error, next_due=st.next_due,
                    due_now=st.due_now)
+
+
+class Admission(BaseModel):
+    """One write-gate decision about a memory: what was proposed, and why it was let in
+    (or not)."""
+
+    log_id: int = Field(description="The decision-log entry it belongs to.")
+    at: datetime
+    thread_id: str | None
+    op: str | None = Field(description="The operation applied: add, update, reinforce ...")
+    proposed: str | None = Field(description="The operation the extractor proposed.")
+    content: str | None
+    accepted: bool
+    reason: str
+    confidence: float | None = None
+
+
+class Provenance(BaseModel):
+    """Why a memory exists: where it came from, the decisions that admitted or changed
+    it, and its history."""
+
+    memory: Memory
+    source: Source
+    decisions: list[Admission] = Field(description="Decisions naming this memory (its "
+                                       "id, its text, or a text it had), newest first.")
+    history: list[HistoryEntry]

@@ -20,6 +20,7 @@ from starlette.datastructures import UploadFile
 from langmem_layer.auth import Principal
 from langmem_layer.errors import InvalidContentError
 from langmem_layer.http.models import (
+    Admission,
     CorrectRequest,
     Decision,
     DeleteResult,
@@ -31,6 +32,7 @@ from langmem_layer.http.models import (
     MemoryPage,
     NewMemory,
     Problem,
+    Provenance,
     SurfaceRequest,
 )
 from langmem_layer.http.problems import PROBLEM_JSON
@@ -155,6 +157,35 @@ async def memory_history(memory_id: MemoryId, principal: Caller,
                          layer: Layer_) -> list[HistoryEntry]:
     """Every change in a memory's life, oldest first."""
     return await layer.ahistory(principal.user_id, memory_id)
+
+
+#: How far back in the memory's thread the decision log is searched for its admission.
+_WHY_LOG_ENTRIES = 200
+
+
+@router.get("/memories/{memory_id}/why", response_model=Provenance, responses=_ONE,
+            tags=["memories"])
+async def memory_why(memory_id: MemoryId, principal: Caller, layer: Layer_) -> Provenance:
+    """Why a memory exists: its source text, the gate decisions that admitted or changed
+    it, and its history."""
+    found = await layer.aget(principal.user_id, memory_id)
+    history = await layer.ahistory(principal.user_id, memory_id)
+    source = found.record.source
+    # The log keeps decisions by text and target id, not by the memory's id: a decision
+    # is this memory's when it targeted it, or proposed a text it had (before a correction).
+    texts = {found.record.content} | {h.old for h in history
+                                      if h.event == "content" and h.old}
+    entries = await layer.adecisions(principal.user_id, thread_id=source.thread_id,
+                                     limit=_WHY_LOG_ENTRIES)
+    admissions = [
+        Admission(log_id=e.id, at=e.at, thread_id=e.thread_id, op=d.get("op"),
+                  proposed=d.get("proposed"), content=d.get("content"),
+                  accepted=bool(d.get("accepted")), reason=str(d.get("reason") or ""),
+                  confidence=d.get("confidence"))
+        for e in entries for d in e.decisions
+        if d.get("target_id") == memory_id or d.get("content") in texts]
+    return Provenance(memory=Memory.of(found), source=source, decisions=admissions,
+                      history=history)
 
 
 @router.get("/decisions", response_model=list[Decision], tags=["memories"])
