@@ -1,12 +1,14 @@
-"""Concurrent users of the HTTP server: the agent through LangServe, on loopback.
+"""Concurrent users of the HTTP app: the agent through LangServe and the REST API, on loopback.
 
 N simulated users (default 50) hold a conversation each for D seconds (default 60)
-against a server in a subprocess on 127.0.0.1: every turn is a ``POST /agent/invoke``
-(the offline chat model, the rule extractor, background extraction as served). If the
-app serves the memory REST API (a ``/v1/memories`` route), each user also reads its
-memories there every few turns. Then the same conversations are driven in-process
-(``graph.ainvoke`` on the same lifespan, same store options) for the same time, so
-the HTTP overhead is a ratio. Prints requests/s, p50/p95/p99 per route and errors.
+against the app (:func:`langmem_layer.http.app.create_app`) in a uvicorn subprocess on
+127.0.0.1: every turn is a ``POST /agent/invoke`` (the offline chat model, the rule
+extractor, background extraction as served), and every few turns the user reads its
+memories with ``GET /v1/memories``. Each user authenticates with its own API key
+(``Authorization: Bearer``), made before the run as ``keys create`` does. Then the
+same conversations are driven in-process (``graph.ainvoke`` on the same lifespan,
+same store options) for the same time, so the HTTP overhead is a ratio. Prints
+requests/s, p50/p95/p99 per route and errors.
 
 Bounded: ``--duration`` seconds per phase, at most ``--max-requests`` requests per
 phase, loopback only. The database is a fresh embedded PostgreSQL (or
@@ -17,8 +19,9 @@ phase, loopback only. The database is a fresh embedded PostgreSQL (or
 
 ``--app`` serves another app (an ASGI app or a factory taking no argument; it must
 read ``LANGMEM_DATABASE_URL``); ``--header`` is the header each user authenticates
-with, ``{user}`` replaced by its id. The default app is this file's ``app``: the agent
-routes and lifespan with a header naming the user (a stand-in for API keys).
+with, ``{user}`` replaced by its id and ``{key}`` by its API key. The default app is
+this file's ``app``: ``create_app`` as ``langmem-layer serve`` builds it, with the
+offline model, the rule extractor and no embedding model.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from starlette.requests import Request
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"  # loopback only
@@ -55,22 +57,7 @@ SCRIPT = (
 )
 
 
-# -- the default app: agent routes + lifespan, the user named in a header ---------------
-
-def _bench_principal(request: Request) -> Any:
-    from fastapi import HTTPException
-
-    user = request.headers.get("x-bench-user")
-    if not user:
-        raise HTTPException(401, "Not authenticated")
-    return _Principal(user)
-
-
-@dataclass(frozen=True)
-class _Principal:
-    user_id: str
-    admin: bool = False
-
+# -- the default app: create_app with offline parts ----------------------------------
 
 def _store_options() -> dict[str, Any]:
     return {"index": None, "pool_size": int(os.environ.get("BENCH_POOL_SIZE", "8"))}
@@ -90,15 +77,22 @@ def _layer_options() -> dict[str, Any]:
 
 
 def make_app() -> Any:
-    """The bench's app on ``LANGMEM_DATABASE_URL``."""
-    from fastapi import FastAPI
+    """The bench's app on ``LANGMEM_DATABASE_URL``: the real app, offline parts."""
+    from langmem_layer.http.app import create_app
 
-    from langmem_layer.http.lifespan import agent_lifespan
+    options = _store_options()
+    return create_app(database_url=os.environ["LANGMEM_DATABASE_URL"],
+                      pool_size=options.pop("pool_size"), store_options=options,
+                      layer_options=_layer_options(), graph_factory=_offline_agent)
 
-    return FastAPI(lifespan=agent_lifespan(
-        _bench_principal, database_url=os.environ["LANGMEM_DATABASE_URL"],
-        store_options=_store_options(), layer_options=_layer_options(),
-        graph_factory=_offline_agent))
+
+def make_keys(uri: str, users: Sequence[str]) -> dict[str, str]:
+    """An API key for each user (as ``langmem-layer keys create`` makes them)."""
+    from langmem_layer.auth import create_key
+    from langmem_layer.store.sync import PostgresMemoryStore
+
+    with PostgresMemoryStore.from_conn_string(uri, index=None) as store:
+        return {user: create_key(store, user) for user in users}
 
 
 def __getattr__(name: str) -> Any:
@@ -167,7 +161,8 @@ async def _timed(phase: Phase, route: str, call: Any) -> None:
     phase.requests += 1
 
 
-async def _http_phase(base: str, args: argparse.Namespace, run_id: str) -> Phase:
+async def _http_phase(base: str, args: argparse.Namespace, run_id: str,
+                      keys: dict[str, str]) -> Phase:
     phase = Phase("HTTP (uvicorn subprocess, loopback)")
     name, _, template = args.header.partition("=")
     limits = httpx.Limits(max_connections=args.users * 2, max_keepalive_connections=args.users)
@@ -176,7 +171,8 @@ async def _http_phase(base: str, args: argparse.Namespace, run_id: str) -> Phase
         has_memories = MEMORY_ROUTE in paths
 
         def headers(u: int) -> dict[str, str]:
-            return {name: template.format(user=f"{run_id}-http-{u}")}
+            user = f"{run_id}-http-{u}"
+            return {name: template.format(user=user, key=keys.get(user, ""))}
 
         async def turn(u: int, text: str) -> None:
             r = await client.post("/agent/invoke", headers=headers(u), json={
@@ -255,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"turns between reads of {MEMORY_ROUTE}, when served")
     parser.add_argument("--pool-size", type=int, default=8)
     parser.add_argument("--app", default="http_bench:app")
-    parser.add_argument("--header", default="x-bench-user={user}")
+    parser.add_argument("--header", default="authorization=Bearer {key}")
     parser.add_argument("--database-url", default=None)
     args = parser.parse_args(argv)
 
@@ -277,7 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             started = _wait_ready(base, proc)
             print(f"  server ready in {started:.1f} s")
-            http = asyncio.run(_http_phase(base, args, run_id))
+            keys = make_keys(uri, [f"{run_id}-http-{u}" for u in range(args.users)])
+            http = asyncio.run(_http_phase(base, args, run_id, keys))
         finally:
             t0 = time.perf_counter()
             proc.send_signal(signal.SIGTERM)

@@ -456,20 +456,21 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dev-user", default=None, metavar="USER",
                         help="single-user demo mode: requests from loopback without a key "
                         "act as USER (refused from any other address)")
+    parser.add_argument("--no-agent", action="store_true",
+                        help="serve the memory REST API only, without the agent routes")
 
 
 def _serve(args: argparse.Namespace, ctx: JobContext | None) -> int:
-    """Run the HTTP app under uvicorn until interrupted."""
+    """Run the HTTP app under uvicorn until SIGTERM / SIGINT (then drain, exit 0)."""
     try:
-        import uvicorn
-
+        from langmem_layer.http import serve
         from langmem_layer.http.app import create_app
     except ImportError as e:
         raise _Failure(f"serve needs the server extra: pip install 'langmem-layer[server]' "
                        f"({e})") from None
     app = create_app(database_url=args.database_url, data_dir=args.data_dir,
-                     dev_user=args.dev_user)
-    uvicorn.run(app, host=args.host, port=args.port)
+                     dev_user=args.dev_user, agent=not args.no_agent)
+    serve.run(app, host=args.host, port=args.port)
     return 0
 def _eval_arguments(parser: argparse.ArgumentParser) -> None:
     from langmem_layer.evals.cli import add_arguments
@@ -511,7 +512,7 @@ COMMANDS: dict[str, Command] = {
     "keys revoke": Command("revoke an API key", _keys_revoke_arguments, _keys_revoke),
     "keys list": Command("list a user's API keys (ids and roles, no secrets)",
                          _keys_list_arguments, _keys_list),
-    "serve": Command("run the HTTP app: memory REST API (and the agent routes)",
+    "serve": Command("run the HTTP app: the memory agent (LangServe) and the REST API",
                      _serve_arguments, _serve, uses_store=False),
     "eval": Command("run the evaluation fixtures (or a named suite) and check thresholds",
                     _eval_arguments, _eval, _always),

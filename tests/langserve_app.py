@@ -1,39 +1,33 @@
-"""A small app for the HTTP tests and the bench: the memory agent's routes and lifespan.
+"""The HTTP app as the tests and the bench serve it: :func:`create_app` with test parts.
 
 ``uvicorn tests.langserve_app:app`` serves it on ``LANGMEM_DATABASE_URL`` with the test
-embedder, the rule extractor and the offline chat model. Authentication is a stand-in
-(the caller named in ``X-Test-User``, an admin with ``X-Test-Admin: 1``); the real app
-wires the library's API keys instead.
+embedder, the rule extractor and the offline chat model. Besides the library's API keys,
+a caller may name itself in ``X-Test-User`` (an admin with ``X-Test-Admin: 1``),
+through the app's ``authenticate`` hook.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 
 from langmem_layer.agent import build_agent_graph
-from langmem_layer.http.lifespan import agent_lifespan
+from langmem_layer.auth import Principal
+from langmem_layer.http.app import create_app
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.offline import OfflineChatModel
 from langmem_layer.write.rules import RuleExtractor
 from tests.fakes import BagOfWordsEmbeddings
 
 
-@dataclass(frozen=True)
-class TestPrincipal:
-    user_id: str
-    admin: bool = False
-
-
-def header_principal(request: Request) -> TestPrincipal:
-    """The caller named in ``X-Test-User``; 401 without it."""
+def header_principal(request: Request) -> Principal | None:
+    """The caller named in ``X-Test-User``; None (then 401) without it."""
     user = request.headers.get("x-test-user")
     if not user:
-        raise HTTPException(401, "Not authenticated", headers={"WWW-Authenticate": "Bearer"})
-    return TestPrincipal(user, admin=request.headers.get("x-test-admin") == "1")
+        return None
+    return Principal(user, admin=request.headers.get("x-test-admin") == "1")
 
 
 def offline_agent(layer: MemoryLayer) -> Any:
@@ -46,9 +40,9 @@ def make_app(database_url: str | None = None, **options: Any) -> FastAPI:
     options.setdefault("store_options", {"index": index})
     options.setdefault("layer_options", {"extractor": RuleExtractor()})
     options.setdefault("graph_factory", offline_agent)
-    return FastAPI(lifespan=agent_lifespan(
-        header_principal, database_url=database_url or os.environ["LANGMEM_DATABASE_URL"],
-        **options))
+    options.setdefault("pool_size", 4)
+    return create_app(database_url=database_url or os.environ["LANGMEM_DATABASE_URL"],
+                      authenticate=header_principal, **options)
 
 
 def __getattr__(name: str) -> Any:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,12 +18,12 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from langchain_core.messages import AIMessage, HumanMessage
 from langserve import RemoteRunnable
 
 from langmem_layer.http.lifespan import MemoryService
+from tests.http_server import serve
 from tests.langserve_app import make_app
 
 STARTUP_LIMIT = 120.0  # seconds; a bound on waiting, not a performance assertion
@@ -54,24 +51,8 @@ class Server:
 @pytest.fixture(scope="module")
 def server(pg_uri: str) -> Iterator[Server]:
     app = make_app(pg_uri)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + STARTUP_LIMIT
-    while not srv.started:
-        assert thread.is_alive(), "the server failed to start"
-        assert time.monotonic() < deadline, "the server did not start in time"
-        time.sleep(0.05)
-    try:
-        yield Server(f"http://127.0.0.1:{port}", app)
-    finally:
-        srv.should_exit = True
-        thread.join(STARTUP_LIMIT)
-        sock.close()
-    assert not thread.is_alive()
+    with serve(app) as url:
+        yield Server(url, app)
 
 
 def _user() -> str:

@@ -126,8 +126,10 @@ def test_live_dev_mode_and_own_store(pg_uri: str, store: PostgresMemoryStore,
 
 def test_serve_command(pg_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ran: dict[str, Any] = {}
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: ran.update(app=app, **kw))
+    monkeypatch.setattr("langmem_layer.http.serve.run",
+                        lambda app, **kw: ran.update(app=app, **kw))
     assert main(["--database-url", pg_uri, "serve", "--port", "8123", "--dev-user", "demo"]) == 0
     assert (ran["host"], ran["port"]) == ("127.0.0.1", 8123)
     assert ran["app"].state.langmem.dev_user == "demo"
+    assert main(["--database-url", pg_uri, "serve", "--no-agent"]) == 0
     assert main(["serve", "--dev-user", "a.b"]) == 1

@@ -1,18 +1,18 @@
 """The ASGI app: :func:`create_app`, and ``app`` for ``uvicorn langmem_layer.http.app:app``
 (or ``langgraph.json``'s ``http.app``), configured from the ``LANGMEM_*`` environment.
 
-The app opens its store when it starts (the one given, else one on
-``LANGMEM_DATABASE_URL``, else the embedded PostgreSQL), runs ``setup()``, and closes
-what it opened when it stops.
+One app, one lifetime (:func:`~langmem_layer.http.lifespan.memory_lifespan`): at
+startup it opens the store (the one given, else an async pooled store on
+``LANGMEM_DATABASE_URL``, else on the embedded PostgreSQL), runs ``setup()``, builds the
+layer, the memory agent and the extraction worker, and mounts the agent's LangServe
+routes at ``/agent``; the ``/v1`` REST routes work on the same layer. At shutdown it
+drains extraction and closes what it opened.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import logging
-from collections.abc import AsyncIterator
-from contextlib import ExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,40 +20,46 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from langmem_layer.http import problems
+from langmem_layer.http.lifespan import GraphFactory, memory_lifespan, served_agent
 from langmem_layer.http.panel import router as panel_router
 from langmem_layer.http.routes import router
 from langmem_layer.http.security import current_principal
 from langmem_layer.http.state import Authenticate, ServerState
-from langmem_layer.layer import MemoryLayer
 from langmem_layer.settings import MemorySettings
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
 
 #: Largest request body accepted (an import file included): 10 MB.
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
-_log = logging.getLogger(__name__)
-
-
-async def _setup(store: Any) -> None:
-    if inspect.iscoroutinefunction(store.setup):
-        await store.setup()
-    else:
-        await asyncio.to_thread(store.setup)
 
 
 def create_app(*, store: Any = None, database_url: str | None = None,
-               data_dir: str | Path | None = None, graph: Any = None,
+               data_dir: str | Path | None = None, agent: bool = True,
+               graph_factory: GraphFactory | None = None, agent_path: str = "/agent",
                settings: MemorySettings | None = None,
                authenticate: Authenticate | None = None, dev_user: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, pool_size: int = 10) -> FastAPI:
-    """The HTTP app: the ``/v1`` memory REST API, and the agent routes for ``graph``.
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, pool_size: int = 10,
+               store_options: Mapping[str, Any] | None = None,
+               layer_options: Mapping[str, Any] | None = None,
+               poll_seconds: float = 5.0) -> FastAPI:
+    """The HTTP app: the memory agent through LangServe and the ``/v1`` memory REST API.
+
+    Both authenticate with :func:`~langmem_layer.http.security.current_principal` (API
+    keys, then ``authenticate``, then dev mode) and work on one store and one layer,
+    opened by :func:`~langmem_layer.http.lifespan.memory_lifespan` with the extraction
+    worker; the :class:`~langmem_layer.http.lifespan.MemoryService` is
+    ``app.state.memory`` while the app runs.
 
     Args:
-        store: A memory store to serve (left open at shutdown); default: one opened at
-            startup on ``database_url`` and closed at shutdown.
+        store: A memory store to serve (left open at shutdown), async or sync. Default:
+            an ``AsyncPostgresMemoryStore`` with a pool of ``pool_size`` connections,
+            opened at startup on ``database_url`` and closed at shutdown.
         database_url: PostgreSQL URL; default ``LANGMEM_DATABASE_URL``, else embedded.
         data_dir: The embedded server's directory when no URL is set.
-        graph: A compiled agent graph to serve through LangServe's routes.
+        agent: Serve the memory agent at ``agent_path`` (False: the REST API only).
+        graph_factory: Builds the agent for the layer; default
+            :func:`langmem_layer.agent.build_agent_graph`.
+        agent_path: Where the agent's LangServe routes go.
         settings: The layer's settings; default from the ``LANGMEM_*`` environment.
         authenticate: Your own verification (JWT, OIDC): called with the request when
             it carries no API key of this library; returns a
@@ -62,6 +68,10 @@ def create_app(*, store: Any = None, database_url: str | None = None,
             acts as this user; from any other address it is refused (401).
         max_body_bytes: Largest request body accepted (413 above).
         pool_size: Connections of the store opened at startup.
+        store_options: Other arguments of the store opened at startup (``index``...).
+        layer_options: Arguments of the :class:`~langmem_layer.MemoryLayer`
+            (``extractor``...).
+        poll_seconds: Pause between the extraction worker's passes.
     """
     from langmem_layer.config import settings_from_env
 
@@ -73,30 +83,27 @@ def create_app(*, store: Any = None, database_url: str | None = None,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        with ExitStack() as opened:
-            served = store
-            if served is None:
-                from langmem_layer.config import open_store
-
-                served = await asyncio.to_thread(
-                    opened.enter_context,
-                    open_store(database_url, data_dir=data_dir, pool_size=pool_size))
-            await _setup(served)
-            layer = MemoryLayer(served, settings=state.settings)
-            state.store, state.layer = served, layer
+        async with memory_lifespan(
+                store=store, database_url=database_url, data_dir=data_dir,
+                settings=state.settings, graph_factory=graph_factory, agent=agent,
+                store_options={"pool_size": pool_size, **(store_options or {})},
+                layer_options=layer_options, poll_seconds=poll_seconds) as service:
+            state.store, state.layer = service.store, service.layer
+            state.database_url = service.database_url
+            app.state.memory = service
             try:
-                yield
+                async with served_agent(app, service.graph, current_principal,
+                                        path=agent_path):
+                    yield
             finally:
-                state.layer = None
-                await layer.aclose()
-                state.store = None
-                await asyncio.to_thread(opened.close)
+                # Requests are over; memory_lifespan now drains extraction and closes.
+                state.store = state.layer = state.database_url = None
 
     app = FastAPI(
         title="langmem-layer", version=_version(), lifespan=lifespan,
-        description="Long-term memory of LangGraph agents: the memory REST API. "
-        "Authenticate with 'Authorization: Bearer <API key>'; errors are RFC 9457 "
-        "problem documents.")
+        description="Long-term memory of LangGraph agents: the memory agent (LangServe, "
+        "at /agent) and the memory REST API. Authenticate with 'Authorization: Bearer "
+        "<API key>'; errors are RFC 9457 problem documents.")
     app.state.langmem = state
     problems.install(app)
     app.add_middleware(problems.BodyLimit, max_bytes=max_body_bytes)
@@ -109,18 +116,7 @@ def create_app(*, store: Any = None, database_url: str | None = None,
         return JSONResponse({"status": "ok" if ready else "starting"},
                             status_code=200 if ready else 503)
 
-    if graph is not None:
-        _add_agent_routes(app, graph)
     return app
-
-
-def _add_agent_routes(app: FastAPI, graph: Any) -> None:
-    try:
-        from langmem_layer.http.agent import add_agent_routes  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as e:
-        _log.warning("agent routes not served: %s", e)
-        return
-    add_agent_routes(app, graph, principal_dependency=current_principal)
 
 
 def _version() -> str:

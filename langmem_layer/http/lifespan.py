@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
     from langgraph.graph.state import CompiledStateGraph
 
-__all__ = ["ExtractionWorker", "MemoryService", "agent_lifespan", "memory_lifespan"]
+__all__ = ["ExtractionWorker", "MemoryService", "agent_lifespan", "memory_lifespan",
+           "served_agent"]
 
 logger = logging.getLogger("langmem_layer")
 
@@ -104,27 +106,40 @@ class MemoryService:
     """What a running server holds (see :func:`memory_lifespan`).
 
     Attributes:
-        store: The async memory store.
+        store: The memory store (the async one, unless a sync store was given).
         layer: The memory layer on it.
-        graph: The compiled memory agent.
+        graph: The compiled memory agent (None when the agent was left out).
         worker: The background extraction loop.
+        database_url: The URL the store was opened on (None when a store was given).
     """
 
     store: BaseStore
     layer: MemoryLayer
-    graph: CompiledStateGraph
+    graph: CompiledStateGraph | None
     worker: ExtractionWorker
+    database_url: str | None = None
 
 
 async def _open_store(stack: contextlib.AsyncExitStack, database_url: str | None,
-                      data_dir: str | Path | None, options: Mapping[str, Any]) -> BaseStore:
+                      data_dir: str | Path | None,
+                      options: Mapping[str, Any]) -> tuple[BaseStore, str]:
     from langmem_layer.config import database_url as resolve_url
     from langmem_layer.store.aio import AsyncPostgresMemoryStore
 
     # Resolving may start the embedded server: a blocking call, kept off the loop.
     url = await asyncio.to_thread(resolve_url, database_url, data_dir=data_dir)
-    return await stack.enter_async_context(
+    store = await stack.enter_async_context(
         AsyncPostgresMemoryStore.from_conn_string(url, **dict(options)))
+    return store, url
+
+
+async def _setup(store: BaseStore) -> None:
+    # A given store may be the sync one: its setup is blocking, kept off the loop.
+    setup = store.setup  # type: ignore[attr-defined]
+    if inspect.iscoroutinefunction(setup):
+        await setup()
+    else:
+        await asyncio.to_thread(setup)
 
 
 def _compile(graph: Any, store: BaseStore) -> CompiledStateGraph:
@@ -139,6 +154,7 @@ async def memory_lifespan(
     data_dir: str | Path | None = None,
     settings: MemorySettings | None = None,
     graph_factory: GraphFactory | None = None,
+    agent: bool = True,
     store_options: Mapping[str, Any] | None = None,
     layer_options: Mapping[str, Any] | None = None,
     poll_seconds: float = 5.0,
@@ -146,7 +162,8 @@ async def memory_lifespan(
     """Open the store, set it up, start extraction; on exit drain it and close the store.
 
     Args:
-        store: An open async store to use (left open on exit). Default: one opened on
+        store: An open store to use (left open on exit; the async one serves best, a
+            sync one runs its calls in threads). Default: an async store opened on
             ``database_url`` (see :func:`langmem_layer.config.database_url`: the
             argument, ``LANGMEM_DATABASE_URL``, else the embedded server in ``data_dir``).
         database_url: A PostgreSQL URL, when ``store`` is not given.
@@ -154,6 +171,7 @@ async def memory_lifespan(
         settings: Default :func:`langmem_layer.config.settings_from_env`.
         graph_factory: Builds the agent for the layer; default
             :func:`langmem_layer.agent.build_agent_graph`.
+        agent: Build the agent (False: no graph; the service's ``graph`` is None).
         store_options: Passed to ``AsyncPostgresMemoryStore.from_conn_string``
             (``index``, ``pool_size``...).
         layer_options: Passed to :class:`~langmem_layer.MemoryLayer` (``extractor``...).
@@ -166,21 +184,60 @@ async def memory_lifespan(
     from langmem_layer.config import settings_from_env
 
     async with contextlib.AsyncExitStack() as stack:
+        url = None
         if store is None:
-            store = await _open_store(stack, database_url, data_dir, store_options or {})
-        await store.setup()  # type: ignore[attr-defined]
+            store, url = await _open_store(stack, database_url, data_dir, store_options or {})
+        await _setup(store)
         layer = MemoryLayer(store, settings=settings or settings_from_env(),
                             **dict(layer_options or {}))
-        graph = _compile((graph_factory or build_agent_graph)(layer), store)
+        graph = _compile((graph_factory or build_agent_graph)(layer), store) if agent else None
         worker = ExtractionWorker(layer, poll_seconds=poll_seconds)
         worker.start()
         try:
-            yield MemoryService(store=store, layer=layer, graph=graph, worker=worker)
+            yield MemoryService(store=store, layer=layer, graph=graph, worker=worker,
+                                database_url=url)
         finally:
             # Requests have finished (uvicorn runs the lifespan's exit after them):
             # let the loop finish its pass, then extract everything still queued.
             await worker.stop()
             await layer.aclose()
+
+
+@contextlib.asynccontextmanager
+async def served_agent(app: FastAPI, graph: Any, principal_dependency: Callable[..., Any],
+                       *, path: str = "/agent") -> AsyncIterator[None]:
+    """Serve ``graph`` with LangServe at ``path`` while the block runs.
+
+    The routes are added when the block starts (the graph needs the open store) and
+    removed when it ends, so an app started again serves its new graph, not a closed
+    one. Without ``graph`` (the agent left out) or without LangServe installed (the
+    ``server`` extra), no agent route is added.
+
+    Args:
+        app: The FastAPI app.
+        graph: The compiled agent graph, or None.
+        principal_dependency: The app's authentication dependency (see
+            :func:`~langmem_layer.http.agent.add_agent_routes`).
+        path: Where the agent routes go.
+    """
+    if graph is None:
+        yield
+        return
+    try:
+        from langmem_layer.http.agent import add_agent_routes
+    except ImportError as e:  # langserve absent, e.g. beside langgraph-api (sse-starlette)
+        logger.warning("agent routes not served (pip install 'langmem-layer[server]'): %s", e)
+        yield
+        return
+    before = list(app.router.routes)
+    add_agent_routes(app, graph, principal_dependency=principal_dependency, path=path)
+    added = [r for r in app.router.routes if r not in before]
+    app.openapi_schema = None
+    try:
+        yield
+    finally:
+        app.router.routes[:] = [r for r in app.router.routes if r not in added]
+        app.openapi_schema = None
 
 
 def agent_lifespan(principal_dependency: Callable[..., Any], *, path: str = "/agent",
@@ -190,8 +247,9 @@ def agent_lifespan(principal_dependency: Callable[..., Any], *, path: str = "/ag
 
     On startup it enters :func:`memory_lifespan` (``options`` are its arguments), keeps
     the :class:`MemoryService` as ``app.state.memory`` and adds the agent routes
-    (:func:`langmem_layer.http.agent.add_agent_routes`) once; on shutdown it drains
-    extraction and closes the store.
+    (:func:`served_agent`); on shutdown it drains extraction and closes the store. For
+    the whole app (REST API, API keys, the agent) use
+    :func:`langmem_layer.http.app.create_app`, which runs on the same lifespan.
 
     Args:
         principal_dependency: The app's authentication dependency (see
@@ -199,23 +257,12 @@ def agent_lifespan(principal_dependency: Callable[..., Any], *, path: str = "/ag
         path: Where the agent routes go.
         **options: Keyword arguments of :func:`memory_lifespan`.
     """
-    from langmem_layer.http.agent import add_agent_routes
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with memory_lifespan(**options) as service:
             app.state.memory = service
-            # Added at startup, since the graph needs the open store; removed at
-            # shutdown, so an app started again serves its new graph, not a closed one.
-            before = list(app.router.routes)
-            add_agent_routes(app, service.graph, principal_dependency=principal_dependency,
-                             path=path)
-            added = [r for r in app.router.routes if r not in before]
-            app.openapi_schema = None
-            try:
+            async with served_agent(app, service.graph, principal_dependency, path=path):
                 yield
-            finally:
-                app.router.routes[:] = [r for r in app.router.routes if r not in added]
-                app.openapi_schema = None
 
     return lifespan

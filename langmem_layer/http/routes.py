@@ -271,12 +271,24 @@ async def jobs(request: Request, principal: Caller) -> list[JobState]:
     """The maintenance jobs' latest runs and when each is next due (admins only)."""
     if not principal.admin:
         raise HTTPException(403, "Job status is for admin keys only.")
+    state = state_of(request)
+    found = await asyncio.to_thread(_job_status, state.store, state.database_url,
+                                    state.settings)
+    return [JobState.of(st) for st in found]
+
+
+def _job_status(store: Any, url: str | None, settings: Any) -> list[Any]:
+    """The job runner's status, read through a sync store (the runner is sync)."""
     from langmem_layer.jobs import JobContext
     from langmem_layer.jobs.runner import status
     from langmem_layer.store.sync import PostgresMemoryStore
 
-    state = state_of(request)
-    if not isinstance(state.store, PostgresMemoryStore):
-        raise HTTPException(503, "Job status needs the app to run on a PostgresMemoryStore.")
-    found = await asyncio.to_thread(status, JobContext(state.store, settings=state.settings))
-    return [JobState.of(st) for st in found]
+    if isinstance(store, PostgresMemoryStore):
+        return status(JobContext(store, settings=settings))
+    if url is None:
+        raise HTTPException(503, "Job status needs a PostgresMemoryStore, or an app that "
+                            "opened its own store (create_app without store=).")
+    # The app serves an async store; this rare admin read borrows one connection of its
+    # own for its duration rather than keeping a second pool open for the app's life.
+    with PostgresMemoryStore.from_conn_string(url, index=None) as sync_store:
+        return status(JobContext(sync_store, settings=settings))

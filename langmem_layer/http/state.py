@@ -33,6 +33,7 @@ class ServerState:
         dev_user: Loopback-only single-user mode: the user of key-less requests.
         store: The memory store (set when the app starts).
         layer: The layer over it (set when the app starts).
+        database_url: The URL the app opened its store on (None when a store was given).
     """
 
     settings: MemorySettings
@@ -40,6 +41,7 @@ class ServerState:
     dev_user: str | None = None
     store: Any = None
     layer: MemoryLayer | None = None
+    database_url: str | None = None
 
 
 def state_of(request: Request) -> ServerState:
