@@ -8,6 +8,11 @@ the factories in ``graphs/`` only ask for them with :func:`current`. Opening the
 in a factory instead ties it to one run: the run ends, the store closes, and the
 worker's extraction of that run fails on a closed connection.
 
+The memory REST API the server mounts (``"http": {"app": "./graphs/http.py:app"}``) is
+built at import, before the store is open, by :func:`memory_app`: its store is a
+:class:`ServedStore`, which reads :func:`current` when used, so it shares this store
+rather than opening a second one (and a second embedded PostgreSQL) on the same data.
+
 At shutdown the worker's pending extraction is finished (bounded by
 ``drain_timeout``), the stores are closed and the embedded PostgreSQL this process
 started is stopped once the checkpointer is closed too (see :func:`database`), so
@@ -24,7 +29,7 @@ from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langmem_layer import config
 from langmem_layer.errors import ConfigurationError
@@ -34,7 +39,11 @@ from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.embedded import embedded_uri, stop_embedded
 from langmem_layer.store.sync import PostgresMemoryStore
 
-__all__ = ["Served", "current", "database", "langgraph_store", "serve"]
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+__all__ = ["Served", "ServedStore", "current", "database", "langgraph_store", "memory_app",
+           "serve"]
 
 logger = logging.getLogger("langmem_layer")
 
@@ -197,3 +206,54 @@ async def langgraph_store() -> AsyncIterator[AsyncPostgresMemoryStore]:
         if kwargs.get("ttl", {}).get("sweep_interval_minutes"):
             await served.store.start_ttl_sweeper()
         yield served.store
+
+
+class ServedStore:
+    """The served async store, looked up on each use: for an app built at import.
+
+    A LangGraph server imports ``langgraph.json``'s ``http.app`` before its lifespan
+    enters the ``store``; every attribute of this object is the one of
+    ``current().store`` at the time it is read, so the app shares the server's store
+    (and its embedded PostgreSQL) instead of opening a second one on the same data.
+
+    Raises:
+        ConfigurationError: On use, when nothing is served (see :func:`current`).
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy, pickle and friends probe dunders: not ours
+            raise AttributeError(name)
+        return getattr(current().store, name)
+
+    def __repr__(self) -> str:
+        return f"<ServedStore of {_current.store!r}>" if _current else "<ServedStore: idle>"
+
+
+def memory_app(**options: Any) -> FastAPI:
+    """The memory REST API on the server's store, for ``langgraph.json``'s ``http.app``.
+
+    :func:`langmem_layer.http.app.create_app` with ``store=ServedStore()``: nothing
+    connects when it is built; its lifespan, which the server runs after entering the
+    ``store`` (so after :func:`serve` started), takes the served store, and leaves it
+    open at shutdown for :func:`serve` to close. Authentication is the app's own
+    (:func:`langmem_layer.http.security.current_principal`: the API keys the server's
+    ``auth`` handler verifies, against the same table).
+
+    Args:
+        **options: Other keyword arguments of ``create_app`` (``authenticate``,
+            ``settings``, ``max_body_bytes`` ...); not ``store``, ``database_url``,
+            ``data_dir`` or ``pool_size``, which would open a second store.
+
+    Raises:
+        ConfigurationError: ``options`` names one of those.
+    """
+    from langmem_layer.http.app import create_app
+
+    opening = sorted({"store", "database_url", "data_dir", "pool_size"} & set(options))
+    if opening:
+        raise ConfigurationError(
+            f"memory_app() serves the server's own store; remove {', '.join(opening)} "
+            "(configure the database with LANGMEM_DATABASE_URL / LANGMEM_DATA_DIR).")
+    # The graphs are the server's own; the REST routes serve beside them, no LangServe agent.
+    options.setdefault("agent", False)
+    return create_app(store=ServedStore(), **options)

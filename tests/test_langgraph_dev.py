@@ -4,7 +4,8 @@ The dev server runs from its own environment (``<repo>/.venv-dev``, made by ``ma
 ``LANGMEM_DEV_VENV`` points elsewhere) because langgraph-api needs sse-starlette>=2 and
 LangServe pins <2. It is started once for the module, on an embedded PostgreSQL of its
 own, with the repository's ``langgraph.json``: our store, checkpointer, auth handler,
-the memory agent and the job graph. Offline: no tracing, no analytics, no OpenAI.
+the memory agent, the job graph and the memory REST API (``http.app``). Offline: no
+tracing, no analytics, no OpenAI.
 """
 
 from __future__ import annotations
@@ -266,6 +267,53 @@ def test_a_job_graph_run(server: DevServer) -> None:
     assert isinstance(done, dict)
     assert done["job"] == "sweep-ttl" and done["status"] == "done", done
     assert done["error"] is None
+
+
+def _api(server: DevServer, user: str, method: str, path: str, **kw: Any) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {server.keys[user]}"}
+    return httpx.request(method, f"{server.url}{path}", headers=headers, timeout=30, **kw)
+
+
+def test_the_memory_api_is_mounted_beside_the_graphs(server: DevServer) -> None:
+    # langgraph.json's "http": the /v1 routes, on the server's own store.
+    _wait_for("alice's memory", _memory_about(server.client("alice"), "alice", "peanut"))
+    me = _api(server, "alice", "GET", "/v1/me")
+    assert me.status_code == 200, me.text
+    assert me.json() == {"user_id": "alice", "admin": False}
+    items = _api(server, "alice", "GET", "/v1/memories", params={"limit": 500}).json()["items"]
+    peanut = next(i for i in items if "peanut" in i["content"].lower())
+    written = _api(server, "bob", "POST", "/v1/memories",
+                   json={"content": "Bob's locker code is 4711."})
+    assert written.status_code == 201, written.text
+    # The store the graphs use is the one the app wrote to (no second database).
+    assert any("4711" in c for c in _contents(server.client("bob"), ("memories", "bob")))
+
+    # Never another user's memory: not listed, not by id, not by asking for it.
+    bobs = _api(server, "bob", "GET", "/v1/memories", params={"limit": 500}).json()["items"]
+    assert any("4711" in i["content"] for i in bobs)
+    assert not any("peanut" in i["content"].lower() or "alice" in i["content"].lower()
+                   for i in bobs)
+    assert _api(server, "bob", "GET", f"/v1/memories/{peanut['id']}").status_code == 404
+    assert _api(server, "bob", "GET", "/v1/memories",
+                params={"user_id": "alice"}).status_code == 403
+    alices = _api(server, "alice", "GET", "/v1/memories", params={"limit": 500}).json()
+    assert not any("4711" in i["content"] for i in alices["items"])
+    admin = _api(server, "ops", "GET", "/v1/memories", params={"user_id": "alice"})
+    assert any("peanut" in i["content"].lower() for i in admin.json()["items"])
+
+    # No credentials, wrong ones, or Studio's header: refused before any route runs.
+    for headers in ({}, {"Authorization": "Bearer not-a-key"},
+                    {"Authorization": f"Basic {server.keys['alice']}"},
+                    {"x-auth-scheme": "langsmith"}):
+        for path in ("/v1/me", "/v1/memories", f"/v1/memories/{peanut['id']}"):
+            response = httpx.get(f"{server.url}{path}", headers=headers, timeout=10)
+            assert response.status_code == 401, (path, headers, response.text)
+            assert "peanut" not in response.text.lower()
+
+    # The server's OpenAPI document lists the mounted routes beside its own.
+    spec = httpx.get(f"{server.url}/openapi.json", timeout=30)
+    assert spec.status_code == 200
+    assert {"/v1/me", "/v1/memories", "/threads"} <= set(spec.json()["paths"])
 
 
 def test_the_server_stops_cleanly_with_its_database(server: DevServer) -> None:

@@ -6,12 +6,15 @@ pieces: what :func:`serving.serve` hands out and closes, and how requests are co
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import httpx
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import AccessDeniedError, ConfigurationError, serving
+from langmem_layer.auth import acreate_key
 from langmem_layer.server_auth import bearer_token, scope_namespace
 
 
@@ -35,6 +38,40 @@ async def test_serve_owns_one_store_and_layer_until_it_ends(pg_uri: str) -> None
         assert any("Lisbon" in r.record.content for r in found)
         assert not again.store.conn.closed
     assert again.store.conn.closed
+
+
+async def test_the_memory_app_uses_the_served_store(pg_uri: str) -> None:
+    app = serving.memory_app()  # at import time in a server: nothing is open yet
+    with pytest.raises(ConfigurationError, match=r"langgraph\.json"):
+        async with app.router.lifespan_context(app):
+            pass
+    async with serving.serve(pg_uri, index=None) as served:
+        key = await acreate_key(served.store, "app-u")
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                me = await http.get("/v1/me", headers={"Authorization": f"Bearer {key}"})
+                assert me.status_code == 200 and me.json()["user_id"] == "app-u"
+                assert (await http.get("/v1/me")).status_code == 401
+            # Every documented route of the mounted app needs credentials (the server's
+            # auth handler does not cover custom routes; see README, LangGraph server).
+            paths = app.openapi()["paths"]
+            assert "/v1/memories" in paths
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                for path, methods in paths.items():
+                    url = re.sub(r"\{[^}]+\}", "x", path)
+                    for method in methods:
+                        answer = await http.request(method.upper(), url)
+                        assert answer.status_code == 401, (method, path, answer.text)
+        # The app's shutdown left the served store open for serve() to close.
+        assert not served.store.conn.closed
+    assert served.store.conn.closed
+
+
+@pytest.mark.parametrize("option", ["store", "database_url", "data_dir", "pool_size"])
+def test_the_memory_app_opens_no_store_of_its_own(option: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"remove {option}"):
+        serving.memory_app(**{option: None})
 
 
 def test_a_bearer_key_is_required() -> None:
