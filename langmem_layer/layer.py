@@ -107,6 +107,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
         self._runner = Runner(store, self.extractor)
         self._worker = Worker(self._runner, self.settings, self._process_batch,
                               self.ingest_log.extend)
+        self._worker.now = self.now
         self.load_memory, self.assemble_context, self.extract_after_turn = (
             nodes.build_nodes(self))
 
