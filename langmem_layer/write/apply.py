@@ -376,9 +376,17 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
                 entry_id=entry.id)
         except Exception as e:
             error = clean(f"{type(e).__name__}: {e}")
+            if is_outage(e) and not isinstance(e, DatabaseUnavailableError | PoolTimeoutError):
+                # The embedder or model is down, not this turn's fault: retry it later
+                # without using an attempt.
+                retry_at = now + timedelta(seconds=retry_base_seconds)
+                yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at,
+                                                  outage=True)])
+                outcome.failed.append(entry.id)
+                continue
             if is_outage(e):
-                # Not this turn's fault: release it and the rest of the batch without
-                # using an attempt, and stop the pass (the next one retries them).
+                # The database is unusable: release this entry and the rest of the batch
+                # without using an attempt, and stop the pass (the next one retries them).
                 rest = entries[i:]
                 retry_at = now + timedelta(seconds=retry_base_seconds)
                 try:
