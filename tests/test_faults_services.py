@@ -138,13 +138,13 @@ def test_two_workers_extracting_identical_turns_add_the_fact_once(
         barrier = threading.Barrier(2)
         errors: list[BaseException] = []
 
-        def work(turn: list[HumanMessage] = turn, barrier: threading.Barrier = barrier
-                 ) -> None:
+        def work(turn: list[HumanMessage] = turn, barrier: threading.Barrier = barrier,
+                 user: str = f"twin-{n}", errors: list[BaseException] = errors) -> None:
             try:
                 with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as own:
                     layer = MemoryLayer(own, extractor=RuleExtractor(), extraction="inline")
                     barrier.wait()
-                    layer.ingest(f"twin-{n}", turn)
+                    layer.ingest(user, turn)
             except BaseException as e:  # reported by the assertion below
                 errors.append(e)
 
