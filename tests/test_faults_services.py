@@ -4,17 +4,30 @@ identical turns of one user at the same moment. Nothing lost, nothing applied tw
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
-from langchain_core.messages import HumanMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableLambda
 
-from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
+from langmem_layer import (
+    JOBS,
+    JobContext,
+    LLMExtractor,
+    MemoryLayer,
+    MemorySettings,
+    PostgresMemoryStore,
+)
 from langmem_layer.write.rules import RuleExtractor
 from tests.fakes import BagOfWordsEmbeddings, Clock
 
@@ -160,3 +173,70 @@ def test_two_workers_extracting_identical_turns_add_the_fact_once(
     print(f"two workers, identical turns: {rounds} rounds, active memories per user "
           f"{sorted(n for _, n in rows)}")
     assert sorted(n for _, n in rows) == [1] * rounds
+
+
+class FaultyModel(BaseChatModel):
+    """A chat model with faults in turn while ``faulty``: a timeout, garbage, and an
+    error on every third call; when well, it states the turn's fact as the rules would."""
+
+    faulty: bool = True
+    calls: int = 0
+    faults: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "faulty"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("unused"))])
+
+    def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:
+        def reply(prompt: list[BaseMessage]) -> dict[str, Any]:
+            self.calls += 1
+            if self.faulty or self.calls % 3 == 0:
+                self.faults += 1
+                kind = self.calls % 3
+                if kind == 0:
+                    raise RuntimeError("model error on every third call")
+                if kind == 1:
+                    raise TimeoutError("model timed out")
+                return {"raw": AIMessage('{"operations": [{"op": "ad'), "parsed": None,
+                        "parsing_error": ValueError("truncated JSON")}
+            band = re.search(r"Band\d+", prompt[-1].text)
+            ops = {"operations": [{"op": "add", "content": f"Favourite band is {band[0]}.",
+                                   "kind": "preference"}]} if band else {"operations": []}
+            return {"raw": AIMessage(json.dumps(ops)), "parsed": ops, "parsing_error": None}
+
+        return RunnableLambda(reply)
+
+
+def test_a_faulty_chat_model_loses_no_turn_and_duplicates_none(
+        store: PostgresMemoryStore, pg_uri: str, clock: Clock) -> None:
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute("TRUNCATE langmem_reextract")
+    model = FaultyModel()
+    layer = MemoryLayer(store, extractor=LLMExtractor(model), extraction="background",
+                        settings=MemorySettings(extract_every_n_turns=1000), clock=clock)
+    for i in range(USERS):
+        layer.submit(f"user-{i}", [HumanMessage(f"My favourite band is Band{i}.")])
+    layer.drain()
+    with psycopg.connect(pg_uri) as conn:
+        kept = conn.execute("SELECT count(*) FROM langmem_reextract").fetchone()
+    assert kept == (USERS,)  # every turn the model failed is kept, with its error
+
+    model.faulty = False  # back, still failing one call in three (retried once)
+    counts = JOBS["reextract"].run(JobContext(store, layer=layer)).counts
+    rows = _queue(pg_uri)
+    with psycopg.connect(pg_uri) as conn:
+        memories = conn.execute("""SELECT user_id, count(*) FROM langmem_items
+            WHERE is_memory GROUP BY 1""").fetchall()
+        left = conn.execute("SELECT count(*) FROM langmem_reextract").fetchone()
+    print(f"faulty chat model: {USERS} turns, {sum(r[0] for r in rows)} extracted, "
+          f"{model.faults} model faults survived, reextract {counts}, "
+          f"memories per user {sorted(n for _, n in memories)}")
+    assert [r[:2] for r in rows] == [(True, False)] * USERS
+    assert counts["reextracted"] + counts["again"] == USERS and counts["failed"] == 0
+    assert sorted(n for _, n in memories) == [1] * USERS  # the model's fact was the rules'
+    if counts["again"]:  # a turn whose both attempts hit a fault waits for the next run
+        assert left == (counts["again"],)
