@@ -317,11 +317,13 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
 
     def import_(self, user_id: str, data: Mapping[str, Any]) -> int:
         """Load an export (re-embedding it); returns how many items were written."""
-        return self._runner.run(control.import_(user_id, data))
+        return self._runner.run(control.import_(
+            user_id, data, max_content_chars=self.settings.gate.max_content_chars))
 
     async def aimport_(self, user_id: str, data: Mapping[str, Any]) -> int:
         """Async twin of :meth:`import_`."""
-        return await self._runner.arun(control.import_(user_id, data))
+        return await self._runner.arun(control.import_(
+            user_id, data, max_content_chars=self.settings.gate.max_content_chars))
 
     def delete_user(self, user_id: str) -> UserDeletion:
         """Erase everything stored for the user, in one transaction (R9.1).
