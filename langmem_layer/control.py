@@ -307,11 +307,17 @@ def _parse_link(raw: Any, n: int) -> mops.Link:
                      _parse_time(raw, "created_at", where), metadata)
 
 
-def import_(user_id: str, data: Mapping[str, Any]) -> Flow[int]:
+def import_(user_id: str, data: Mapping[str, Any], *, max_content_chars: int | None = None
+            ) -> Flow[int]:
     """Load an :func:`export` into the store for ``user_id``; returns the item count.
 
     The whole file is checked before anything is written: its format, every item and
     link, keys unique, and every link between memories of the file or already stored.
+
+    Args:
+        user_id: The user to load it for.
+        data: What :func:`export` returned.
+        max_content_chars: A memory with longer content refuses the file.
 
     Raises:
         InvalidContentError: The data is not a valid export (nothing was written).
@@ -328,6 +334,13 @@ def import_(user_id: str, data: Mapping[str, Any]) -> Flow[int]:
     if not isinstance(raw_items, list) or not isinstance(raw_links, list):
         raise _bad_export("items and links must be lists")
     items = [_parse_item(raw, n, source_user, user_id) for n, raw in enumerate(raw_items)]
+    for n, item in enumerate(items):
+        content = item.value.get("content") if item.is_memory else None
+        if max_content_chars is not None and isinstance(content, str) and (
+                len(content) > max_content_chars):
+            raise _bad_export(
+                f"item {n} ({item.key}) has content of {len(content)} characters, more than "
+                f"max_content_chars ({max_content_chars}); shorten it or raise the setting")
     seen: set[tuple[tuple[str, ...], str]] = set()
     for item in items:
         if (item.namespace, item.key) in seen:

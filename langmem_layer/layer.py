@@ -107,6 +107,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
         self._runner = Runner(store, self.extractor)
         self._worker = Worker(self._runner, self.settings, self._process_batch,
                               self.ingest_log.extend)
+        self._worker.now = self.now
         self.load_memory, self.assemble_context, self.extract_after_turn = (
             nodes.build_nodes(self))
 
@@ -316,11 +317,13 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
 
     def import_(self, user_id: str, data: Mapping[str, Any]) -> int:
         """Load an export (re-embedding it); returns how many items were written."""
-        return self._runner.run(control.import_(user_id, data))
+        return self._runner.run(control.import_(
+            user_id, data, max_content_chars=self.settings.gate.max_content_chars))
 
     async def aimport_(self, user_id: str, data: Mapping[str, Any]) -> int:
         """Async twin of :meth:`import_`."""
-        return await self._runner.arun(control.import_(user_id, data))
+        return await self._runner.arun(control.import_(
+            user_id, data, max_content_chars=self.settings.gate.max_content_chars))
 
     def delete_user(self, user_id: str) -> UserDeletion:
         """Erase everything stored for the user, in one transaction (R9.1).

@@ -17,11 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from langmem_layer.errors import DatabaseUnavailableError
 from langmem_layer.runner import Call, Flow, Runner
 from langmem_layer.settings import MemorySettings
-from langmem_layer.write.apply import IngestResult, ProcessResult
+from langmem_layer.write.apply import IngestResult, ProcessResult, release_leased
 
 __all__ = ["ProcessPending", "WakeWorker", "Worker"]
 
@@ -63,6 +65,14 @@ class Worker:
         self._on_results = on_results
         #: Seconds the worker thread sleeps between queue polls when not woken.
         self.poll_seconds = 5.0
+        #: Backoff after an outage: the first retry waits ``min_retry_seconds``, each
+        #: further one twice as long, never more than ``max_retry_seconds``.
+        self.min_retry_seconds = 0.5
+        self.max_retry_seconds = 30.0
+        self._outages = 0
+        self._leased: list[tuple[str, int]] = []
+        #: The current time, for releasing leases (the layer passes its clock).
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lock = threading.Lock()
         self._busy = threading.Lock()
@@ -87,8 +97,20 @@ class Worker:
     def process_pending(self, user_id: str | None = None) -> Flow[ProcessResult]:
         """Extract batches until none is left ready; returns the totals."""
         total = ProcessResult()
+        if self._leased:  # a pass the database left behind holds their leases
+            leased, self._leased = self._leased, []
+            try:
+                yield from release_leased(leased, now=self.now())
+            except Exception:
+                self._leased = leased + self._leased
+                raise
         while True:
-            result = yield from self._batch(user_id)
+            try:
+                result = yield from self._batch(user_id)
+            except Exception as e:
+                with self._lock:  # what the pass could not release, the next one will
+                    self._leased.extend(getattr(e, "leased", ()))
+                raise
             total.done += result.done
             total.failed += result.failed
             total.results += result.results
@@ -126,38 +148,58 @@ class Worker:
         task.add_done_callback(self._tasks.discard)
 
     def store_closed(self) -> bool:
-        """Whether the store's connection (or pool) was closed: nothing more can run."""
-        conn = getattr(self.runner.store, "conn", None)
-        return bool(getattr(conn, "closed", False))
+        """Whether the store's connection (or pool) was closed: nothing more can run.
 
-    def _failed(self) -> None:
+        A connection broken by the server's death is not closed: the store opens it
+        again, and the worker keeps trying.
+        """
+        conn = getattr(self.runner.store, "conn", None)
+        return bool(getattr(conn, "closed", False)) and not getattr(conn, "broken", False)
+
+    def _failed(self, error: Exception) -> None:
         if self.store_closed():
             # The store closed under the pass (its ``with`` block ended before
             # ``layer.close()``): not an error; what was not extracted stays queued.
             logger.debug("Background extraction stopped: the store was closed",
                          exc_info=True)
+        elif isinstance(error, DatabaseUnavailableError):
+            # An outage, not a bug: the turns stay queued and the next pass (after a
+            # bounded backoff) reconnects and extracts them.
+            self._outages += 1
+            logger.warning("Background extraction paused, PostgreSQL unavailable "
+                           "(retrying in %.1f s): %s", self.retry_pause(), error)
         else:  # the entries stay queued; the next pass retries them
             logger.exception("Background extraction pass failed")
 
+    def retry_pause(self) -> float:
+        """Seconds before the next pass after consecutive outages: doubling, bounded."""
+        if not self._outages:
+            return self.poll_seconds
+        return min(self.max_retry_seconds, self.min_retry_seconds * 2 ** (self._outages - 1))
+
     def _work(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(timeout=self.poll_seconds)
+            self._wake.wait(timeout=self.retry_pause())
             self._wake.clear()
             with self._busy:
                 if self.store_closed():
                     return
                 try:
                     self.runner.run(self.process_pending())
-                except Exception:
-                    self._failed()
+                except Exception as e:
+                    self._failed(e)
+                else:
+                    self._outages = 0
 
     async def _apass(self) -> None:
         if self.store_closed():
             return
         try:
             await self.runner.arun(self.process_pending())
-        except Exception:
-            self._failed()
+        except Exception as e:
+            self._failed(e)
+        else:
+            self._outages = 0
 
     # -- finishing ----------------------------------------------------------------------
 

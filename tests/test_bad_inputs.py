@@ -17,15 +17,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableLambda
 
 import langmem_layer
-from langmem_layer import LangmemError, MemoryLayer, PostgresMemoryStore
+from langmem_layer import LangmemError, LLMExtractor, MemoryLayer, PostgresMemoryStore
+from langmem_layer.write.extractor import FallbackOperations
 from langmem_layer.write.rules import RuleExtractor
 from tests.fakes import Clock
 
-CASES: list[dict[str, Any]] = json.loads(
+ALL_CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "data" / "bad_inputs.json").read_text(encoding="utf-8"))
+#: Calls on the façade or the store; the REST API's cases run in test_bad_inputs_http.py.
+CASES = [c for c in ALL_CASES if c["api"] in ("layer", "store")]
+#: A chat model's output for the LLM extractor.
+MODEL_CASES = [c for c in ALL_CASES if c["api"] == "extractor"]
 
 
 class _BrokenZone(tzinfo):
@@ -63,11 +71,16 @@ def _snapshot(layer: MemoryLayer) -> bytes:
 
 
 def test_the_corpus_is_large_and_well_formed() -> None:
-    assert len(CASES) >= 40
-    assert len({c["id"] for c in CASES}) == len(CASES)
+    by_api = {api: sum(c["api"] == api for c in ALL_CASES)
+              for api in ("layer", "store", "extractor", "http")}
+    print(f"bad-input corpus: {len(ALL_CASES)} cases {by_api}")
+    assert len(ALL_CASES) >= 100 and sum(by_api.values()) == len(ALL_CASES)
+    assert len({c["id"] for c in ALL_CASES}) == len(ALL_CASES)
     for case in CASES:
         assert issubclass(getattr(langmem_layer, case["error"]), LangmemError), case["id"]
-        assert case["api"] in ("layer", "store") and case["mentions"], case["id"]
+        assert case["mentions"], case["id"]
+    for case in MODEL_CASES:
+        assert case["reply"] is not None and case["mentions"], case["id"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
@@ -107,3 +120,46 @@ def test_a_string_is_one_ref_and_one_status(layer: MemoryLayer) -> None:
 def test_limit_none_is_the_default(layer: MemoryLayer) -> None:
     layer.remember("alice", "Likes tea.")
     assert len(layer.recall("alice", "tea", limit=None)) == 1
+
+
+class _Replies(BaseChatModel):
+    """A chat model whose structured output is always ``reply``: a dict (parsed) or a
+    string (raw text that did not parse)."""
+
+    reply: Any = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "bad-output"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("unused"))])
+
+    def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:
+        def reply(prompt: list[BaseMessage]) -> dict[str, Any]:
+            if isinstance(self.reply, str):
+                return {"raw": AIMessage(self.reply), "parsed": None,
+                        "parsing_error": ValueError(f"invalid json output: {self.reply!r}")}
+            return {"raw": AIMessage(repr(self.reply)), "parsed": self.reply,
+                    "parsing_error": None}
+
+        return RunnableLambda(reply)
+
+
+@pytest.mark.parametrize("case", MODEL_CASES, ids=[c["id"] for c in MODEL_CASES])
+def test_bad_model_output_is_refused_and_changes_nothing(
+        case: dict[str, Any], layer: MemoryLayer, store: PostgresMemoryStore,
+        clock: Clock) -> None:
+    layer.remember("alice", "Likes tea.", now=datetime(2026, 1, 1, tzinfo=UTC))
+    before = _snapshot(layer)
+    model = _Replies(reply=_decode(case["reply"], ""))
+    llm = MemoryLayer(store, extractor=LLMExtractor(model), extraction="inline", clock=clock)
+    turn = [HumanMessage("Hello there, how are you?", id="m1")]  # nothing for the rules
+
+    ops = llm.extractor.extract(turn, now=clock.now)
+    llm.ingest("alice", turn)
+
+    assert isinstance(ops, FallbackOperations) and list(ops) == [], ops
+    assert case["mentions"].lower() in ops.extractor.lower(), ops.extractor
+    assert _snapshot(layer) == before

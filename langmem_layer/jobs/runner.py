@@ -383,7 +383,8 @@ def run(ctx: JobContext, job: Job | str, *, now: datetime | None = None,
                              user=user, label=label, force=force, options=given,
                              progress=progress, out=out)
         finally:
-            _one(conn, sql.unlock(key))
+            if not conn.broken:  # a broken session's advisory lock ended with it
+                _one(conn, sql.unlock(key))
 
 
 def _recorded(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now: datetime,

@@ -106,13 +106,17 @@ def complete(user_id: str, entry_id: int, now: datetime) -> Sql:
     )
 
 
-def fail(user_id: str, entry_id: int, *, error: str, retry_at: datetime) -> Sql:
-    """Release an entry after a failure; it is retried at ``retry_at``."""
+def fail(user_id: str, entry_id: int, *, error: str, retry_at: datetime,
+         outage: bool = False) -> Sql:
+    """Release an entry after a failure; it is retried at ``retry_at``. An ``outage``
+    gives back the attempt its claim counted (a done entry is left as it is)."""
     return (
         """UPDATE langmem_extraction_queue
-        SET locked_until = NULL, last_error = %(error)s, next_attempt_at = %(retry_at)s
-        WHERE user_id = %(user_id)s AND id = %(id)s""",
-        {"user_id": user_id, "id": entry_id, "error": error[:2000], "retry_at": retry_at},
+        SET locked_until = NULL, last_error = %(error)s, next_attempt_at = %(retry_at)s,
+            attempts = CASE WHEN %(outage)s THEN greatest(attempts - 1, 0) ELSE attempts END
+        WHERE user_id = %(user_id)s AND id = %(id)s AND done_at IS NULL""",
+        {"user_id": user_id, "id": entry_id, "error": error[:2000], "retry_at": retry_at,
+         "outage": outage},
     )
 
 

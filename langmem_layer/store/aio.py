@@ -139,6 +139,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     """
 
     def __init__(self, conn: Any, **kwargs: Any) -> None:
+        # Where a single connection broken by the server's death is opened again.
+        self._reconnect: str | None = kwargs.pop("_reconnect", None)
         super().__init__(conn, **kwargs)
         self._lock = asyncio.Lock()
         self._coalescers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Coalescer] = (
@@ -181,7 +183,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                 return
             async with await psycopg.AsyncConnection.connect(
                 conn_string, autocommit=True
-            ) as conn, cls._serve(conn, kwargs) as store:
+            ) as conn, cls._serve(conn, {**kwargs, "_reconnect": conn_string}) as store:
                 yield store
         except psycopg.OperationalError as e:
             raise DatabaseUnavailableError(f"Cannot connect to PostgreSQL: {e}") from e
@@ -196,6 +198,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             yield store
         finally:
             await store.stop_ttl_sweeper()
+            if store.conn is not conn:  # a replacement opened after the first one broke
+                await store.conn.close()
 
     @classmethod
     @asynccontextmanager
@@ -214,6 +218,15 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                 yield conn
         else:
             async with self._lock:
+                if self.conn.broken and self._reconnect is not None:
+                    # The server died under the connection (and may be back); a closed
+                    # (not broken) connection was closed on purpose and stays closed.
+                    try:
+                        self.conn = await psycopg.AsyncConnection.connect(
+                            self._reconnect, autocommit=True)
+                    except psycopg.OperationalError as e:
+                        raise DatabaseUnavailableError(
+                            f"PostgreSQL is still unreachable; nothing was run: {e}") from e
                 yield self.conn
 
     async def _io(self, io: IO) -> Any:

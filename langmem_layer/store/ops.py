@@ -267,12 +267,17 @@ class CompleteEntryOp(NamedTuple):
 
 
 class FailEntryOp(NamedTuple):
-    """Release a queue entry after a failure, to retry at ``retry_at`` (result: None)."""
+    """Release a queue entry after a failure, to retry at ``retry_at`` (result: None).
+
+    With ``outage``, the failure was a service's (database, embedder), not the turn's:
+    the attempt its lease counted is given back.
+    """
 
     user_id: str
     entry_id: int
     error: str
     retry_at: datetime
+    outage: bool = False
 
 
 class PendingOp(NamedTuple):

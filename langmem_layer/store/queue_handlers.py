@@ -86,7 +86,8 @@ class QueueHandlers(Registry):
 
     @handles(mops.FailEntryOp)
     def _fail(self, op: mops.FailEntryOp) -> Handler:
-        yield Query(*qsql.fail(op.user_id, op.entry_id, error=op.error, retry_at=op.retry_at))
+        yield Query(*qsql.fail(op.user_id, op.entry_id, error=op.error, retry_at=op.retry_at,
+                               outage=op.outage))
 
     @handles(mops.ParkEntryOp)
     def _park(self, op: mops.ParkEntryOp) -> Handler:

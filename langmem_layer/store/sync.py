@@ -64,6 +64,8 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     """
 
     def __init__(self, conn: Any, **kwargs: Any) -> None:
+        # Where a single connection broken by the server's death is opened again.
+        self._reconnect: str | None = kwargs.pop("_reconnect", None)
         super().__init__(conn, **kwargs)
         self._lock = threading.Lock()
         self._ttl_sweeper_thread: threading.Thread | None = None
@@ -107,6 +109,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                     yield from cls._serve(conn_pool, kwargs)
                 return
             with psycopg.connect(conn_string, autocommit=True) as conn:
+                kwargs = {**kwargs, "_reconnect": conn_string}
                 yield from cls._serve(conn, kwargs)
         except psycopg.OperationalError as e:
             raise DatabaseUnavailableError(f"Cannot connect to PostgreSQL: {e}") from e
@@ -118,6 +121,8 @@ class PostgresMemoryStore(StoreCore, BaseStore):
             yield store
         finally:
             store.stop_ttl_sweeper()
+            if store.conn is not conn:  # a replacement opened after the first one broke
+                store.conn.close()
 
     @classmethod
     @contextmanager
@@ -135,7 +140,21 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                 yield conn
         else:
             with self._lock:
+                if self.conn.broken and self._reconnect is not None:
+                    self.conn = self._open_again(self._reconnect)
                 yield self.conn
+
+    def _open_again(self, conn_string: str) -> psycopg.Connection[Any]:
+        # The server died under the connection (and may be back): open a new one rather
+        # than fail every call until the process restarts. A closed (not broken)
+        # connection was closed on purpose and stays closed.
+        try:
+            conn = psycopg.connect(conn_string, autocommit=True)
+        except psycopg.OperationalError as e:
+            raise DatabaseUnavailableError(
+                f"PostgreSQL is still unreachable; nothing was run: {e}") from e
+        logger.info("reconnected to PostgreSQL after the connection broke")
+        return conn
 
     def _io(self, io: IO) -> Any:
         """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""

@@ -26,7 +26,12 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, messages_from_dict, messages_to_dict
 
-from langmem_layer.errors import InvalidInputError
+from langmem_layer.errors import (
+    DatabaseUnavailableError,
+    EmbeddingError,
+    InvalidInputError,
+    PoolTimeoutError,
+)
 from langmem_layer.read.rank import rank_candidates
 from langmem_layer.read.recall import recall_op
 from langmem_layer.runner import Env, ExtractCall, Flow, StoreCall, require_user
@@ -46,12 +51,15 @@ from langmem_layer.write.gate import GateDecision
 from langmem_layer.write.memory import memory_ops
 
 __all__ = [
+    "OUTAGES",
     "IngestResult",
     "ProcessResult",
     "enqueue_turn",
     "ingest",
+    "is_outage",
     "operation_id",
     "process_queue",
+    "release_leased",
 ]
 
 #: Predicates that hold one value at a time: a new value replaces the old one.
@@ -360,7 +368,7 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
     (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now)])
     outcome = ProcessResult()
     max_attempts = env.settings.extraction_max_attempts
-    for entry in entries:
+    for i, entry in enumerate(entries):
         try:
             result = yield from ingest(
                 env, entry.user_id, messages_from_dict(entry.messages), profile=entry.profile,
@@ -368,6 +376,27 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
                 entry_id=entry.id)
         except Exception as e:
             error = clean(f"{type(e).__name__}: {e}")
+            if is_outage(e) and not isinstance(e, DatabaseUnavailableError | PoolTimeoutError):
+                # The embedder or model is down, not this turn's fault: retry it later
+                # without using an attempt.
+                retry_at = now + timedelta(seconds=retry_base_seconds)
+                yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at,
+                                                  outage=True)])
+                outcome.failed.append(entry.id)
+                continue
+            if is_outage(e):
+                # The database is unusable: release this entry and the rest of the batch
+                # without using an attempt, and stop the pass (the next one retries them).
+                rest = entries[i:]
+                retry_at = now + timedelta(seconds=retry_base_seconds)
+                try:
+                    yield StoreCall([mops.FailEntryOp(x.user_id, x.id, error, retry_at,
+                                                      outage=True) for x in rest])
+                except Exception as release_failed:
+                    # The database is gone too: whoever runs the next pass releases them.
+                    e.leased = [(x.user_id, x.id) for x in rest]  # type: ignore[attr-defined]
+                    raise e from release_failed
+                raise
             if isinstance(e, InvalidInputError) or entry.attempts >= max_attempts:
                 yield StoreCall([mops.ParkEntryOp(entry.user_id, entry.id, error, now)])
                 outcome.failed.append(entry.id)
@@ -381,3 +410,20 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
             outcome.done.append(entry.id)
             outcome.results.append(result)
     return outcome
+
+
+#: Failures of a service, not of the turn: a retry once it is back can succeed, so they
+#: never use up ``extraction_max_attempts`` (kept for input that fails every time).
+OUTAGES: tuple[type[BaseException], ...] = (
+    DatabaseUnavailableError, PoolTimeoutError, EmbeddingError, ConnectionError, TimeoutError)
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether ``error`` is a service being down (database, pool, embedder, network)."""
+    return isinstance(error, OUTAGES)
+
+
+def release_leased(leased: Sequence[tuple[str, int]], *, now: datetime) -> Flow[None]:
+    """Release entries a pass leased before the database went away (no attempt used)."""
+    yield StoreCall([mops.FailEntryOp(user, entry_id, "released after an outage", now,
+                                      outage=True) for user, entry_id in leased])
