@@ -36,6 +36,7 @@ from langmem_layer.errors import (
     SyncCallOnEventLoopError,
 )
 from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult, JobRun, JobStatus, Shard
+from langmem_layer.knowledge import MemoryRetriever, knowledge_store
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
 from langmem_layer.read.block import ContextBlock
@@ -120,6 +121,7 @@ __all__ = [
     "MemoryNotFoundError",
     "MemoryOperation",
     "MemoryRecord",
+    "MemoryRetriever",
     "MemorySettings",
     "MemoryState",
     "MissingUserError",
@@ -150,6 +152,7 @@ __all__ = [
     "apostgres_checkpointer",
     "build_agent_graph",
     "create_memory_tools",
+    "knowledge_store",
     "memory_prompt",
     "memory_system_message",
     "plan_trim",

@@ -62,7 +62,7 @@ def knowledge_retriever(source: BaseRetriever | VectorStore | None, *, k: int
         k: Documents a vector store returns per query (a retriever keeps its own).
 
     Raises:
-        ConfigurationError: ``source`` is neither (a TypeError).
+        ConfigurationError: ``source`` is neither (a ValueError).
     """
     if source is None or isinstance(source, BaseRetriever):
         return source
@@ -97,7 +97,7 @@ def knowledge_store(store_or_url: Any, *, embeddings: Embeddings,
 
     Raises:
         ConfigurationError: The store's connection string cannot be found (a
-            TypeError); pass the URL instead.
+            ValueError); pass the URL instead.
     """
     from langchain_postgres import PGEngine, PGVectorStore
     from sqlalchemy.exc import ProgrammingError

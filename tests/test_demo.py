@@ -64,7 +64,7 @@ def test_demo_script_runs_offline(tmp_path: Path) -> None:
     assert "Name is Alice." in thread2 and "Works at Acme Robotics." in thread2
     assert "Works at Globex" in thread2.split("Where do I work these days?")[1]
     # A fact kept in DO NOT CONTRADICT is stated when the question asks about it.
-    allergy = thread2.split("Am I allergic to anything?")[1].split("> alice:")[0]
+    allergy = thread2.split("> alice: I am ordering snacks")[1].split("> alice:")[0]
     assert "Is allergic to peanuts" in allergy.split("agent (")[1]
     # The other thread's messages are offered once, not on every turn of thread-2.
     assert thread2.count("RECENT CONVERSATIONS (other threads)") == 1
