@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -223,3 +225,35 @@ async def test_memory_as_a_retriever_async(astore: AsyncPostgresMemoryStore,
     docs = await memory.as_retriever(user_id="alice").ainvoke("Where do I work?")
     assert [d.page_content for d in docs] == ["Works at Acme Robotics."]
     await memory.aclose()
+
+
+def test_readme_recipe_runs(store: PostgresMemoryStore, monkeypatch: pytest.MonkeyPatch,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Knowledge retrieval beside memory")[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    code = code.replace('table="handbook"', f"table={_table()!r}")  # the database is shared
+    exec(compile(code, "README.md", "exec"),
+         {"store": store, "embeddings": BagOfWordsEmbeddings()})
+    printed = capsys.readouterr().out
+    assert f"### {DOCUMENTS}\n- [handbook/travel.md] Acme Robotics travel policy" in printed
+    assert printed.rstrip().endswith("Works at Acme Robotics.")
+
+
+def test_documents_come_after_memories_and_before_other_threads_in_the_budget() -> None:
+    from langmem_layer.read.block import RECENT_HISTORY, build_context_block
+    from langmem_layer.tokens import get_token_counter
+
+    counter = get_token_counter("o200k_base")
+    lines = [f"[doc-{n}] " + "handbook words " * 20 for n in range(5)]
+    history = [f"user: message {n} " + "chat " * 20 for n in range(5)]
+    block = build_context_block([], budget_tokens=200, counter=counter, documents=lines,
+                                documents_share=0.5, recent_history=history)
+    assert block.tokens <= 200 and 0 < block.documents < 5 and block.history > 0
+    assert block.text.index(DOCUMENTS) < block.text.index(RECENT_HISTORY)
+    assert "[doc-0]" in block.text  # best first
+    assert block.placements == {} and block.dropped == ()  # neither is a memory
+    with pytest.raises(ValueError, match="documents_share"):
+        build_context_block([], budget_tokens=10, counter=counter, documents_share=2.0)
