@@ -68,7 +68,9 @@ class KnowledgeMethods:
     def retrieve_knowledge(self, query: str | None) -> list[Document]:
         """Documents the knowledge source returns for ``query`` (``[]`` without one).
 
-        Never raises: a failing source is logged and the turn goes on without documents.
+        At most ``settings.knowledge_k`` of them, best first (``knowledge_k=0`` turns
+        retrieval off). Never raises: a failing source is logged and the turn goes on
+        without documents.
         """
         if self.knowledge is None or not query or not self.env.settings.knowledge_k:
             return []
