@@ -43,6 +43,28 @@ SCRIPT: list[tuple[str, str, list[str]]] = [
 ]
 
 
+STUDIO_AND_PANEL = """
+Open the same memory (in {data_dir}/) from the repository root:
+  Studio: .venv-dev/bin/langgraph dev    (the dev server's venv, made by `make test`),
+          then the Studio URL it prints
+  Panel:  .venv/bin/langmem-layer serve --dev-user alice
+          then http://127.0.0.1:8000/panel"""
+
+
+def new_lines(block: str, seen: set[str]) -> str:
+    """The block's lines not in ``seen``, each under its section heading."""
+    out: list[str] = []
+    heading = ""
+    for line in block.splitlines():
+        if line.startswith("#"):
+            heading = line
+        elif line.startswith("- ") and line not in seen:
+            if heading and heading not in out:
+                out.append(heading)
+            out.append(line)
+    return "\n".join(out)
+
+
 def show(title: str, body: str) -> None:
     print(f"  {title}:")
     print(textwrap.indent(body.strip() or "(empty)", "    "))
@@ -68,6 +90,7 @@ def main() -> None:
         run_id = time.strftime("%Y%m%d%H%M%S")
         layer = MemoryLayer(store, settings=settings_from_env())
         graph = build_agent_graph(layer).compile(store=store, checkpointer=checkpointer)
+        shown: dict[str, set[str]] = {thread: set() for _, thread, _ in SCRIPT}
         for user, thread, turns in SCRIPT:
             print(f"\n=== user={user} thread={thread} " + "=" * 40)
             for text in turns:
@@ -77,22 +100,23 @@ def main() -> None:
                 reply_ms = (time.perf_counter() - t0) * 1000
                 layer.drain()  # extraction ran after the reply; wait only to print it
                 print(f"\n> {user}: {text}")
-                recalled = out.get("recalled") or []
-                show("recalled", "\n".join(
-                    f"[{r['section'] or 'not placed'}] {r['value']['content']} "
-                    f"(via {', '.join(sorted(r['sources'])) or '-'}; score {r['score']:.2f})"
-                    for r in recalled))
-                show("memory block the agent received", out.get("memory_context") or "")
-                show(f"agent reply ({reply_ms:.0f} ms, extraction not included)",
-                     out["messages"][-1].text)
+                block = out.get("memory_context") or ""
+                # The block is what the agent received; once a thread has shown a line,
+                # later turns print only the new ones (under their section) to stay short.
+                new = new_lines(block, shown[thread])
+                show("memory block" + (" (lines not shown before)" if shown[thread] else ""),
+                     new or ("(as before)" if block else ""))
+                shown[thread].update(block.splitlines())
+                show(f"agent ({reply_ms:.0f} ms)", out["messages"][-1].text)
                 result = layer.ingest_log[-1] if layer.ingest_log else None
                 if result is not None and result.user_id == user:
-                    show("extracted after the turn", "\n".join(
-                        f"{'+' if d.accepted else '-'} {d.operation.op.value:<10} "
-                        f"{d.operation.content or d.operation.target_hint or ''} — {d.reason}"
-                        for d in result.decisions) or "(nothing worth keeping)")
+                    kept = [f"{d.operation.op.value} {d.operation.content or ''}".strip()
+                            for d in result.decisions if d.accepted]
+                    if kept:
+                        show("remembered after the turn", "\n".join(kept))
         layer.close()
         print("\nCheck: thread-2 recalled thread-1's facts; bob recalled none of alice's.")
+        print(STUDIO_AND_PANEL.format(data_dir=args.data_dir))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from langmem_layer.errors import (
     SyncCallOnEventLoopError,
 )
 from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult, JobRun, JobStatus, Shard
+from langmem_layer.knowledge import MemoryRetriever, knowledge_store
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.mcp_server import create_mcp_server
 from langmem_layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
@@ -130,6 +131,7 @@ __all__ = [
     "MemoryNotFoundError",
     "MemoryOperation",
     "MemoryRecord",
+    "MemoryRetriever",
     "MemorySettings",
     "MemoryState",
     "MissingUserError",
@@ -166,6 +168,7 @@ __all__ = [
     "build_agent_graph",
     "create_mcp_server",
     "create_memory_tools",
+    "knowledge_store",
     "memory_prompt",
     "memory_system_message",
     "plan_trim",

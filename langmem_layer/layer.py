@@ -24,6 +24,8 @@ from langmem_layer import checks, control, nodes
 from langmem_layer.agent_api import AgentMethods
 from langmem_layer.config import default_extractor
 from langmem_layer.control_api import ControlMethods
+from langmem_layer.knowledge import knowledge_retriever
+from langmem_layer.knowledge_api import KnowledgeMethods
 from langmem_layer.params import (
     ContextBlockArgs,
     DecisionsArgs,
@@ -56,7 +58,7 @@ __all__ = ["MemoryLayer"]
 T = TypeVar("T")
 
 
-class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
+class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeMethods):
     """Long-term memory for a LangGraph agent.
 
     Args:
@@ -73,6 +75,11 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
             ``"inline"``: the turn is queued and extracted before the node returns.
         clock: Returns "now" for nodes (methods also take ``now=``).
         trust: Per-agent trust in [0, 1] used in ranking.
+        knowledge: A knowledge source queried beside memory on each turn: any LangChain
+            ``BaseRetriever`` or ``VectorStore`` (a store is asked for
+            ``settings.knowledge_k`` documents), e.g. :func:`~langmem_layer.knowledge_store`
+            on the same database. Its documents get their own block section; a failing
+            source is logged and the turn goes on without them.
 
     The three nodes are attributes usable in ``StateGraph.add_node`` for sync and async
     graphs: ``load_memory``, ``assemble_context`` and ``extract_after_turn``.
@@ -89,12 +96,14 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
         extraction: Literal["background", "inline"] = "background",
         clock: Callable[[], datetime] | None = None,
         trust: Mapping[str, float] | None = None,
+        knowledge: Any = None,
     ) -> None:
         self.store = store
         self.settings = settings or MemorySettings()
         self.embeddings = embeddings
         self.extractor = extractor or default_extractor(chat_model)
         self.extraction = extraction
+        self.knowledge = knowledge_retriever(knowledge, k=self.settings.knowledge_k)
         self._clock = clock or (lambda: datetime.now(UTC))
         self.env = Env(
             settings=self.settings,
@@ -199,20 +208,21 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
 
         The recall and the user's recent messages from other threads (outside
         ``thread_id``), rendered by the one block builder the node uses, the thread's
-        short-term window taken from ``messages``. Like ``load_memory``, it does not
-        reinforce what it shows.
+        short-term window taken from ``messages``, and the documents of the knowledge
+        source (``knowledge=``), queried at the same time. Like ``load_memory``, it does
+        not reinforce what it shows.
 
         Args:
             user_id: The user.
             query: What to recall for.
             **kw: See :class:`~langmem_layer.params.ContextBlockArgs`.
         """
-        return self._runner.run(self._context_block(user_id, query, **kw))
+        return self._block_beside_knowledge(user_id, query, kw)
 
     async def acontext_block(self, user_id: str, query: str | None,
                              **kw: Unpack[ContextBlockArgs]) -> ContextBlock:
         """Async twin of :meth:`context_block`."""
-        return await self._runner.arun(self._context_block(user_id, query, **kw))
+        return await self._ablock_beside_knowledge(user_id, query, kw)
 
     def get(self, user_id: str, memory_id: str) -> Recalled:
         """One memory by id (any status).
@@ -478,13 +488,12 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
         self.ingest_log.append(result)
         return result
 
-    def _context_block(self, user_id: str, query: str | None, *, profile: str | None = None,
-                       thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
-                       recently_spoken: Sequence[str] = (), now: datetime | None = None
-                       ) -> Flow[ContextBlock]:
-        return read.context_block_flow(
-            self.env, user_id, query, profile=profile, thread_id=thread_id, messages=messages,
-            recently_spoken=recently_spoken, now=now or self.now())
+    def _block_inputs(self, user_id: str, query: str | None, *, profile: str | None = None,
+                      thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
+                      now: datetime | None = None) -> Flow[read.BlockInputs]:
+        return read.block_inputs_flow(self.env, user_id, query, profile=profile,
+                                      thread_id=thread_id, messages=messages,
+                                      now=now or self.now())
 
     def _list(self, user_id: str, *, profile: str | None = None,
               statuses: Sequence[str] | None = ("active",), limit: int = 100

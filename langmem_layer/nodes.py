@@ -8,10 +8,11 @@ Each node is a ``RunnableLambda`` with a sync and an async body, so it works in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Annotated, Any, Protocol, Unpack
+from typing import Annotated, Any, Protocol, TypeVar, Unpack
 
+from langchain_core.documents import Document
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
@@ -20,6 +21,7 @@ from typing_extensions import TypedDict  # pydantic (LangServe schemas) needs it
 
 from langmem_layer import runner
 from langmem_layer.errors import ConfigurationError
+from langmem_layer.knowledge import dump_documents, load_documents
 from langmem_layer.params import LoadThreadArgs, RecordTurnArgs
 from langmem_layer.read.block import OPEN_THREADS, RELEVANT
 from langmem_layer.read.recall import context_block as block_with_history
@@ -40,6 +42,7 @@ __all__ = [
     "wire",
 ]
 
+T = TypeVar("T")
 LOAD, ASSEMBLE, EXTRACT = "load_memory", "assemble_context", "extract_after_turn"
 
 
@@ -56,12 +59,19 @@ class MemoryFields(TypedDict, total=False):
         recent_history: The user's recent messages from other threads, read by
             ``load_memory`` for ``assemble_context`` (optional: a schema without it
             simply gets no recent-history section).
+        knowledge: Documents the layer's knowledge source returned for the turn, read by
+            ``load_memory`` beside the memories (``MemoryLayer(knowledge=...)``).
+        memory_shown_at: When this thread's last block was assembled (ISO time): the
+            messages from other threads older than that were already offered to the
+            thread, so later turns do not repeat them.
     """
 
     memory_context: str
     recalled: list[dict[str, Any]]
     memory_spoken: list[list[str]]
     recent_history: list[dict[str, Any]]
+    knowledge: list[dict[str, Any]]
+    memory_shown_at: str
 
 
 class MemoryState(MemoryFields, total=False):
@@ -69,7 +79,8 @@ class MemoryState(MemoryFields, total=False):
 
     Attributes:
         messages: The conversation (LangGraph's ``add_messages`` reducer).
-        memory_context, recalled, memory_spoken, recent_history: See :class:`MemoryFields`.
+        memory_context, recalled, memory_spoken, recent_history, knowledge,
+        memory_shown_at: See :class:`MemoryFields`.
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
@@ -104,6 +115,16 @@ class NodeTarget(Protocol):
     def record_turn(self, user_id: str, messages: Sequence[BaseMessage],
                     **kw: Unpack[RecordTurnArgs]) -> int | None:
         """Queue, log and reinforce a finished turn (see ``MemoryLayer.record_turn``)."""
+        ...
+
+    def _beside_knowledge(self, query: str | None, work: Callable[[], T]
+                         ) -> tuple[T, list[Document]]:
+        """Run ``work`` while the knowledge source is queried (``MemoryLayer``'s)."""
+        ...
+
+    async def _abeside_knowledge(self, query: str | None, work: Awaitable[T]
+                                ) -> tuple[T, list[Document]]:
+        """Async twin of :meth:`_beside_knowledge`."""
         ...
 
     async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage],
@@ -202,11 +223,26 @@ def _load_history(state: MemoryState) -> list[LoggedMessage]:
             for d in state.get("recent_history") or []]
 
 
-def _loaded(loaded: WorkingLoad) -> dict[str, Any]:
+def _unshown(state: MemoryState) -> list[LoggedMessage]:
+    """The other threads' messages this thread was not offered yet.
+
+    Every turn reads the last hours of the other threads; those older than this
+    thread's previous block were offered to it then, so only newer ones are new.
+    """
+    recent = _load_history(state)
+    shown_at = state.get("memory_shown_at")
+    if not shown_at:
+        return recent
+    since = datetime.fromisoformat(shown_at)
+    return [m for m in recent if m.at > since]
+
+
+def _loaded(loaded: WorkingLoad, documents: Sequence[Document]) -> dict[str, Any]:
     # The removals leave the state only once the node returns, after the dropped
     # turns were queued for extraction (R8.1).
     update: dict[str, Any] = {"recalled": _dump(loaded.recalled),
-                              "recent_history": _dump_history(loaded.recent)}
+                              "recent_history": _dump_history(loaded.recent),
+                              "knowledge": dump_documents(documents)}
     if loaded.trim.removals:
         update["messages"] = loaded.trim.removals
     return update
@@ -222,29 +258,32 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
     no write of their own.
     """
 
+    # The knowledge source is queried while memory is read (seed 000: memory assembly
+    # runs in parallel with retrieval): a thread in sync graphs, gather in async ones.
     def load_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
-        who = run_identity(config)
-        return _loaded(layer.load_thread(
-            who["user_id"], state.get("messages") or [], _query(state),
+        who, query = run_identity(config), _query(state)
+        return _loaded(*layer._beside_knowledge(query, lambda: layer.load_thread(
+            who["user_id"], state.get("messages") or [], query,
             profile=who.get("profile"), thread_id=who.get("thread_id"),
-            agent_id=who.get("agent_id"), now=layer.now(), reinforce=False))
+            agent_id=who.get("agent_id"), now=layer.now(), reinforce=False)))
 
     async def aload_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
-        who = run_identity(config)
-        return _loaded(await layer.aload_thread(
-            who["user_id"], state.get("messages") or [], _query(state),
+        who, query = run_identity(config), _query(state)
+        return _loaded(*await layer._abeside_knowledge(query, layer.aload_thread(
+            who["user_id"], state.get("messages") or [], query,
             profile=who.get("profile"), thread_id=who.get("thread_id"),
-            agent_id=who.get("agent_id"), now=layer.now(), reinforce=False))
+            agent_id=who.get("agent_id"), now=layer.now(), reinforce=False)))
 
     def assemble_context(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         run_identity(config)
         recalled = _load(state.get("recalled") or [])
         # The short-term tier is the checkpointed thread itself: no round trip here.
         window = short_term(state.get("messages") or [], layer.env.settings.short_term_messages)
-        block = block_with_history(layer.env, recalled, recent=_load_history(state),
+        now = layer.now()
+        block = block_with_history(layer.env, recalled, recent=_unshown(state),
                                    short_term=window,
                                    recently_spoken=sorted(_recently_spoken(state)),
-                                   now=layer.now())
+                                   now=now, documents=load_documents(state.get("knowledge")))
         # Due open loops surface in OPEN THREADS unasked: they too go quiet on a third turn.
         spoken = [k for k, section in block.placements.items()
                   if section in (RELEVANT, OPEN_THREADS)]
@@ -253,6 +292,7 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
             "memory_context": block.text,
             "recalled": _dump(recalled, block.placements),
             "memory_spoken": history,
+            "memory_shown_at": now.isoformat(),
         }
 
     async def aassemble_context(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:

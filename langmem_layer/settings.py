@@ -249,6 +249,19 @@ class MemorySettings(BaseModel):
         "raise it where reads suffer during the run, at the cost of the run's length.",
     )
 
+    # -- knowledge retrieval beside memory (MemoryLayer(knowledge=...)) --
+    knowledge_k: int = Field(
+        default=4, ge=0, description="Documents the knowledge source is asked for a turn (0: off)."
+    )
+    knowledge_share: float = Field(
+        default=0.5, ge=0, le=1,
+        description="RELEVANT DOCUMENTS may use at most this share of the block budget the "
+        "memories leave (the rest stays for recent conversations).",
+    )
+    knowledge_doc_tokens: int = Field(
+        default=200, ge=8, description="Each retrieved document is cut to this many tokens."
+    )
+
     @model_validator(mode="after")
     def _default_profile_known(self) -> MemorySettings:
         if self.default_profile not in self.profiles:

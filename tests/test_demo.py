@@ -63,8 +63,18 @@ def test_demo_script_runs_offline(tmp_path: Path) -> None:
     thread2 = out.split("user=alice thread=thread-2")[1].split("user=bob")[0]
     assert "Name is Alice." in thread2 and "Works at Acme Robotics." in thread2
     assert "Works at Globex" in thread2.split("Where do I work these days?")[1]
+    # A fact kept in DO NOT CONTRADICT is stated when the question asks about it.
+    allergy = thread2.split("> alice: I am ordering snacks")[1].split("> alice:")[0]
+    assert "Is allergic to peanuts" in allergy.split("agent (")[1]
+    # The other thread's messages are offered once, not on every turn of thread-2.
+    assert thread2.count("RECENT CONVERSATIONS (other threads)") == 1
+    assert thread2.count("- user: I prefer morning meetings") == 1
     bob = out.split("user=bob thread=thread-3")[1]
     assert "Alice" not in bob and "nothing relevant yet" in bob
+    # It ends by saying how to open the same memory in Studio and in the panel.
+    assert "langgraph dev" in out and ".venv-dev" in out
+    assert "serve --dev-user alice" in out and "http://127.0.0.1:8000/panel" in out
+    assert len(out.splitlines()) < 120  # short enough to read
 
 
 def test_readme_example_runs(store: PostgresMemoryStore, pg_uri: str, monkeypatch) -> None:

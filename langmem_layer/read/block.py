@@ -46,6 +46,11 @@ Format (stable; tests pin it)::
   ``### RECENT CONVERSATIONS (other threads)``, one ``- <speaker>: <text>`` line each,
   oldest first. They are not memories: they are in no placement and in no
   :data:`SECTIONS` entry, and they are never speakable.
+* When ``documents`` are given (lines retrieved from a knowledge source beside memory,
+  ``"[<source>] <text>"``), those that fit follow the memory sections under
+  ``### RELEVANT DOCUMENTS (knowledge base)``, best first, before the recent history.
+  Like the history they are not memories: in no placement and no :data:`SECTIONS`
+  entry.
 * When nothing is placed the text is ``""``.
 """
 
@@ -62,6 +67,7 @@ from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Policy, R
 __all__ = [
     "ALWAYS_KNOWN",
     "AVOID",
+    "DOCUMENTS",
     "FACTCHECK",
     "HEADER",
     "OPEN_THREADS",
@@ -85,6 +91,8 @@ OPEN_THREADS = "OPEN THREADS (pick up)"
 FACTCHECK = "DO NOT CONTRADICT"
 #: The trailing section of the user's recent messages from other threads (not memories).
 RECENT_HISTORY = "RECENT CONVERSATIONS (other threads)"
+#: Documents retrieved from the layer's knowledge source for this turn (not memories).
+DOCUMENTS = "RELEVANT DOCUMENTS (knowledge base)"
 
 #: Sections in output order.
 SECTIONS: tuple[str, ...] = (ALWAYS_KNOWN, RELEVANT, OPEN_THREADS, FACTCHECK, SILENT, AVOID)
@@ -116,6 +124,7 @@ class ContextBlock:
         history: How many ``recent_history`` lines were placed.
         revalidate: The placed memory the block asks the agent to confirm (a fact
             flagged ``needs_revalidation``), or None; at most one per block.
+        documents: How many ``documents`` lines were placed.
     """
 
     text: str
@@ -126,6 +135,7 @@ class ContextBlock:
     demoted: tuple[str, ...]
     history: int = 0
     revalidate: str | None = None
+    documents: int = 0
 
 
 def section_for(record: MemoryRecord, *, demote_speak: bool = False) -> str:
@@ -160,6 +170,8 @@ def build_context_block(
     recently_spoken: Collection[str] = (),
     now: datetime | None = None,
     recent_history: Sequence[str] = (),
+    documents: Sequence[str] = (),
+    documents_share: float = 0.5,
 ) -> ContextBlock:
     """Render the memories that fit ``budget_tokens`` into the sectioned block (R6.1).
 
@@ -169,7 +181,9 @@ def build_context_block(
     2. semantic- and identity-layer memories, which may use at most ``semantic_share``
        of the budget left after group 1;
     3. episodic-layer memories, with whatever remains (including what group 2 left);
-    4. ``recent_history`` lines, newest first, with whatever remains after that,
+    4. ``documents`` (knowledge-base lines), best first, which may use at most
+       ``documents_share`` of the budget the memories left;
+    5. ``recent_history`` lines, newest first, with whatever remains after that,
        until one does not fit (the kept lines are the latest, without gaps).
 
     A memory that does not fit is dropped and later, smaller ones may still fit. Fit is
@@ -186,6 +200,10 @@ def build_context_block(
         now: Current time, to flag overdue open loops; ``None`` never flags.
         recent_history: The user's messages from other threads, oldest first, as
             ``"<speaker>: <text>"``; they only get the budget the memories leave.
+        documents: Lines retrieved from a knowledge source, best first, as
+            ``"[<source>] <text>"``.
+        documents_share: Cap of the documents, as a share of the budget the memories
+            left.
 
     Returns:
         The rendered :class:`ContextBlock`.
@@ -198,6 +216,8 @@ def build_context_block(
         raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
     if not 0.0 <= semantic_share <= 1.0:
         raise ValueError(f"semantic_share must be within [0, 1], got {semantic_share}")
+    if not 0.0 <= documents_share <= 1.0:
+        raise ValueError(f"documents_share must be within [0, 1], got {documents_share}")
     now_utc = None if now is None else to_utc(now)
     spoken = frozenset(recently_spoken)
 
@@ -231,6 +251,11 @@ def build_context_block(
                            section=RECENT_HISTORY,
                            line="- " + _WHITESPACE.sub(" ", line).strip(),
                            group=_HISTORY_GROUP, demoted=False))
+    for n, line in enumerate(documents):
+        items.append(_Item(rank=len(recalled) + len(recent_history) + n,
+                           key=f"\x00document:{n}", section=DOCUMENTS,
+                           line="- " + _WHITESPACE.sub(" ", line).strip(),
+                           group=_DOCUMENT_GROUP, demoted=False))
 
     placed: list[_Item] = []
     dropped: set[str] = set()
@@ -291,6 +316,7 @@ def build_context_block(
     # Group 2's cap is measured on the whole text, so it includes what group 1 used.
     place(2, used + int(semantic_share * (budget_tokens - used)))
     place(3, budget_tokens)
+    place(_DOCUMENT_GROUP, used + int(documents_share * (budget_tokens - used)))
     place(_HISTORY_GROUP, budget_tokens)
 
     text = _render(placed)
@@ -298,17 +324,18 @@ def build_context_block(
         dropped.add(placed.pop().key)
         text = _render(placed)
     placed_in_order = sorted(placed, key=lambda item: item.rank)
-    memories = [item for item in placed_in_order if item.group != _HISTORY_GROUP]
+    memories = [item for item in placed_in_order if item.group < _HISTORY_GROUP]
     return ContextBlock(
         text=text,
         placements={item.key: item.section for item in memories},
         tokens=counter.count(text),
         budget=budget_tokens,
         dropped=tuple(item.key for item in items
-                      if item.key in dropped and item.group != _HISTORY_GROUP),
+                      if item.key in dropped and item.group < _HISTORY_GROUP),
         demoted=tuple(item.key for item in memories if item.demoted),
-        history=len(placed_in_order) - len(memories),
+        history=sum(item.group == _HISTORY_GROUP for item in placed_in_order),
         revalidate=asked[0] if asked else None,
+        documents=sum(item.group == _DOCUMENT_GROUP for item in placed_in_order),
     )
 
 
@@ -324,6 +351,7 @@ class _Item:
 
 
 _HISTORY_GROUP = 4
+_DOCUMENT_GROUP = 5  # placed before the history, after the memories (see the docstring)
 
 
 def _priority_group(record: MemoryRecord) -> int:
@@ -371,7 +399,7 @@ def _render(items: Sequence[_Item]) -> str:
     for item in items:
         by_section.setdefault(item.section, []).append(item)
     blocks = [HEADER]
-    for section in (*SECTIONS, RECENT_HISTORY):
+    for section in (*SECTIONS, DOCUMENTS, RECENT_HISTORY):
         members = by_section.get(section)
         if members:
             lines = [item.line for item in sorted(members, key=lambda item: item.rank)]

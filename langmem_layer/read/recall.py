@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 
+from langmem_layer.knowledge import document_lines
 from langmem_layer.read.block import ContextBlock, build_context_block
 from langmem_layer.read.query import asks_upcoming, is_broad, understand
 from langmem_layer.read.rank import rank_candidates
@@ -17,8 +19,8 @@ from langmem_layer.store import ops as mops
 from langmem_layer.types import Kind, Layer, Policy, Recalled, memory_namespace, normalize_ref
 from langmem_layer.working.history import recent_lines, recent_op, short_term
 
-__all__ = ["broad_ops", "context_block", "context_block_flow", "rank", "recall", "recall_op",
-           "with_core_facts"]
+__all__ = ["BlockInputs", "block_inputs_flow", "broad_ops", "context_block",
+           "context_block_flow", "rank", "recall", "recall_op", "with_core_facts"]
 
 #: How far ahead a question about what is coming up looks for open loops.
 UPCOMING_DAYS = 45
@@ -164,14 +166,16 @@ def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, li
 def context_block(env: Env, recalled: Sequence[Recalled], *,
                   recent: Sequence[mops.LoggedMessage] = (),
                   short_term: Sequence[BaseMessage] = (),
-                  recently_spoken: Sequence[str] = (), now: datetime) -> ContextBlock:
+                  recently_spoken: Sequence[str] = (), now: datetime,
+                  documents: Sequence[Document] = ()) -> ContextBlock:
     """The memory block for the prompt: the one renderer of the nodes and the direct API.
 
     Pure (no I/O). The user's recent history from other threads (``recent``) follows
     the memories with whatever budget they left; a message whose text is already in
     the active thread's short-term window (``short_term``) is not repeated, nor one
     that is the source of a recalled ``avoid`` memory (the history query already drops
-    turns that are the source of any stored one).
+    turns that are the source of any stored one). ``documents`` retrieved from the
+    layer's knowledge source get their own section (see :mod:`langmem_layer.knowledge`).
     """
     st = env.settings
     avoided = {r.record.source.message_id for r in recalled
@@ -187,6 +191,8 @@ def context_block(env: Env, recalled: Sequence[Recalled], *,
         recently_spoken=recently_spoken,
         now=now,
         recent_history=lines,
+        documents=document_lines(documents, env.counter, max_tokens=st.knowledge_doc_tokens),
+        documents_share=st.knowledge_share,
     )
 
 
@@ -194,11 +200,34 @@ def context_block_flow(env: Env, user_id: str, query: str | None, *, profile: st
                        thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
                        recently_spoken: Sequence[str] = (), now: datetime
                        ) -> Flow[ContextBlock]:
-    """The memory block ``assemble_context`` would render for ``query``, in one round trip.
+    """The memory block ``assemble_context`` would render for ``query`` (no documents).
+
+    See :func:`block_inputs_flow`; the block is rendered by :func:`context_block`.
+    """
+    inputs = yield from block_inputs_flow(env, user_id, query, profile=profile,
+                                          thread_id=thread_id, messages=messages, now=now)
+    return context_block(env, inputs.recalled, recent=inputs.recent,
+                         short_term=inputs.short_term, recently_spoken=recently_spoken,
+                         now=now)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockInputs:
+    """What a block is rendered from: the recall, the recent history, the thread window."""
+
+    recalled: list[Recalled]
+    recent: Sequence[mops.LoggedMessage]
+    short_term: Sequence[BaseMessage]
+
+
+def block_inputs_flow(env: Env, user_id: str, query: str | None, *, profile: str | None,
+                      thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
+                      now: datetime) -> Flow[BlockInputs]:
+    """What ``assemble_context`` renders the block for ``query`` from, in one round trip.
 
     Reads what ``load_memory`` reads for the block — the recall and the user's recent
-    messages outside ``thread_id`` — then renders with :func:`context_block`, the
-    thread's short-term window taken from ``messages``. Like ``load_memory`` it does
+    messages outside ``thread_id`` — and takes the thread's short-term window from
+    ``messages``; :func:`context_block` renders them. Like ``load_memory`` it does
     not reinforce: the nodes reinforce with the finished turn, and rendering a block
     is no use of the memories in it.
 
@@ -209,7 +238,6 @@ def context_block_flow(env: Env, user_id: str, query: str | None, *, profile: st
         profile: The run's profile.
         thread_id: The active thread, whose messages are not "recent history".
         messages: The active thread's messages, oldest first (the graph state's).
-        recently_spoken: Keys spoken in each of the last two turns (R6.3).
         now: The turn's time.
     """
     user_id = require_user(user_id)
@@ -224,6 +252,5 @@ def context_block_flow(env: Env, user_id: str, query: str | None, *, profile: st
         found = found[: len(found) - len(broad)]
     recalled = yield from rank(env, user_id, candidates, limit=st.recall_limit, now=now,
                                reinforce=False)
-    return context_block(env, recalled, recent=found[0] if found else (),
-                         short_term=short_term(messages, st.short_term_messages),
-                         recently_spoken=recently_spoken, now=now)
+    return BlockInputs(recalled, found[0] if found else (),
+                       short_term(messages, st.short_term_messages))
