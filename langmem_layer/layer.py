@@ -22,6 +22,7 @@ from langgraph.store.base import BaseStore
 
 from langmem_layer import checks, control, nodes
 from langmem_layer.agent_api import AgentMethods
+from langmem_layer.calibration.profiles import apply_profile
 from langmem_layer.config import default_extractor
 from langmem_layer.control_api import ControlMethods
 from langmem_layer.params import (
@@ -91,7 +92,8 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
         trust: Mapping[str, float] | None = None,
     ) -> None:
         self.store = store
-        self.settings = settings or MemorySettings()
+        # Retrieval values that fit the store's embedder fill what the caller left unset.
+        self.settings = apply_profile(settings, getattr(store, "model_id", None))
         self.embeddings = embeddings
         self.extractor = extractor or default_extractor(chat_model)
         self.extraction = extraction

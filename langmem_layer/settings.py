@@ -242,6 +242,14 @@ class MemorySettings(BaseModel):
         "(a daily period is a local calendar day).",
     )
 
+    calibration: str = Field(
+        default="auto",
+        description="Which calibration profile fills the retrieval settings not set "
+        "explicitly: 'auto' picks it from the store's embedding model (see "
+        "langmem_layer.calibration.profiles), 'spec' keeps the specification's values, "
+        "another profile's name forces that profile.",
+    )
+
     @model_validator(mode="after")
     def _default_profile_known(self) -> MemorySettings:
         if self.default_profile not in self.profiles:
