@@ -20,6 +20,7 @@ from langmem_layer.store.sync import PostgresMemoryStore
 from tests.conftest import _truncate
 from tests.fakes import BagOfWordsEmbeddings
 
+
 @pytest.fixture(scope="module")
 def one_thread() -> Iterator[None]:
     # The local model embeds a few short texts: more threads only contend when busy.
