@@ -63,7 +63,9 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
     Args:
         store: A :class:`~langmem_layer.PostgresMemoryStore` (or its async twin; any
             store that executes the ops of :mod:`langmem_layer.store.ops`).
-        settings: Thresholds, weights and budgets; defaults follow the specification.
+        settings: Thresholds, weights and budgets; fields left unset take the calibration
+            profile of the store's embedding model (:mod:`langmem_layer.calibration`),
+            else the specification's defaults.
         embeddings: Unused when the store already embeds (it does); kept for symmetry
             with LangMem so a caller may pass the model explicitly.
         extractor: Proposes memory operations. Default: an LLM extractor on
