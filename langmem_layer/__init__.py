@@ -13,6 +13,7 @@ from langmem_layer.agents import (
     ReactHooks,
 )
 from langmem_layer.auth import Principal
+from langmem_layer.calibration import CalibrationProfile, apply_profile, profile_for
 from langmem_layer.compat_langmem import LangmemImport
 from langmem_layer.errors import (
     AccessDeniedError,
@@ -88,6 +89,7 @@ __all__ = [
     "AgentConfig",
     "AnnIndexConfig",
     "AsyncPostgresMemoryStore",
+    "CalibrationProfile",
     "ConcurrencyError",
     "ConfigurationError",
     "ContextBlock",
@@ -165,6 +167,7 @@ __all__ = [
     "WorkingLoad",
     "WriteGate",
     "apostgres_checkpointer",
+    "apply_profile",
     "build_agent_graph",
     "create_mcp_server",
     "create_memory_tools",
@@ -173,6 +176,7 @@ __all__ = [
     "memory_system_message",
     "plan_trim",
     "postgres_checkpointer",
+    "profile_for",
     "wire",
 ]
 

@@ -484,6 +484,18 @@ def _eval(args: argparse.Namespace, ctx: JobContext | None) -> int:
     return handle(args, ctx)
 
 
+def _calibrate_arguments(parser: argparse.ArgumentParser) -> None:
+    from langmem_layer.calibration.calibrate import add_arguments
+
+    add_arguments(parser)
+
+
+def _calibrate(args: argparse.Namespace, ctx: JobContext | None) -> int:
+    from langmem_layer.calibration.calibrate import handle
+
+    return handle(args, ctx)
+
+
 #: Every subcommand by name; a name with a space is a nested command (``jobs run``).
 COMMANDS: dict[str, Command] = {
     "setup": Command("create or upgrade the schema (idempotent)", _no_arguments, _setup),
@@ -516,6 +528,9 @@ COMMANDS: dict[str, Command] = {
                      _serve_arguments, _serve, uses_store=False),
     "eval": Command("run the evaluation fixtures (or a named suite) and check thresholds",
                     _eval_arguments, _eval, _always),
+    "calibrate": Command("derive retrieval settings for the embedder from labelled queries "
+                         "(LoCoMo or fixtures) and show what they would change",
+                         _calibrate_arguments, _calibrate, _always),
 }
 
 _GROUP_HELP = {"jobs": "list the maintenance jobs, run one by name, or show their runs",

@@ -22,6 +22,7 @@ from langgraph.store.base import BaseStore
 
 from langmem_layer import checks, control, nodes
 from langmem_layer.agent_api import AgentMethods
+from langmem_layer.calibration.profiles import apply_profile
 from langmem_layer.config import default_extractor
 from langmem_layer.control_api import ControlMethods
 from langmem_layer.knowledge import knowledge_retriever
@@ -64,7 +65,9 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
     Args:
         store: A :class:`~langmem_layer.PostgresMemoryStore` (or its async twin; any
             store that executes the ops of :mod:`langmem_layer.store.ops`).
-        settings: Thresholds, weights and budgets; defaults follow the specification.
+        settings: Thresholds, weights and budgets; fields left unset take the calibration
+            profile of the store's embedding model (:mod:`langmem_layer.calibration`),
+            else the specification's defaults.
         embeddings: Unused when the store already embeds (it does); kept for symmetry
             with LangMem so a caller may pass the model explicitly.
         extractor: Proposes memory operations. Default: an LLM extractor on
@@ -99,7 +102,8 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         knowledge: Any = None,
     ) -> None:
         self.store = store
-        self.settings = settings or MemorySettings()
+        # Retrieval values that fit the store's embedder fill what the caller left unset.
+        self.settings = apply_profile(settings, getattr(store, "model_id", None))
         self.embeddings = embeddings
         self.extractor = extractor or default_extractor(chat_model)
         self.extraction = extraction

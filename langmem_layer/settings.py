@@ -262,6 +262,14 @@ class MemorySettings(BaseModel):
         default=200, ge=8, description="Each retrieved document is cut to this many tokens."
     )
 
+    calibration: str = Field(
+        default="auto",
+        description="Which calibration profile fills the retrieval settings not set "
+        "explicitly: 'auto' picks it from the store's embedding model (see "
+        "langmem_layer.calibration.profiles), 'spec' keeps the specification's values, "
+        "another profile's name forces that profile.",
+    )
+
     @model_validator(mode="after")
     def _default_profile_known(self) -> MemorySettings:
         if self.default_profile not in self.profiles:

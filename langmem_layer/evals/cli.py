@@ -44,6 +44,23 @@ class EvalSuite:
 SUITES: dict[str, EvalSuite] = {}
 
 
+def _locomo(args: argparse.Namespace, ctx: Any, paths: Sequence[str]) -> int:
+    from langmem_layer.calibration.locomo import run_suite
+
+    return run_suite(args, ctx, paths)
+
+
+def _locomo_arguments(parser: argparse.ArgumentParser) -> None:
+    from langmem_layer.calibration.locomo import add_arguments as locomo_arguments
+
+    locomo_arguments(parser)
+
+
+SUITES["locomo"] = EvalSuite(
+    "LoCoMo evidence recall@k through the public API vs vector-only (R10.2)",
+    _locomo, _locomo_arguments)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``eval`` command's arguments (and those of every suite in :data:`SUITES`)."""
     suites = "".join(f"; '{name} ...': {s.help}" for name, s in SUITES.items())
