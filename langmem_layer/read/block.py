@@ -46,6 +46,10 @@ Format (stable; tests pin it)::
   ``### RECENT CONVERSATIONS (other threads)``, one ``- <speaker>: <text>`` line each,
   oldest first. They are not memories: they are in no placement and in no
   :data:`SECTIONS` entry, and they are never speakable.
+* A temporal summary (``kind=temporal_summary``, R7.4) that is not ``avoid`` goes in
+  ``### NARRATIVE ARC (earlier conversations, summarized)``, after the memory sections
+  and before recent history, with at most ``NARRATIVE_SHARE`` of the budget group 1
+  leaves; it is not a :data:`SECTIONS` entry.
 * When nothing is placed the text is ``""``.
 """
 
@@ -64,6 +68,7 @@ __all__ = [
     "AVOID",
     "FACTCHECK",
     "HEADER",
+    "NARRATIVE",
     "OPEN_THREADS",
     "RECENT_HISTORY",
     "RELEVANT",
@@ -85,6 +90,10 @@ OPEN_THREADS = "OPEN THREADS (pick up)"
 FACTCHECK = "DO NOT CONTRADICT"
 #: The trailing section of the user's recent messages from other threads (not memories).
 RECENT_HISTORY = "RECENT CONVERSATIONS (other threads)"
+#: The narrative arc (R7.4): the temporal summary recall chose for the turn.
+NARRATIVE = "NARRATIVE ARC (earlier conversations, summarized)"
+#: Share of the budget left after group 1 the narrative arc may use.
+NARRATIVE_SHARE = 0.3
 
 #: Sections in output order.
 SECTIONS: tuple[str, ...] = (ALWAYS_KNOWN, RELEVANT, OPEN_THREADS, FACTCHECK, SILENT, AVOID)
@@ -214,13 +223,16 @@ def build_context_block(
         section = section_for(record, demote_speak=demote)
         if due and section not in (AVOID, ALWAYS_KNOWN):
             section = SILENT if demote else OPEN_THREADS
+        narrative = record.kind == Kind.TEMPORAL_SUMMARY and section != AVOID
+        if narrative:
+            section = NARRATIVE
         items.append(
             _Item(
                 rank=rank,
                 key=memory.key,
                 section=section,
                 line=_render_line(record, now_utc, follow_up=due),
-                group=_priority_group(record),
+                group=_NARRATIVE_GROUP if narrative else _priority_group(record),
                 demoted=demote,
                 confirm=_confirm_suffix(record) if section == RELEVANT else "",
             )
@@ -288,6 +300,8 @@ def build_context_block(
                 full = history
 
     place(1, budget_tokens)
+    # The narrative arc gets its own share; what it leaves goes on to the rest.
+    place(_NARRATIVE_GROUP, used + int(NARRATIVE_SHARE * (budget_tokens - used)))
     # Group 2's cap is measured on the whole text, so it includes what group 1 used.
     place(2, used + int(semantic_share * (budget_tokens - used)))
     place(3, budget_tokens)
@@ -324,6 +338,7 @@ class _Item:
 
 
 _HISTORY_GROUP = 4
+_NARRATIVE_GROUP = 5
 
 
 def _priority_group(record: MemoryRecord) -> int:
@@ -371,7 +386,7 @@ def _render(items: Sequence[_Item]) -> str:
     for item in items:
         by_section.setdefault(item.section, []).append(item)
     blocks = [HEADER]
-    for section in (*SECTIONS, RECENT_HISTORY):
+    for section in (*SECTIONS, NARRATIVE, RECENT_HISTORY):
         members = by_section.get(section)
         if members:
             lines = [item.line for item in sorted(members, key=lambda item: item.rank)]

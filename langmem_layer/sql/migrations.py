@@ -576,6 +576,19 @@ MIGRATIONS: list[str] = [
     """,
     # Row-level security on every per-user table, and the app role (sql/rls.py).
     enable_rls(USER_TABLES),
+    # Learned agent trust (R7.2): per user, agent and kind ('' = all kinds), the agent's
+    # checkable writes and how many were confirmed; RLS as on every per-user table.
+    """
+    CREATE TABLE IF NOT EXISTS langmem_agent_trust (
+        user_id    text NOT NULL,
+        agent_id   text NOT NULL,
+        kind       text NOT NULL DEFAULT '',
+        confirmed  integer NOT NULL DEFAULT 0,
+        total      integer NOT NULL DEFAULT 0,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, agent_id, kind)
+    );
+    """ + enable_rls(("langmem_agent_trust",)),
 ]
 
 
