@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 from langmem_layer.runner import Flow, StoreCall, require_user
-from langmem_layer.store import ops as mops
 from langmem_layer.store.ops_trust import LearnedTrust, TrustCountOp, TrustOp
 from langmem_layer.types import MemoryRecord
 
