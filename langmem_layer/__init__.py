@@ -54,6 +54,7 @@ from langmem_layer.synth import (
     Synthesizer,
 )
 from langmem_layer.tools import create_memory_tools
+from langmem_layer.store.ops_trust import LearnedTrust
 from langmem_layer.types import (
     HistoryEntry,
     Kind,
@@ -169,6 +170,7 @@ __all__ = [
     "plan_trim",
     "postgres_checkpointer",
     "wire",
+    "LearnedTrust",
 ]
 
 __version__ = "0.1.0"

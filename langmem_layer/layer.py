@@ -42,6 +42,7 @@ from langmem_layer.runner import AsyncHandlers, Env, Flow, Handlers, Runner
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.ops import IngestLogEntry, UserDeletion
 from langmem_layer.tokens import get_token_counter
+from langmem_layer.trust_api import TrustMethods
 from langmem_layer.types import HistoryEntry, Kind, Layer, Policy, Recalled
 from langmem_layer.worker import Worker
 from langmem_layer.working.api import WorkingMemoryMethods
@@ -56,7 +57,7 @@ __all__ = ["MemoryLayer"]
 T = TypeVar("T")
 
 
-class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods):
+class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, TrustMethods):
     """Long-term memory for a LangGraph agent.
 
     Args:

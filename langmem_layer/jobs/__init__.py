@@ -22,6 +22,7 @@ from langmem_layer.jobs import (  # noqa: F401
     flows,
     lifecycle,
     maintenance,
+    profile,
     reextract,
     reflect,
     summaries,

@@ -46,6 +46,7 @@ from langmem_layer.write.extractor import MemoryOperation, OpType
 from langmem_layer.write.fallback import fallback_ops
 from langmem_layer.write.gate import GateDecision
 from langmem_layer.write.memory import memory_ops
+from langmem_layer.write.profile import apply_explicit, explicit_preference
 
 __all__ = [
     "IngestResult",
@@ -264,6 +265,11 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
                 plan.changed.append(done.key)
         result.written.extend(plan.written)
         result.changed.extend(plan.changed)
+    # R7.5: an explicit preference ("keep answers short") updates the procedural
+    # profile now, not at the weekly inference.
+    change = explicit_preference(text)
+    if change:
+        yield from apply_explicit(user_id, profile, change, now)
     return result
 
 
