@@ -44,6 +44,7 @@ from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.config import AnnIndexConfig, PoolConfig
 from langmem_layer.store.core import MemoryIndexConfig
 from langmem_layer.store.ops import FallbackTurn, IngestLogEntry, LoggedMessage, UserDeletion
+from langmem_layer.store.ops_trust import LearnedTrust
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.synth import (
     Evidence,
@@ -54,7 +55,6 @@ from langmem_layer.synth import (
     Synthesizer,
 )
 from langmem_layer.tools import create_memory_tools
-from langmem_layer.store.ops_trust import LearnedTrust
 from langmem_layer.types import (
     HistoryEntry,
     Kind,
@@ -118,6 +118,7 @@ __all__ = [
     "LangmemError",
     "LangmemImport",
     "Layer",
+    "LearnedTrust",
     "LinkType",
     "LoggedMessage",
     "LoopStatus",
@@ -170,7 +171,6 @@ __all__ = [
     "plan_trim",
     "postgres_checkpointer",
     "wire",
-    "LearnedTrust",
 ]
 
 __version__ = "0.1.0"
