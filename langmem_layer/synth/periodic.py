@@ -73,7 +73,8 @@ def _summarize(task: SynthesisTask[Any]) -> dict[str, Any]:
     topics = _topics(memories or ev)
     settled = [e for e in ev if e.conclusion]
     still_open = open_questions(memories or ev)
-    notable = [e for e in central(memories or ev, 2) if e not in settled]
+    pool = [e for e in (memories or ev) if e not in settled and e not in still_open]
+    notable = central(pool, 2)
     head = f"{task.topic}: " if task.topic else ""
     head += f"{n} conversation{'s' if n != 1 else ''}"
     parts = [head + (f" about {_listing(topics)}" if topics else "")]
