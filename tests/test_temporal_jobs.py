@@ -145,7 +145,7 @@ def test_the_model_sees_the_period_chunked_and_the_output_is_stored(
     every = "\n".join(m.text for p in model.prompts for m in p)
     for text in ("repaint the kitchen before spring", "hire a painter", "Sage green it is"):
         assert text in every
-    ((key, week),) = summaries(pg_uri, period="week").items()
+    (week,) = summaries(pg_uri, period="week").values()
     assert week.content == reply["content"] and week.metadata["synthesizer"].startswith("model")
     layer.close()
 
