@@ -234,10 +234,12 @@ def block_tokens(layer: MemoryLayer, users: Sequence[str]) -> float:
 
 def profile_tokens(layer: MemoryLayer, users: Sequence[str]) -> float:
     """Mean tokens of the users' procedural profiles."""
+    from langmem_layer.store.ops import FindMemoryOp
     from langmem_layer.write.profile import profile_key
 
-    sizes = [layer.env.counter.count(layer.get(u, profile_key(u, "work")).record.content)
-             for u in users]
+    lookups: list[Any] = [FindMemoryOp(u, profile_key(u, "work")) for u in users]
+    found: list[Any] = list(layer.store.batch(lookups))
+    sizes = [layer.env.counter.count(item.value["content"]) for item in found if item]
     return sum(sizes) / max(1, len(sizes))
 
 

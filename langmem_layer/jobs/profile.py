@@ -73,7 +73,8 @@ def procedural_profile(ctx: JobContext, user_id: str, *, now: datetime, dry_run:
         by_profile.setdefault(t["profile"], []).append(t)
     counts: Counter[str] = Counter()
     ops: list[Any] = []
-    profiles = sorted(set(by_profile) | set(refs))
+    # A profile with no session in the window has nothing to infer from.
+    profiles = sorted(by_profile)
     lookups: list[Any] = [mops.FindMemoryOp(user_id, profile_key(user_id, p))
                           for p in profiles]
     found: list[Any] = list(ctx.store.batch(lookups))
