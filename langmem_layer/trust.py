@@ -14,7 +14,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from langmem_layer.errors import MemoryNotFoundError
 from langmem_layer.runner import Flow, StoreCall, require_user
+from langmem_layer.store import ops as mops
 from langmem_layer.store.ops_trust import LearnedTrust, TrustCountOp, TrustOp
 from langmem_layer.types import MemoryRecord
 
@@ -37,9 +39,11 @@ def feedback(user_id: str, *, memory_id: str | None, agent_id: str | None, corre
     the user's learned trust after it."""
     user_id = require_user(user_id)
     if memory_id is not None:
-        from langmem_layer.control import get
-
-        record = (yield from get(user_id, memory_id)).record
+        (item,) = yield StoreCall([mops.FindMemoryOp(user_id, memory_id)])
+        if item is None:
+            raise MemoryNotFoundError(f"No memory {memory_id!r} for user {user_id!r}: pass "
+                                      "the id of one of this user's memories.")
+        record = MemoryRecord.model_validate(item.value)
         ops = trust_count(user_id, record, confirmed=correct, now=now)
     else:
         ops = [TrustCountOp(user_id, str(agent_id), kind or "", int(correct), now)]

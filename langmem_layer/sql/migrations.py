@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from langmem_layer.sql.rls import enable_rls
+from langmem_layer.sql.trust import TRUST_TABLE
 from langmem_layer.sql.users import USER_TABLES
 
 __all__ = [
@@ -576,19 +577,8 @@ MIGRATIONS: list[str] = [
     """,
     # Row-level security on every per-user table, and the app role (sql/rls.py).
     enable_rls(USER_TABLES),
-    # Learned agent trust (R7.2): per user, agent and kind ('' = all kinds), the agent's
-    # checkable writes and how many were confirmed; RLS as on every per-user table.
-    """
-    CREATE TABLE IF NOT EXISTS langmem_agent_trust (
-        user_id    text NOT NULL,
-        agent_id   text NOT NULL,
-        kind       text NOT NULL DEFAULT '',
-        confirmed  integer NOT NULL DEFAULT 0,
-        total      integer NOT NULL DEFAULT 0,
-        updated_at timestamptz NOT NULL,
-        PRIMARY KEY (user_id, agent_id, kind)
-    );
-    """ + enable_rls(("langmem_agent_trust",)),
+    # Learned agent trust (R7.2), with RLS like every per-user table.
+    TRUST_TABLE + enable_rls(("langmem_agent_trust",)),
 ]
 
 

@@ -6,9 +6,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-__all__ = ["count", "counts"]
+__all__ = ["TRUST_TABLE", "count", "counts"]
 
 Sql = tuple[str, dict[str, Any]]
+
+#: The table (a migration): per user, agent and kind ('' = all kinds), the agent's
+#: checkable writes and how many were confirmed.
+TRUST_TABLE = """
+    CREATE TABLE IF NOT EXISTS langmem_agent_trust (
+        user_id    text NOT NULL,
+        agent_id   text NOT NULL,
+        kind       text NOT NULL DEFAULT '',
+        confirmed  integer NOT NULL DEFAULT 0,
+        total      integer NOT NULL DEFAULT 0,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, agent_id, kind)
+    );
+"""
 
 
 def count(user_id: str, agent_id: str, kind: str, confirmed: int, total: int,
