@@ -9,7 +9,10 @@ Memories and vectors are bulk-loaded with COPY, the vectors computed with the lo
 all-MiniLM-L6-v2 once per distinct text; the jobs embed what they write with the same
 model. Prints the jobs' throughput (users/s, memories/s), semantic records per user
 against topics planted (precision and recall of consolidation), the paraphrase pairs
-merged, and the reflections written.
+merged, the reflections written, and the memory-block tokens of a turn ("What did we
+talk about last week?") without and with the temporal summaries (``summarize``), plus
+the procedural profile's tokens. ``--jobs`` picks the jobs run (e.g. ``--jobs summarize``
+for the summaries alone).
 
     .venv/bin/python benchmarks/reflection_bench.py [--users 1000] [--data-dir DIR]
 """
@@ -34,7 +37,7 @@ from typing import Any
 import psycopg
 from psycopg import conninfo
 
-from langmem_layer import MemorySettings, OfflineSynthesizer, PostgresMemoryStore
+from langmem_layer import MemoryLayer, MemorySettings, OfflineSynthesizer, PostgresMemoryStore
 from langmem_layer.embeddings import LOCAL_DIMS, LocalEmbeddings
 from langmem_layer.jobs import JobContext, run
 from langmem_layer.store.embedded import embedded_uri
@@ -220,12 +223,35 @@ def evaluate(uri: str, labels: dict[str, str]) -> dict[str, Any]:
             "merged_pairs": merged_pairs, "reflections": reflections, "sample": sample_text}
 
 
+QUESTION = "What did we talk about last week?"
+
+
+def block_tokens(layer: MemoryLayer, users: Sequence[str]) -> float:
+    """Mean tokens of the memory block of a turn asking about last week."""
+    sizes = [layer.context_block(u, QUESTION, profile="work", now=NOW).tokens for u in users]
+    return sum(sizes) / max(1, len(sizes))
+
+
+def profile_tokens(layer: MemoryLayer, users: Sequence[str]) -> float:
+    """Mean tokens of the users' procedural profiles."""
+    from langmem_layer.store.ops import FindMemoryOp
+    from langmem_layer.write.profile import profile_key
+
+    lookups: list[Any] = [FindMemoryOp(u, profile_key(u, "work")) for u in users]
+    found: list[Any] = list(layer.store.batch(lookups))
+    sizes = [layer.env.counter.count(item.value["content"]) for item in found if item]
+    return sum(sizes) / max(1, len(sizes))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--memories", type=int, default=300, help="episodic memories per user")
     ap.add_argument("--data-dir", help="embedded server directory (default: a temporary one)")
+    ap.add_argument("--jobs", default="consolidate,reflect,summarize,procedural-profile",
+                    help="comma-separated jobs to run (default all four)")
     args = ap.parse_args(argv)
+    jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="langmem-reflection-bench-"))
     db = "langmem_reflection_bench"
     try:
@@ -255,7 +281,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"loaded {args.users} users x {args.memories} episodic memories "
                   f"({len(labels)}) in {time.perf_counter() - t:.1f} s (COPY)")
             ctx = JobContext(store, settings=MemorySettings(), synthesizer=OfflineSynthesizer())
-            for job in ("consolidate", "reflect"):
+            layer = MemoryLayer(store, settings=MemorySettings(), extraction="inline")
+            probe = [f"user-{u:05d}" for u in range(min(args.users, 20))]
+            for job in jobs:
+                if job == "summarize":
+                    without = block_tokens(layer, probe)
                 t = time.perf_counter()
                 result = run(ctx, job, now=NOW)
                 took = time.perf_counter() - t
@@ -263,6 +293,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{result.users / took:.1f} users/s, "
                       f"{len(labels) / took:,.0f} memories/s; outcomes {dict(result.counts)}, "
                       f"{result.tokens} tokens")
+                if job == "summarize":
+                    with_ = block_tokens(layer, probe)
+                    print(f"memory block of a turn asking about last week, mean over "
+                          f"{len(probe)} users: {without:.0f} tokens without the summaries, "
+                          f"{with_:.0f} with (budget {layer.settings.context_budget_tokens})")
+                if job == "procedural-profile":
+                    print(f"procedural profile: {profile_tokens(layer, probe):.0f} tokens "
+                          f"per user (always loaded)")
+            layer.close()
+        if "consolidate" not in jobs:
+            return 0
         ev = evaluate(uri, labels)
         planted_new = (N_TOPICS - N_OLD) * args.users  # topics inside the window
         planted_pairs = N_PAIRS * args.users

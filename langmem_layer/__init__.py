@@ -47,6 +47,7 @@ from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.config import AnnIndexConfig, PoolConfig
 from langmem_layer.store.core import MemoryIndexConfig
 from langmem_layer.store.ops import FallbackTurn, IngestLogEntry, LoggedMessage, UserDeletion
+from langmem_layer.store.ops_trust import LearnedTrust
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.synth import (
     Evidence,
@@ -121,6 +122,7 @@ __all__ = [
     "LangmemError",
     "LangmemImport",
     "Layer",
+    "LearnedTrust",
     "LinkType",
     "LoggedMessage",
     "LoopStatus",

@@ -18,6 +18,7 @@ from langmem_layer.errors import (
 )
 from langmem_layer.runner import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.store import ops as mops
+from langmem_layer.trust import trust_count
 from langmem_layer.types import (
     MEMORY_ROOT,
     HistoryEntry,
@@ -103,7 +104,10 @@ def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: dateti
         update={"content": new_content, "content_hash": "", "history": history}
     )
     record = MemoryRecord.model_validate(record.model_dump())
-    yield StoreCall([PutOp(current.namespace, memory_id, record.to_value())])
+    # R7.2: a write the user corrects counts against the agent that wrote it.
+    blame = trust_count(user_id, previous, confirmed=False, now=now) \
+        if new_content != previous.content else []
+    yield StoreCall([PutOp(current.namespace, memory_id, record.to_value()), *blame])
     return Recalled(memory_id, current.namespace, record)
 
 

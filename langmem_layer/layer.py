@@ -45,6 +45,7 @@ from langmem_layer.runner import AsyncHandlers, Env, Flow, Handlers, Runner
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.ops import IngestLogEntry, UserDeletion
 from langmem_layer.tokens import get_token_counter
+from langmem_layer.trust_api import TrustMethods
 from langmem_layer.types import HistoryEntry, Kind, Layer, Policy, Recalled
 from langmem_layer.worker import Worker
 from langmem_layer.working.api import WorkingMemoryMethods
@@ -59,7 +60,8 @@ __all__ = ["MemoryLayer"]
 T = TypeVar("T")
 
 
-class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeMethods):
+class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeMethods,
+                  TrustMethods):
     """Long-term memory for a LangGraph agent.
 
     Args:

@@ -311,3 +311,20 @@ class SurfaceArgs(TypedDict, total=False):
     pinned: bool | None
     policy: Policy | str | None
     now: datetime | None
+
+
+class FeedbackArgs(TypedDict, total=False):
+    """Keyword parameters of :meth:`MemoryLayer.feedback` (one of the first two).
+
+    Attributes:
+        memory_id: The memory the feedback is about: it counts for or against the agent
+            that wrote it, for the memory's kind.
+        agent_id: The agent the feedback is about, when no memory is named.
+        kind: With ``agent_id``: the kind of write it is about (default: all kinds).
+        now: Default: the layer's clock.
+    """
+
+    memory_id: str | None
+    agent_id: str | None
+    kind: str | None
+    now: datetime | None

@@ -87,9 +87,13 @@ class Env:
     counter: TokenCounter
     trust: Mapping[str, float] = field(default_factory=dict)
 
-    def trust_of(self, agent_id: str | None) -> float:
-        """An agent's trust: correct / total predictions, 0.5 with no history (R7.2)."""
-        return self.trust.get(agent_id or "", 0.5)
+    def trust_of(self, agent_id: str | None, learned: Any = None, kind: str | None = None
+                 ) -> float:
+        """An agent's trust (R7.2): confirmed / total of its checkable writes when
+        ``learned`` (a :class:`~langmem_layer.store.ops_trust.LearnedTrust`) has a history
+        for it (per ``kind`` when known), else the configured trust, else 0.5."""
+        default = self.trust.get(agent_id or "", 0.5)
+        return default if learned is None else float(learned.of(agent_id, kind, default))
 
 
 def require_user(user_id: str | None) -> str:

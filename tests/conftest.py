@@ -26,7 +26,7 @@ TABLES = (
     "langmem_links, langmem_embeddings, langmem_items, langmem_extraction_queue, "
     "langmem_applied_ops, langmem_ingest_log, langmem_embedding_cache, "
     "langmem_threads, langmem_messages, langmem_terms, langmem_reextract, langmem_job_runs, "
-    "langmem_api_keys, langmem_decay"
+    "langmem_api_keys, langmem_decay, langmem_agent_trust"
 )
 
 

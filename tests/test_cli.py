@@ -72,8 +72,10 @@ def test_jobs_list_needs_no_database(capsys, monkeypatch) -> None:
     assert [line.split()[:2] for line in lines] == [
         ["consolidate", "daily"],
         ["extract", "on"], ["index-large-users", "daily"], ["lifecycle", "daily"],
+        ["procedural-profile", "weekly"],
         ["purge-embedding-cache", "weekly"], ["purge-expired", "monthly"], ["reextract", "on"],
         ["reflect", "weekly"],
+        ["summarize", "daily"],
         ["sweep-sessions", "daily"], ["sweep-ttl", "daily"]]
     assert all(JOBS[line.split()[0]].summary in line for line in lines)
 

@@ -22,8 +22,10 @@ from langmem_layer.jobs import (  # noqa: F401
     flows,
     lifecycle,
     maintenance,
+    profile,
     reextract,
     reflect,
+    summaries,
 )
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobOption, JobResult, register
 from langmem_layer.jobs.runner import JobRun, JobStatus, Shard, run, run_due, status

@@ -51,6 +51,10 @@ Format (stable; tests pin it)::
   ``### RELEVANT DOCUMENTS (knowledge base)``, best first, before the recent history.
   Like the history they are not memories: in no placement and no :data:`SECTIONS`
   entry.
+* A temporal summary (``kind=temporal_summary``, R7.4) that is not ``avoid`` goes in
+  ``### NARRATIVE ARC (earlier conversations, summarized)``, after the memory sections
+  and before recent history, with at most ``NARRATIVE_SHARE`` of the budget group 1
+  leaves; it is not a :data:`SECTIONS` entry.
 * When nothing is placed the text is ``""``.
 """
 
@@ -70,6 +74,7 @@ __all__ = [
     "DOCUMENTS",
     "FACTCHECK",
     "HEADER",
+    "NARRATIVE",
     "OPEN_THREADS",
     "RECENT_HISTORY",
     "RELEVANT",
@@ -93,6 +98,10 @@ FACTCHECK = "DO NOT CONTRADICT"
 RECENT_HISTORY = "RECENT CONVERSATIONS (other threads)"
 #: Documents retrieved from the layer's knowledge source for this turn (not memories).
 DOCUMENTS = "RELEVANT DOCUMENTS (knowledge base)"
+#: The narrative arc (R7.4): the temporal summary recall chose for the turn.
+NARRATIVE = "NARRATIVE ARC (earlier conversations, summarized)"
+#: Share of the budget left after group 1 the narrative arc may use.
+NARRATIVE_SHARE = 0.3
 
 #: Sections in output order.
 SECTIONS: tuple[str, ...] = (ALWAYS_KNOWN, RELEVANT, OPEN_THREADS, FACTCHECK, SILENT, AVOID)
@@ -234,13 +243,16 @@ def build_context_block(
         section = section_for(record, demote_speak=demote)
         if due and section not in (AVOID, ALWAYS_KNOWN):
             section = SILENT if demote else OPEN_THREADS
+        narrative = record.kind == Kind.TEMPORAL_SUMMARY and section != AVOID
+        if narrative:
+            section = NARRATIVE
         items.append(
             _Item(
                 rank=rank,
                 key=memory.key,
                 section=section,
                 line=_render_line(record, now_utc, follow_up=due),
-                group=_priority_group(record),
+                group=_NARRATIVE_GROUP if narrative else _priority_group(record),
                 demoted=demote,
                 confirm=_confirm_suffix(record) if section == RELEVANT else "",
             )
@@ -313,6 +325,8 @@ def build_context_block(
                 full = history
 
     place(1, budget_tokens)
+    # The narrative arc gets its own share; what it leaves goes on to the rest.
+    place(_NARRATIVE_GROUP, used + int(NARRATIVE_SHARE * (budget_tokens - used)))
     # Group 2's cap is measured on the whole text, so it includes what group 1 used.
     place(2, used + int(semantic_share * (budget_tokens - used)))
     place(3, budget_tokens)
@@ -324,14 +338,14 @@ def build_context_block(
         dropped.add(placed.pop().key)
         text = _render(placed)
     placed_in_order = sorted(placed, key=lambda item: item.rank)
-    memories = [item for item in placed_in_order if item.group < _HISTORY_GROUP]
+    memories = [item for item in placed_in_order if item.group not in _NOT_MEMORIES]
     return ContextBlock(
         text=text,
         placements={item.key: item.section for item in memories},
         tokens=counter.count(text),
         budget=budget_tokens,
         dropped=tuple(item.key for item in items
-                      if item.key in dropped and item.group < _HISTORY_GROUP),
+                      if item.key in dropped and item.group not in _NOT_MEMORIES),
         demoted=tuple(item.key for item in memories if item.demoted),
         history=sum(item.group == _HISTORY_GROUP for item in placed_in_order),
         revalidate=asked[0] if asked else None,
@@ -352,6 +366,9 @@ class _Item:
 
 _HISTORY_GROUP = 4
 _DOCUMENT_GROUP = 5  # placed before the history, after the memories (see the docstring)
+_NARRATIVE_GROUP = 6  # after the memories, before the documents and the history
+#: Groups of lines that are not memories (no placement, never "dropped").
+_NOT_MEMORIES = frozenset({_HISTORY_GROUP, _DOCUMENT_GROUP})
 
 
 def _priority_group(record: MemoryRecord) -> int:
@@ -399,7 +416,7 @@ def _render(items: Sequence[_Item]) -> str:
     for item in items:
         by_section.setdefault(item.section, []).append(item)
     blocks = [HEADER]
-    for section in (*SECTIONS, DOCUMENTS, RECENT_HISTORY):
+    for section in (*SECTIONS, NARRATIVE, DOCUMENTS, RECENT_HISTORY):
         members = by_section.get(section)
         if members:
             lines = [item.line for item in sorted(members, key=lambda item: item.rank)]

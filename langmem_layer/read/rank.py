@@ -229,6 +229,7 @@ def rank_candidates(
     limit: int,
     trust: Mapping[str, float] | None = None,
     links: Mapping[str, Iterable[str]] | None = None,
+    learned: Any = None,
 ) -> list[Recalled]:
     """Filter, fuse and score candidates; pinned first, then by composite score.
 
@@ -245,7 +246,11 @@ def rank_candidates(
         settings: Weights, floors, RRF constant, source weights.
         limit: How many non-pinned memories to return (pinned are always included,
             open questions are added).
-        trust: Per-agent trust in [0, 1]; an agent with no history counts 0.5.
+        trust: Per-agent trust in [0, 1] as configured; an agent with no history
+            counts 0.5.
+        learned: The user's learned trust
+            (:class:`~langmem_layer.store.ops_trust.LearnedTrust`): where it has a
+            history for an agent (per kind when known), it replaces ``trust``.
         links: For each candidate key, the keys it is linked to (for the link spread).
     """
     w = settings.weights
@@ -286,9 +291,10 @@ def rank_candidates(
             + w.recency * recency
         )
         # R7.2: an agent with no history has trust 0.5.
+        configured = (trust or {}).get(f.agent_id or "", 0.5)
         factor = decay_weight(f, now, half_life_days=half_life) * (
-            (trust or {}).get(f.agent_id or "", 0.5)
-        )
+            configured if learned is None or not f.agent_id
+            else learned.of(f.agent_id, c.value.get("kind"), configured))
         scored.append((composite * factor, c.key, c, f))
     scored.sort(key=lambda t: (-t[0], t[1]))
     best = scored[:limit]

@@ -12,10 +12,12 @@ from langchain_core.messages import BaseMessage
 
 from langmem_layer.knowledge import document_lines
 from langmem_layer.read.block import ContextBlock, build_context_block
+from langmem_layer.read.narrative import pick_summary, turn_ops, with_narrative
 from langmem_layer.read.query import asks_upcoming, is_broad, understand
 from langmem_layer.read.rank import rank_candidates
 from langmem_layer.runner import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.store import ops as mops
+from langmem_layer.store.ops_trust import LearnedTrust
 from langmem_layer.types import Kind, Layer, Policy, Recalled, memory_namespace, normalize_ref
 from langmem_layer.working.history import recent_lines, recent_op, short_term
 
@@ -120,7 +122,8 @@ def with_core_facts(env: Env, candidates: Sequence[mops.Candidate],
 
 
 def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit: int,
-         now: datetime, reinforce: bool = True) -> Flow[list[Recalled]]:
+         now: datetime, reinforce: bool = True, learned: LearnedTrust | None = None
+         ) -> Flow[list[Recalled]]:
     """Rank what a :func:`recall_op` found, and reinforce (R4.4) what is returned.
 
     When the link walk found something, one round trip reads the links between the
@@ -137,8 +140,8 @@ def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit:
                 links.setdefault(ln.src_key, set()).add(ln.dst_key)
                 links.setdefault(ln.dst_key, set()).add(ln.src_key)
     ranked = rank_candidates(
-        candidates, now=now, settings=st, limit=limit, trust=env.trust, links=links
-    )
+        candidates, now=now, settings=st, limit=limit, trust=env.trust, links=links,
+        learned=learned)
     if reinforce and ranked:
         yield StoreCall([mops.TouchOp(user_id, tuple(r.key for r in ranked), now)])
     return ranked
@@ -155,11 +158,13 @@ def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, li
     user_id = require_user(user_id)
     op = recall_op(env, user_id, query, profile=profile, now=now, refs=refs)
     broad = broad_ops(env, user_id, query, profile=profile)
-    candidates, *found = yield StoreCall([op, *broad])
+    extra = turn_ops(env, user_id, query, profile=profile, now=now)
+    candidates, learned, summaries, *found = yield StoreCall([op, *extra, *broad])
     if broad:
         candidates = with_core_facts(env, candidates, found)
     ranked = yield from rank(env, user_id, candidates, limit=limit, now=now,
-                             reinforce=reinforce)
+                             reinforce=reinforce, learned=learned)
+    ranked = with_narrative(ranked, pick_summary(summaries, query, now))
     return ranked
 
 
@@ -246,11 +251,14 @@ def block_inputs_flow(env: Env, user_id: str, query: str | None, *, profile: str
     if st.recent_history_limit:
         ops.append(recent_op(env, user_id, profile=profile, thread_id=thread_id, now=now))
     broad = broad_ops(env, user_id, query, profile=profile)
-    candidates, *found = yield StoreCall(ops + broad)
+    extra = turn_ops(env, user_id, query, profile=profile, now=now)
+    candidates, learned, summaries, *found = yield StoreCall([ops[0], *extra, *ops[1:],
+                                                              *broad])
     if broad:
         candidates = with_core_facts(env, candidates, found[len(found) - len(broad):])
         found = found[: len(found) - len(broad)]
     recalled = yield from rank(env, user_id, candidates, limit=st.recall_limit, now=now,
-                               reinforce=False)
+                               reinforce=False, learned=learned)
+    recalled = with_narrative(recalled, pick_summary(summaries, query, now))
     return BlockInputs(recalled, found[0] if found else (),
                        short_term(messages, st.short_term_messages))

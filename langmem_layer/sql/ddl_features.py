@@ -9,6 +9,7 @@ or reorder an entry that has shipped; append new migrations at the end of this l
 from __future__ import annotations
 
 from langmem_layer.sql.rls import enable_rls
+from langmem_layer.sql.trust import TRUST_TABLE
 from langmem_layer.sql.users import USER_TABLES
 
 __all__ = ["FEATURES"]
@@ -173,4 +174,6 @@ FEATURES: list[str] = [
     """,
     # Row-level security on every per-user table, and the app role (sql/rls.py).
     enable_rls(USER_TABLES),
+    # Learned agent trust (R7.2), with RLS like every per-user table.
+    TRUST_TABLE + enable_rls(("langmem_agent_trust",)),
 ]

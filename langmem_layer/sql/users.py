@@ -40,6 +40,7 @@ USER_TABLES: tuple[str, ...] = (
     "langmem_reextract",
     "langmem_vector_indexes",
     "langmem_api_keys",
+    "langmem_agent_trust",
 )
 
 

@@ -41,6 +41,7 @@ from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.memory_handlers import MemoryHandlers
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
 from langmem_layer.store.queue_handlers import QueueHandlers
+from langmem_layer.store.trust_handlers import TrustHandlers
 from langmem_layer.store.user_handlers import UserHandlers
 from langmem_layer.store.working_handlers import WorkingHandlers
 from langmem_layer.types import MEMORY_ROOT
@@ -63,7 +64,7 @@ OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp, mops.DeleteUserOp)
 
 
 class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers,
-                Maintenance, KeyHandlers):
+                Maintenance, KeyHandlers, TrustHandlers):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:

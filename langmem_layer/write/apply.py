@@ -37,6 +37,8 @@ from langmem_layer.read.recall import recall_op
 from langmem_layer.runner import Env, ExtractCall, Flow, StoreCall, require_user
 from langmem_layer.sanitize import clean, clean_deep, clean_messages
 from langmem_layer.store import ops as mops
+from langmem_layer.store.ops_trust import TrustOp
+from langmem_layer.trust import trust_count
 from langmem_layer.types import (
     LinkType,
     MemoryRecord,
@@ -49,6 +51,7 @@ from langmem_layer.write.extractor import MemoryOperation, OpType
 from langmem_layer.write.fallback import fallback_ops
 from langmem_layer.write.gate import GateDecision
 from langmem_layer.write.memory import memory_ops
+from langmem_layer.write.profile import apply_explicit, explicit_preference
 
 __all__ = [
     "OUTAGES",
@@ -205,7 +208,10 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     def existing_op(query: str) -> mops.RecallOp:
         return recall_op(env, user_id, query, profile=profile, now=now, walk_links=False)
 
-    (cands,) = yield StoreCall([existing_op(text)])
+    # The trust conflict policy weighs learned trust, read in the same round trip.
+    wants_trust = env.settings.conflict_policy == "trust"
+    cands, *learned = yield StoreCall([existing_op(text),
+                                       *([TrustOp(user_id)] if wants_trust else [])])
     existing = rank_candidates(cands, now=now, settings=env.settings, limit=20)
     extracted: list[MemoryOperation] = (
         list(operations) if operations is not None
@@ -242,7 +248,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
         # when the gate rewrites the operation (say, an add into a reinforce).
         op_id = operation_id(user_id, op.source_message_id or turn_key, decision.proposed)
         plan = _plan_operation(env, user_id, profile, op, op_id, source, known, now,
-                               thread_id=thread_id)
+                               thread_id=thread_id, learned=learned[0] if learned else None)
         if isinstance(plan, str):  # a conflict policy declined it
             decisions[n] = GateDecision(op, decision.proposed, False, plan)
         elif plan.ops:
@@ -267,6 +273,11 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
                 plan.changed.append(done.key)
         result.written.extend(plan.written)
         result.changed.extend(plan.changed)
+    # R7.5: an explicit preference ("keep answers short") updates the procedural
+    # profile now, not at the weekly inference.
+    change = explicit_preference(text)
+    if change:
+        yield from apply_explicit(user_id, profile, change, now)
     return result
 
 
@@ -299,7 +310,7 @@ class _Planned:
 
 def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, op_id: str,
                     source: Source, known: dict[str, Recalled], now: datetime, *,
-                    thread_id: str | None) -> _Planned | str:
+                    thread_id: str | None, learned: Any = None) -> _Planned | str:
     """Store ops for one accepted operation, or why a conflict policy declined it.
 
     A memory it writes joins the chain of ``thread_id``'s memories. It is written only if
@@ -315,7 +326,9 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
         old_agent = old.record.source.agent_id if old is not None else None
         contested = old is not None and old_agent not in (None, source.agent_id)
         if contested and policy == "trust":
-            mine, theirs = env.trust_of(source.agent_id), env.trust_of(old_agent)
+            kind = old.record.kind.value if old is not None else None
+            mine = env.trust_of(source.agent_id, learned, kind)
+            theirs = env.trust_of(old_agent, learned, kind)
             if theirs > mine:
                 return (f"conflict: agent {old_agent!r} (trust {theirs:.2f}) outranks "
                         f"{source.agent_id!r} ({mine:.2f}); kept the existing memory")
@@ -343,9 +356,14 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
             plan.ops.append(mops.SetStatusOp(user_id, (old.key,), Status.CONTRADICTED, now,
                                              f"{why} (memory {key})"))
             plan.changed.append(old.key)
+            if op.op == OpType.UPDATE:  # R7.2: the user corrected it
+                plan.ops += trust_count(user_id, old.record, confirmed=False, now=now)
     elif op.op == OpType.REINFORCE and target in known:
         plan.ops.append(mops.ReinforceOp(user_id, (known[target].key,), now, REINFORCE_STEP))
         plan.changed.append(known[target].key)
+        if known[target].record.source.agent_id != source.agent_id:
+            # R7.2: reinforced from another source, it counts for its agent.
+            plan.ops += trust_count(user_id, known[target].record, confirmed=True, now=now)
     elif op.op in _RETIRING and target:
         status, why = _RETIRING[op.op]
         plan.ops.append(mops.SetStatusOp(user_id, (target,), status, now, why,

@@ -1,0 +1,61 @@
+"""SQL of the temporal summaries and the procedural profile (R7.4, R7.5): one user's
+logged messages over a period, and the per-thread figures the profile is inferred from.
+
+Every statement binds the user with an equality predicate on each per-user table. A
+turn holding the source message of one of the user's ``avoid`` memories is left out
+whole, as the recent-history read does: a boundary is never summarized.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+__all__ = ["messages", "thread_stats"]
+
+Sql = tuple[str, dict[str, Any]]
+
+_AVOIDED = """avoided AS (
+            SELECT m.thread_id, m.at
+            FROM langmem_items i
+            JOIN langmem_messages m
+              ON m.user_id = i.user_id
+             AND m.thread_id = coalesce(i.value -> 'source' ->> 'thread_id', '')
+             AND m.message_id = i.value -> 'source' ->> 'message_id'
+            WHERE i.user_id = %(user_id)s AND m.user_id = %(user_id)s AND i.is_memory
+              AND (i.value ->> 'policy') = 'avoid'
+              AND m.at >= %(since)s AND m.at < %(until)s)"""
+
+
+def messages(user_id: str, since: datetime, until: datetime) -> Sql:
+    """The user's logged messages with ``since <= at < until`` (every profile), oldest
+    first: profile, thread_id, message_id, role, text, at."""
+    return (
+        f"""WITH {_AVOIDED}
+        SELECT m.profile, m.thread_id, m.message_id, m.role, m.text, m.at
+        FROM langmem_messages m
+        WHERE m.user_id = %(user_id)s AND m.at >= %(since)s AND m.at < %(until)s
+          AND NOT EXISTS (SELECT 1 FROM avoided a
+                          WHERE a.thread_id = m.thread_id AND a.at = m.at)
+        ORDER BY m.at, m.id""",
+        {"user_id": user_id, "since": since, "until": until},
+    )
+
+
+def thread_stats(user_id: str, since: datetime, until: datetime) -> Sql:
+    """Per thread of the period (every profile): profile, first and last message,
+    the user's and the assistant's message counts and mean length in words."""
+    return (
+        """SELECT m.profile, m.thread_id, min(m.at) AS first_at, max(m.at) AS last_at,
+                  count(*) FILTER (WHERE m.role = 'user') AS user_messages,
+                  count(*) FILTER (WHERE m.role <> 'user') AS agent_messages,
+                  avg(array_length(regexp_split_to_array(btrim(m.text), '\\s+'), 1))
+                      FILTER (WHERE m.role <> 'user') AS agent_words,
+                  avg(array_length(regexp_split_to_array(btrim(m.text), '\\s+'), 1))
+                      FILTER (WHERE m.role = 'user') AS user_words
+        FROM langmem_messages m
+        WHERE m.user_id = %(user_id)s AND m.at >= %(since)s AND m.at < %(until)s
+        GROUP BY m.profile, m.thread_id
+        ORDER BY min(m.at)""",
+        {"user_id": user_id, "since": since, "until": until},
+    )
