@@ -19,6 +19,16 @@ from typing import Any
 
 import psycopg
 
+from langmem_layer.cli_server import (
+    keys_create,
+    keys_create_arguments,
+    keys_list,
+    keys_list_arguments,
+    keys_revoke,
+    keys_revoke_arguments,
+    serve_http,
+    serve_http_arguments,
+)
 from langmem_layer.config import open_store, settings_from_env
 from langmem_layer.errors import LangmemError
 from langmem_layer.jobs import JOBS, Job, JobContext
@@ -400,78 +410,6 @@ def _jobs_run_embeds(args: argparse.Namespace) -> bool:
     return JOBS[args.name].embeds(_jobs_run_options(args))
 
 
-# -- API keys and the HTTP app ---------------------------------------------------------
-
-
-def _keys_create_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--user", required=True, help="the user the key acts as")
-    parser.add_argument("--admin", action="store_true",
-                        help="the key may also act on other users' memory")
-
-
-def _keys_create(args: argparse.Namespace, ctx: JobContext | None) -> int:
-    assert ctx is not None
-    from langmem_layer.auth import create_key
-
-    token = create_key(ctx.store, args.user, admin=args.admin)
-    role = "admin key" if args.admin else "key"
-    print(f"{role} for {args.user!r} (shown once; send as 'Authorization: Bearer <key>'):",
-          file=sys.stderr)
-    print(token)
-    return 0
-
-
-def _keys_revoke_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("token", help="the key, as printed by `keys create`")
-
-
-def _keys_revoke(args: argparse.Namespace, ctx: JobContext | None) -> int:
-    assert ctx is not None
-    from langmem_layer.auth import revoke_key
-
-    if not revoke_key(ctx.store, args.token):
-        raise _Failure("no such key (already revoked, or not a langmem-layer key)")
-    print("key revoked")
-    return 0
-
-
-def _keys_list_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--user", required=True)
-
-
-def _keys_list(args: argparse.Namespace, ctx: JobContext | None) -> int:
-    assert ctx is not None
-    from langmem_layer.auth import list_keys
-
-    for key in list_keys(ctx.store, args.user):
-        role = "admin" if key.admin else "user"
-        print(f"{key.key_id}  {role:<5}  {key.created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
-    return 0
-
-
-def _serve_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default: 127.0.0.1, loopback only)")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--dev-user", default=None, metavar="USER",
-                        help="single-user demo mode: requests from loopback without a key "
-                        "act as USER (refused from any other address)")
-    parser.add_argument("--no-agent", action="store_true",
-                        help="serve the memory REST API only, without the agent routes")
-
-
-def _serve(args: argparse.Namespace, ctx: JobContext | None) -> int:
-    """Run the HTTP app under uvicorn until SIGTERM / SIGINT (then drain, exit 0)."""
-    try:
-        from langmem_layer.http import serve
-        from langmem_layer.http.app import create_app
-    except ImportError as e:
-        raise _Failure(f"serve needs the server extra: pip install 'langmem-layer[server]' "
-                       f"({e})") from None
-    app = create_app(database_url=args.database_url, data_dir=args.data_dir,
-                     dev_user=args.dev_user, agent=not args.no_agent)
-    serve.run(app, host=args.host, port=args.port)
-    return 0
 def _eval_arguments(parser: argparse.ArgumentParser) -> None:
     from langmem_layer.evals.cli import add_arguments
 
@@ -520,12 +458,12 @@ COMMANDS: dict[str, Command] = {
     "jobs status": Command("each job's last run and when it is next due",
                            _jobs_status_arguments, _jobs_status),
     "keys create": Command("create an API key for a user; prints it once",
-                           _keys_create_arguments, _keys_create),
-    "keys revoke": Command("revoke an API key", _keys_revoke_arguments, _keys_revoke),
+                           keys_create_arguments, keys_create),
+    "keys revoke": Command("revoke an API key", keys_revoke_arguments, keys_revoke),
     "keys list": Command("list a user's API keys (ids and roles, no secrets)",
-                         _keys_list_arguments, _keys_list),
+                         keys_list_arguments, keys_list),
     "serve": Command("run the HTTP app: the memory agent (LangServe) and the REST API",
-                     _serve_arguments, _serve, uses_store=False),
+                     serve_http_arguments, serve_http, uses_store=False),
     "eval": Command("run the evaluation fixtures (or a named suite) and check thresholds",
                     _eval_arguments, _eval, _always),
     "calibrate": Command("derive retrieval settings for the embedder from labelled queries "

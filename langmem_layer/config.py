@@ -20,6 +20,7 @@ Nothing here connects or loads a model at import.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langmem_layer.embeddings import openai_configured
+from langmem_layer.errors import ConfigurationError
 from langmem_layer.settings import MemorySettings
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ __all__ = [
     "default_synthesizer",
     "open_store",
     "settings_from_env",
+    "settings_from_file",
 ]
 
 DEFAULT_DATA_DIR = ".langmem"
@@ -141,3 +144,24 @@ def open_store(url: str | None = None, *, data_dir: str | Path | None = None,
     with PostgresMemoryStore.from_conn_string(database_url(url, data_dir=data_dir),
                                               **kwargs) as store:
         yield store
+
+
+def settings_from_file(path: str | None) -> MemorySettings:
+    """Settings from a JSON object of ``MemorySettings`` fields, over ``LANGMEM_*``.
+
+    Args:
+        path: The JSON file; None: :func:`settings_from_env` alone.
+
+    Raises:
+        ConfigurationError: The file cannot be read, or holds no JSON object.
+    """
+    if path is None:
+        return settings_from_env()
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigurationError(f"--settings {path}: {e}; pass a JSON object of "
+                                 "MemorySettings fields, e.g. {\"rrf_k\": 5}") from e
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"--settings {path} must hold a JSON object")
+    return settings_from_env(**data)

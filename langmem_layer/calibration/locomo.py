@@ -112,8 +112,8 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
         settings: ``MemorySettings`` (default: the library's, for the store's embedder).
         show: Progress bars on standard error.
     """
-    from langmem_layer import MemoryLayer
     from langmem_layer.calibration.profiles import profile_for
+    from langmem_layer.layer import MemoryLayer
 
     if not getattr(store, "model_id", None):
         raise ConfigurationError("eval locomo needs a store with an embedding index; "
@@ -151,7 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_suite(args: argparse.Namespace, ctx: Any, paths: Sequence[str]) -> int:
     """``langmem-layer eval locomo PATH``."""
-    from langmem_layer.evals.cli import _settings
+    from langmem_layer.config import settings_from_file
 
     if len(paths) != 1:
         raise ConfigurationError("eval locomo takes one LoCoMo JSON file, e.g. "
@@ -161,7 +161,7 @@ def run_suite(args: argparse.Namespace, ctx: Any, paths: Sequence[str]) -> int:
         raise ConfigurationError(f"No LoCoMo file at {path}")
     ctx.store.setup()
     calib = [c.strip() for c in args.calib.split(",") if c.strip()] if args.calib else None
-    settings = _settings(args.settings)  # LANGMEM_* and --settings win over the profile
+    settings = settings_from_file(args.settings)  # LANGMEM_* and --settings win over the profile
     report = run_locomo(ctx.store, path, k=args.k, split=args.split, calib=calib,
                         sessions=args.sessions, settings=settings,
                         show=not args.no_progress)

@@ -15,9 +15,9 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from langmem_layer.config import settings_from_file
 from langmem_layer.evals.fixtures import load_fixtures
 from langmem_layer.evals.report import Thresholds, report_json, report_table, violations
 from langmem_layer.evals.runner import run_fixtures
@@ -114,22 +114,6 @@ def _extractor(args: argparse.Namespace) -> tuple[Any, str]:
     return LLMExtractor(model), f"llm:{name}"
 
 
-def _settings(path: str | None) -> Any:
-    from langmem_layer.config import settings_from_env
-    from langmem_layer.errors import ConfigurationError
-
-    if path is None:
-        return settings_from_env()
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigurationError(f"--settings {path}: {e}; pass a JSON object of "
-                                 "MemorySettings fields, e.g. {\"rrf_k\": 5}") from e
-    if not isinstance(data, dict):
-        raise ConfigurationError(f"--settings {path} must hold a JSON object")
-    return settings_from_env(**data)
-
-
 def handle(args: argparse.Namespace, ctx: Any) -> int:
     """Run the fixtures (or the suite the first path names); 1 when a threshold fails."""
     paths: list[str] = list(args.paths)
@@ -141,7 +125,7 @@ def handle(args: argparse.Namespace, ctx: Any) -> int:
     extractor, label = _extractor(args)
     ctx.store.setup()
     report = run_fixtures(ctx.store, fixtures, extractor=extractor, label=label,
-                          settings=_settings(args.settings))
+                          settings=settings_from_file(args.settings))
     if args.json:
         print(json.dumps(report_json(report), indent=2))
     else:
