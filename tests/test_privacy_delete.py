@@ -77,6 +77,7 @@ def _fill(layer: MemoryLayer, store: PostgresMemoryStore, user: str) -> None:
     store.batch([mops.EnqueueOp(user, "later", "work", [], now, "t4", None,
                                 now + timedelta(days=1))])
     create_key(store, user)  # the HTTP app's API keys are the user's too
+    layer.feedback(user, True, agent_id="assistant")  # learned agent trust
     # The nightly lifecycle stores the memories' decay scores.
     store.batch([mops.LifecycleOp(user, now, 180.0, 0.15,
                                   lifecycle_thresholds(MemorySettings()), False)])
