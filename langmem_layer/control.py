@@ -107,7 +107,8 @@ def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: dateti
     # R7.2: a write the user corrects counts against the agent that wrote it.
     blame = trust_count(user_id, previous, confirmed=False, now=now) \
         if new_content != previous.content else []
-    yield StoreCall([PutOp(current.namespace, memory_id, record.to_value()), *blame])
+    yield StoreCall([mops.AsOfOp(
+        user_id, (PutOp(current.namespace, memory_id, record.to_value()), *blame), now)])
     return Recalled(memory_id, current.namespace, record)
 
 
@@ -160,7 +161,8 @@ def set_surface(user_id: str, memory_id: str, *, pinned: bool | None, policy: Po
         return current
     record = MemoryRecord.model_validate(
         previous.model_copy(update={**update, "history": history}).model_dump())
-    yield StoreCall([PutOp(current.namespace, memory_id, record.to_value())])
+    yield StoreCall([mops.AsOfOp(
+        user_id, (PutOp(current.namespace, memory_id, record.to_value()),), now)])
     return Recalled(memory_id, current.namespace, record)
 
 

@@ -216,3 +216,26 @@ def test_whole_store_job_runs_each_user(store: PostgresMemoryStore, clock: Clock
     result = run_users(ctx, JOBS["lifecycle"], now=t0 + timedelta(days=31))
     assert result.counts["stale_episodic"] == 3
     assert JOBS["lifecycle"].per_user and JOBS["purge-expired"].schedule == "monthly"
+
+
+def test_memories_are_dated_by_the_flow_clock_not_the_store_clock(
+        store: PostgresMemoryStore, pg_uri: str, clock: Clock) -> None:
+    """A write replayed with ``now=`` dates the row by that time: the lifecycle measures
+    silence from ``updated_at``, so a row dated by the store's clock would never age."""
+    from langchain_core.messages import HumanMessage
+
+    from langmem_layer import MemoryLayer
+
+    layer = MemoryLayer(store, extraction="inline", clock=clock)
+    then = clock.now - timedelta(days=200)
+    kept = layer.remember("u1", "Keeps a sourdough starter named Bob.", now=then)
+    layer.ingest("u1", [HumanMessage("I'm visiting my parents next weekend.")], now=then)
+    with psycopg.connect(pg_uri) as conn:
+        rows = conn.execute(
+            "SELECT key, created_at, updated_at FROM langmem_items "
+            "WHERE user_id = %s AND is_memory", ("u1",)).fetchall()
+    assert {r[0] for r in rows} >= {kept.key} and len(rows) >= 2
+    assert all(r[1] == then and r[2] == then for r in rows), rows
+    # Dated correctly, the visit's open loop ages out when the lifecycle runs.
+    counts = run(JobContext(store), then + timedelta(days=120))
+    assert counts["loops_closed"] >= 1

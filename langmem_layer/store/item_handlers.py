@@ -186,14 +186,25 @@ class ItemHandlers(Registry, Tenancy):
         # A put inside another op (exactly-once apply); batches group theirs in _put.
         return (yield from self._put([op]))
 
-    def _put(self, ops: list[PutOp]) -> Handler:
+    def _put(self, ops: list[PutOp], now: datetime | None = None) -> Handler:
         # The last put of a key wins, as in LangGraph's stores.
         last: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:
             last[(op.namespace, op.key)] = op
         writes = [Write(op.namespace, op.key, op.value, op.index, op.ttl) for op in last.values()]
-        yield from self._write(writes, self.now())
+        yield from self._write(writes, now or self.now())
         return [None] * len(ops)
+
+    def handler_at(self, op: Any, now: datetime | None) -> Handler:
+        """``op``'s handler; a put inside a memory op writes its item as of ``now``.
+
+        LangGraph's ``PutOp`` carries no time, so a put nested in an op that has one
+        (an apply replayed with ``now=``) takes that op's: the lifecycle measures a
+        memory's silence from ``updated_at``, which must be the flow's clock.
+        """
+        if now is not None and isinstance(op, PutOp):
+            return self._put([op], now)
+        return self._handler(op)
 
     def _write(self, writes: list[Write], now: datetime) -> Handler:
         """Upsert or delete items and replace their vectors: embeddings first, then SQL."""

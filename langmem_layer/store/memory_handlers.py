@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from langgraph.store.base import PutOp
+
 from langmem_layer.errors import InvalidNamespaceError
 from langmem_layer.sanitize import clean
 from langmem_layer.sql import memory as msql
@@ -113,13 +115,24 @@ class MemoryHandlers(ItemHandlers):
             return not rows
 
         check = Query(*msql.find_identical(op.user_id, ns_text(op.put.namespace), digest, now))
-        handlers = [self._handler(o) for o in (op.put, *op.then)]
+        handlers = [self.handler_at(o, now) for o in (op.put, *op.then)]
         yield from combine(handlers, gate=check, proceed=absent)
         if found:
             key = str(found[0]["key"])
             yield Query(*msql.reinforce(op.user_id, [key], now, op.confidence_step))
             return mops.AddOutcome(key, created=False)
         return mops.AddOutcome(op.put.key, created=True)
+
+    @handles(mops.AsOfOp)
+    def _as_of(self, op: mops.AsOfOp) -> Handler:
+        for o in op.ops:  # one user's writes, as every op
+            owner = (self.tenant(o.namespace) if isinstance(o, PutOp)
+                     else getattr(o, "user_id", None))
+            if owner != op.user_id:
+                raise InvalidNamespaceError(
+                    f"{type(o).__name__} inside AsOfOp does not belong to user "
+                    f"{op.user_id!r}.")
+        return (yield from combine([self.handler_at(o, op.now) for o in op.ops]))
 
     @handles(mops.LinkThreadTailOp)
     def _link_thread_tail(self, op: mops.LinkThreadTailOp) -> Handler:

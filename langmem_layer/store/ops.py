@@ -41,6 +41,7 @@ __all__ = [
     "AddMemoryOp",
     "AddOutcome",
     "ApplyOnceOp",
+    "AsOfOp",
     "Candidate",
     "ClaimOp",
     "ClearMessagesOp",
@@ -405,6 +406,19 @@ class ReinforceOp(NamedTuple):
     keys: tuple[str, ...]
     now: datetime
     confidence_step: float = 0.05
+
+
+class AsOfOp(NamedTuple):
+    """Run ``ops`` in the batch's transaction with their puts dated ``now`` (result: the
+    list of their results).
+
+    LangGraph's ``PutOp`` carries no time, so a memory written by a flow replayed with
+    ``now=`` would otherwise be dated by the store's clock.
+    """
+
+    user_id: str
+    ops: tuple[Any, ...]
+    now: datetime
 
 
 class LockUserWritesOp(NamedTuple):

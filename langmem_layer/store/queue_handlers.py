@@ -48,11 +48,12 @@ class QueueHandlers(Registry):
     """Handlers for queue and apply ops; expects ``now()`` from the core."""
 
     now: Callable[[], datetime]
+    handler_at: Callable[[Any, datetime | None], Handler]
 
     @handles(mops.ApplyOnceOp)
     def _apply_once(self, op: mops.ApplyOnceOp) -> Handler:
         gate = Query(*qsql.mark_applied(op.user_id, op.op_id, op.now or self.now()))
-        return (yield from combine([self._handler(o) for o in op.ops], gate=gate))
+        return (yield from combine([self.handler_at(o, op.now) for o in op.ops], gate=gate))
 
     @handles(mops.EnqueueOp)
     def _enqueue(self, op: mops.EnqueueOp) -> Handler:

@@ -174,5 +174,5 @@ def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: 
     key = str(uuid.uuid4())
     record, ops = memory_ops(env, user_id, profile or env.settings.default_profile, key,
                              content, now=now, thread_id=thread_id, kind=kind, **fields)
-    yield StoreCall(ops)
+    yield StoreCall([mops.AsOfOp(user_id, tuple(ops), now)])
     return Recalled(key, ops[0].namespace, record)

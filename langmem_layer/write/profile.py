@@ -103,7 +103,8 @@ def apply_explicit(user_id: str, profile: str, change: dict[str, str], now: date
     record = profile_record(previous, {**meta, "explicit": explicit}, now,
                      "the user stated a preference")
     record = MemoryRecord.model_validate(record.model_dump())
-    yield StoreCall([PutOp(memory_namespace(user_id, profile), key, record.to_value())])
+    yield StoreCall([mops.AsOfOp(
+        user_id, (PutOp(memory_namespace(user_id, profile), key, record.to_value()),), now)])
     return record
 
 
