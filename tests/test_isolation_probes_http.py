@@ -64,6 +64,7 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 class Counts:
     probes: int = 0
     worlds: int = 0
+    regression: int = 0  # probes of the regression worlds
 
 
 COUNTS = Counts()
@@ -252,18 +253,18 @@ REGRESSIONS: list[tuple[list[str], list[str]]] = [
     (["a_c", "abc"], ["_", "b"]),
     (["'; DROP TABLE x; --", "'"], ["'", "'; --"]),
     (["ü", "u\u0308"], ["ü", "ü"]),
-    (["用" * 1000, "a" * 999], ["用户", "x" * 200]),   # ids far longer than a header line
+    # Found by these probes: the key of a 3,000-byte id (4,069 characters) was refused
+    # as malformed (tokens were capped at 1,024), so that user could not call at all.
+    (["用" * 1000, "a" * 999], ["用户", "x" * 200]),
 ]
 
 
 @pytest.mark.parametrize(("users", "user_labels"), REGRESSIONS)
 def test_http_regression_worlds(http: Http, users: list[str], user_labels: list[str]) -> None:
-    COUNTS.probes += _probe_world(http, users, user_labels, COMMON[:2])
+    COUNTS.regression += _probe_world(http, users, user_labels, COMMON[:2])
 
 
 def test_no_http_surface_returns_another_users_data(http: Http) -> None:
-    before = COUNTS.probes
-
     @settings(max_examples=EXAMPLES, deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
               **_explore())
@@ -280,8 +281,8 @@ def test_no_http_surface_returns_another_users_data(http: Http) -> None:
         COUNTS.worlds += 1
 
     probe_world()
-    probes = COUNTS.probes - before
+    probes = COUNTS.probes
     print(f"http isolation probes: {probes} over {COUNTS.worlds} generated worlds "
-          f"(+{len(REGRESSIONS)} regression worlds, {EXAMPLES} examples asked), REST and "
-          f"/agent/invoke; leaks: 0")
+          f"({EXAMPLES} examples asked; +{COUNTS.regression} over {len(REGRESSIONS)} "
+          f"regression worlds), REST and /agent/invoke; leaks: 0")
     assert probes >= MIN_PROBES
