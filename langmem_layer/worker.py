@@ -93,7 +93,9 @@ class Worker:
     within it. When the store closes under a pass (:meth:`store_closing`, a close hook
     the store calls), the pass stops at its next turn and the turns it has not
     finished are released before the connection closes: another worker or process
-    takes them at once instead of after the lease.
+    takes them at once instead of after the lease. Both, because a closing store can
+    still release what it holds, but a crashed process runs no code at all: only a short
+    lease bounds that wait, and only a heartbeat lets a short lease cover a long pass.
     """
 
     #: Seconds a closing store waits for the pass to finish its current turn before
