@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from langmem_layer.errors import MissingUserError
 from langmem_layer.runner import require_user
 from langmem_layer.store import ops_keys as kops
 from langmem_layer.store.ops_keys import ApiKey
@@ -49,6 +50,11 @@ __all__ = [
 PREFIX = "lmk_"
 _SECRET_BYTES = 32
 _KEY_ID_CHARS = 12
+#: Longest token accepted. The token carries its user id, and the library takes user
+#: ids of any length: the bound must let every key :func:`create_key` hands out verify
+#: (a 1,000-character id of 3-byte characters makes a 4,069-character token), while
+#: staying well inside an HTTP server's header limit (16 KB for uvicorn's h11).
+MAX_TOKEN_CHARS = 8192
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,7 @@ def token_user(token: Any) -> str | None:
 
     Well-formed is not valid: only :func:`verify_key` says whether the key exists.
     """
-    if not isinstance(token, str) or not token.startswith(PREFIX) or len(token) > 1024:
+    if not isinstance(token, str) or not token.startswith(PREFIX) or len(token) > MAX_TOKEN_CHARS:
         return None
     user, sep, secret = token[len(PREFIX):].rpartition("_")
     if not sep or not user or len(secret) != 2 * _SECRET_BYTES:
@@ -97,6 +103,12 @@ def token_user(token: Any) -> str | None:
 
 def _create_op(user_id: str, admin: bool, now: datetime | None) -> tuple[str, kops.CreateKeyOp]:
     token = _new_token(require_user(user_id))
+    if len(token) > MAX_TOKEN_CHARS:
+        # Refused here rather than handed out: a key that can never verify is lost.
+        raise MissingUserError(
+            f"user_id of {len(user_id.encode('utf-8'))} bytes is too long for an API key "
+            f"(the key carries it and may be at most {MAX_TOKEN_CHARS} characters): "
+            f"key such users by a shorter id, e.g. a hash of it.")
     digest = _hash(token)
     return token, kops.CreateKeyOp(user_id, digest, digest[:_KEY_ID_CHARS], bool(admin), now)
 
@@ -130,7 +142,8 @@ def create_key(store: Any, user_id: str, *, admin: bool = False,
         now: The creation time (default: the store's clock).
 
     Raises:
-        MissingUserError: ``user_id`` is missing, blank or contains a dot.
+        MissingUserError: ``user_id`` is missing, blank, contains a dot, or is too
+            long to fit in a key (over about 6,000 bytes in UTF-8).
     """
     token, op = _create_op(user_id, admin, now)
     store.batch([op])

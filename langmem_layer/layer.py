@@ -51,7 +51,7 @@ from langmem_layer.worker import Worker
 from langmem_layer.working.api import WorkingMemoryMethods
 from langmem_layer.write import apply as write
 from langmem_layer.write import memory as write_memory
-from langmem_layer.write.apply import IngestResult, ProcessResult
+from langmem_layer.write.apply import IngestResult, Leases, ProcessResult
 from langmem_layer.write.extractor import Extractor
 from langmem_layer.write.gate import WriteGate
 
@@ -545,9 +545,11 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         return self._worker.after_enqueue(inline=self.extraction == "inline",
                                           user_id=user_id, thread_id=thread_id)
 
-    def _process_batch(self, user_id: str | None) -> Flow[ProcessResult]:
+    def _process_batch(self, user_id: str | None, leases: Leases | None = None
+                       ) -> Flow[ProcessResult]:
         st = self.settings
         return write.process_queue(
             self.env, now=self.now(), limit=st.extraction_batch_size,
             lease_seconds=st.extraction_lease_seconds,
-            retry_base_seconds=st.extraction_retry_base_seconds, user_id=user_id)
+            retry_base_seconds=st.extraction_retry_base_seconds, user_id=user_id,
+            leases=leases)

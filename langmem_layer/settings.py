@@ -86,7 +86,11 @@ class MemorySettings(BaseModel):
         "wins, the more trusted agent wins, or both stay linked for human review.",
     )
     extraction_batch_size: int = Field(default=20, ge=1, description="Entries per worker pass.")
-    extraction_lease_seconds: float = Field(default=300.0, gt=0)
+    extraction_lease_seconds: float = Field(
+        default=60.0, gt=0,
+        description="How long a worker holds the turns it claimed. Short, because the "
+        "worker renews it between turns (a heartbeat): a crashed worker's turns come back "
+        "within it. Keep it above your slowest single extraction.")
     extraction_retry_base_seconds: float = Field(
         default=30.0, ge=0, description="First retry delay; doubles per failed attempt."
     )

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +23,8 @@ from typing import Any
 from langmem_layer.errors import DatabaseUnavailableError
 from langmem_layer.runner import Call, Flow, Runner
 from langmem_layer.settings import MemorySettings
-from langmem_layer.write.apply import IngestResult, ProcessResult, release_leased
+from langmem_layer.store.ops import QueueEntry
+from langmem_layer.write.apply import IngestResult, Leases, ProcessResult, release_leased
 
 __all__ = ["ProcessPending", "WakeWorker", "Worker"]
 
@@ -45,6 +46,38 @@ class WakeWorker(Call):
     """Request: let the background worker extract what is queued; returns at once."""
 
 
+class _Held:
+    """The turns this worker's passes hold leased and have not finished (a
+    :class:`~langmem_layer.write.apply.Leases`), and whether they must stop."""
+
+    def __init__(self, now: Callable[[], datetime]) -> None:
+        self._now = now
+        self._held: dict[int, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+        self.stop = threading.Event()
+
+    def hold(self, entries: Sequence[QueueEntry]) -> None:
+        with self._lock:
+            self._held.update((e.id, (e.user_id, e.id)) for e in entries)
+
+    def drop(self, ids: Iterable[int]) -> None:
+        with self._lock:
+            for i in ids:
+                self._held.pop(i, None)
+
+    def take(self) -> list[tuple[str, int]]:
+        """Everything held, no longer held (the caller releases it)."""
+        with self._lock:
+            held, self._held = list(self._held.values()), {}
+        return held
+
+    def stopping(self) -> bool:
+        return self.stop.is_set()
+
+    def now(self) -> datetime:
+        return self._now()
+
+
 class Worker:
     """Extracts queued turns: inline on request, or in a background thread or task.
 
@@ -52,12 +85,26 @@ class Worker:
         runner: Runs the queue flows; the worker registers its requests on it.
         settings: Read for ``extract_every_n_turns`` at each turn.
         batch: Builds the flow that extracts one batch of ready entries (all users, or
-            one user's).
+            one user's), reporting what it holds to the worker's ``Leases``.
         on_results: Receives each batch's ingest results (the layer's ``ingest_log``).
+
+    Leases: a pass renews its turns' leases between turns (a heartbeat), so the lease
+    (``extraction_lease_seconds``) can be short and a crashed worker's turns come back
+    within it. When the store closes under a pass (:meth:`store_closing`, a close hook
+    the store calls), the pass stops at its next turn and the turns it has not
+    finished are released before the connection closes: another worker or process
+    takes them at once instead of after the lease. Both, because a closing store can
+    still release what it holds, but a crashed process runs no code at all: only a short
+    lease bounds that wait, and only a heartbeat lets a short lease cover a long pass.
     """
 
+    #: Seconds a closing store waits for the pass to finish its current turn before
+    #: releasing that turn too (its apply then fails on the closed store; a turn is
+    #: applied once either way: its operations carry ids recorded in their transaction).
+    close_grace_seconds = 10.0
+
     def __init__(self, runner: Runner, settings: MemorySettings,
-                 batch: Callable[[str | None], Flow[ProcessResult]],
+                 batch: Callable[[str | None, Leases], Flow[ProcessResult]],
                  on_results: Callable[[Sequence[IngestResult]], Any]) -> None:
         self.runner = runner
         self.settings = settings
@@ -73,6 +120,7 @@ class Worker:
         self._leased: list[tuple[str, int]] = []
         #: The current time, for releasing leases (the layer passes its clock).
         self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self._held = _Held(lambda: self.now())
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lock = threading.Lock()
         self._busy = threading.Lock()
@@ -82,6 +130,9 @@ class Worker:
         self._turns: dict[str | None, int] = {}
         runner.handle(ProcessPending, self._process, self._aprocess)
         runner.handle(WakeWorker, self._wake_thread, self._start_task)
+        on_close = getattr(runner.store, "on_close", None)
+        if callable(on_close):
+            on_close(self.store_closing, self.astore_closing)
 
     # -- what flows ask for -------------------------------------------------------------
 
@@ -104,9 +155,9 @@ class Worker:
             except Exception:
                 self._leased = leased + self._leased
                 raise
-        while True:
+        while not self._held.stopping():
             try:
-                result = yield from self._batch(user_id)
+                result = yield from self._batch(user_id, self._held)
             except Exception as e:
                 with self._lock:  # what the pass could not release, the next one will
                     self._leased.extend(getattr(e, "leased", ()))
@@ -117,6 +168,7 @@ class Worker:
             self._on_results(result.results)
             if not result.done and not result.failed:
                 return total
+        return total
 
     def _turn_due(self, thread_id: str | None) -> bool:
         # Every N turns per thread; the queue keeps the rest until then (or a drain).
@@ -200,6 +252,43 @@ class Worker:
             self._failed(e)
         else:
             self._outages = 0
+
+    # -- the store closing under a pass --------------------------------------------------
+
+    def store_closing(self) -> None:
+        """The store is about to close: stop the thread's pass at its next turn, then
+        release every turn still leased, while the connection is open."""
+        self._held.stop.set()
+        self._stop.set()
+        self._wake.set()
+        if self._busy.acquire(timeout=self.close_grace_seconds):
+            self._busy.release()
+        leased = self._unfinished()
+        if leased:
+            try:
+                self.runner.run(release_leased(leased, now=self.now(),
+                                               reason="released: the store closed"))
+            except Exception:  # the database is gone: the short lease brings them back
+                logger.debug("Could not release leased turns at close", exc_info=True)
+
+    async def astore_closing(self) -> None:
+        """Async twin of :meth:`store_closing` (the async store's close hook): waits
+        for this loop's extraction tasks to reach their next turn."""
+        self._held.stop.set()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=self.close_grace_seconds)
+        leased = self._unfinished()
+        if leased:
+            try:
+                await self.runner.arun(release_leased(leased, now=self.now(),
+                                                      reason="released: the store closed"))
+            except Exception:
+                logger.debug("Could not release leased turns at close", exc_info=True)
+
+    def _unfinished(self) -> list[tuple[str, int]]:
+        with self._lock:
+            leased, self._leased = self._leased + self._held.take(), []
+        return leased
 
     # -- finishing ----------------------------------------------------------------------
 

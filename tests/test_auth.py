@@ -62,7 +62,7 @@ def test_a_key_names_its_user_and_cannot_be_moved(store: PostgresMemoryStore) ->
 @pytest.mark.parametrize("token", [
     None, 42, "", "Bearer x", "lmk_", "lmk__" + "0" * 64, "lmk_YWxpY2U_short",
     "lmk_YWxpY2U_" + "g" * 64, "lmk_!!!_" + "0" * 64, "lmk_YS5i_" + "0" * 64,  # "a.b"
-    "lmk_" + "A" * 2000,
+    "lmk_" + "A" * 2000, "lmk_" + "A" * 9000 + "_" + "0" * 64,
 ])
 def test_malformed_tokens_are_refused_without_error(store: PostgresMemoryStore,
                                                     token: object) -> None:
@@ -71,7 +71,9 @@ def test_malformed_tokens_are_refused_without_error(store: PostgresMemoryStore,
 
 
 def test_user_ids_with_any_characters(store: PostgresMemoryStore) -> None:
-    for user in ("ålice 🙂", "a_b-c", "x" * 300, "a/b?c=d"):
+    # Long ids too: every key handed out must verify (a 1,000-character id of 3-byte
+    # characters makes a 4,069-character token).
+    for user in ("ålice 🙂", "a_b-c", "x" * 300, "a/b?c=d", "用" * 1000, "🙂" * 1500):
         token = create_key(store, user)
         assert token_user(token) == user
         assert verify_key(store, token) == Principal(user)
@@ -82,6 +84,10 @@ def test_bad_user_is_refused(store: PostgresMemoryStore) -> None:
         create_key(store, "")
     with pytest.raises(MissingUserError):
         create_key(store, "a.b")
+    # Too long to fit in a key: refused with the reason, rather than a key that never
+    # verifies.
+    with pytest.raises(MissingUserError, match="too long for an API key"):
+        create_key(store, "x" * 7000)
 
 
 async def test_async_twins(astore: AsyncPostgresMemoryStore) -> None:

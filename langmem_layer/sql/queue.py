@@ -21,6 +21,7 @@ __all__ = [
     "park",
     "parked",
     "pending",
+    "renew",
     "write_ingest_log",
 ]
 
@@ -93,6 +94,24 @@ def claim(user_id: str, *, now: datetime, lease_until: datetime, limit: int) -> 
         RETURNING u.user_id, u.id, u.profile, u.thread_id, u.agent_id, u.messages,
                   u.turn_at, u.attempts""",
         {"user_id": user_id, "now": now, "lease": lease_until, "limit": limit},
+    )
+
+
+def renew(user_id: str, held: Sequence[tuple[int, int]], *, lease_until: datetime) -> Sql:
+    """Extend the lease of entries a pass still holds; returns the ids renewed.
+
+    ``held`` pairs each entry id with the ``attempts`` its claim saw: a later claim by
+    another worker counted one more, so an entry taken over (or finished, parked,
+    released) meanwhile is not renewed, and the pass leaves it alone.
+    """
+    return (
+        """UPDATE langmem_extraction_queue q SET locked_until = %(lease)s
+        FROM unnest(%(ids)s::bigint[], %(attempts)s::integer[]) AS held(id, attempts)
+        WHERE q.user_id = %(user_id)s AND q.id = held.id AND q.attempts = held.attempts
+          AND q.done_at IS NULL AND q.parked_at IS NULL AND q.locked_until IS NOT NULL
+        RETURNING q.id""",
+        {"user_id": user_id, "ids": [i for i, _ in held], "attempts": [a for _, a in held],
+         "lease": lease_until},
     )
 
 

@@ -197,6 +197,11 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         try:
             yield store
         finally:
+            for hook in store._closing_hooks(1):
+                try:
+                    await hook()
+                except Exception:  # a hook must not keep the store from closing
+                    logger.exception("A close hook of the store failed")
             await store.stop_ttl_sweeper()
             if store.conn is not conn:  # a replacement opened after the first one broke
                 await store.conn.close()

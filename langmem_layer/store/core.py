@@ -16,7 +16,8 @@ The parts live in their own modules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
@@ -131,6 +132,23 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
                 index["max_input_tokens"] if "max_input_tokens" in index
                 else default_max_input_tokens(self.model_id)
             )
+        self._close_hooks: list[tuple[weakref.WeakMethod[Any], weakref.WeakMethod[Any]]] = []
+
+    def on_close(self, hook: Callable[[], None],
+                 ahook: Callable[[], Awaitable[None]]) -> None:
+        """Call ``hook`` (sync store) or await ``ahook`` (async store) when the store's
+        ``from_conn_string`` block ends, before its connection closes.
+
+        The layer's worker registers one, to release the turns its pass still holds
+        leased. Both are bound methods, held weakly: registering does not keep their
+        object alive.
+        """
+        self._close_hooks.append((weakref.WeakMethod(hook), weakref.WeakMethod(ahook)))
+
+    def _closing_hooks(self, which: int) -> list[Callable[[], Any]]:
+        """The live hooks to run at close (0: sync, 1: async), each once."""
+        hooks, self._close_hooks = self._close_hooks, []
+        return [h for pair in hooks if (h := pair[which]()) is not None]
 
     def now(self) -> datetime:
         """The store's current time."""

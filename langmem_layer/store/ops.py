@@ -85,6 +85,7 @@ __all__ = [
     "RecordFallbackOp",
     "RecordOutcomeOp",
     "ReinforceOp",
+    "RenewLeaseOp",
     "ResolveFallbackOp",
     "SetStatusOp",
     "SweepExpiredOp",
@@ -256,6 +257,19 @@ class ClaimOp(NamedTuple):
     limit: int = 20
     lease_seconds: float = 300.0
     user_id: str | None = None
+    now: datetime | None = None
+
+
+class RenewLeaseOp(NamedTuple):
+    """Extend a pass's leases on a user's entries it still holds (result: the ids renewed).
+
+    ``held`` pairs each entry id with its claim's ``attempts`` (a fencing token: an
+    entry another worker claimed since is not renewed).
+    """
+
+    user_id: str
+    held: tuple[tuple[int, int], ...]
+    lease_seconds: float
     now: datetime | None = None
 
 

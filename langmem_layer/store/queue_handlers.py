@@ -81,6 +81,12 @@ class QueueHandlers(Registry):
             entries.extend(mops.QueueEntry(**r) for r in sorted(rows, key=lambda r: r["id"]))
         return entries
 
+    @handles(mops.RenewLeaseOp)
+    def _renew(self, op: mops.RenewLeaseOp) -> Handler:
+        lease = (op.now or self.now()) + timedelta(seconds=op.lease_seconds)
+        rows = yield Query(*qsql.renew(op.user_id, op.held, lease_until=lease))
+        return [r["id"] for r in rows]
+
     @handles(mops.CompleteEntryOp)
     def _complete(self, op: mops.CompleteEntryOp) -> Handler:
         yield Query(*qsql.complete(op.user_id, op.entry_id, op.now or self.now()))

@@ -120,6 +120,11 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         try:
             yield store
         finally:
+            for hook in store._closing_hooks(0):
+                try:
+                    hook()
+                except Exception:  # a hook must not keep the store from closing
+                    logger.exception("A close hook of the store failed")
             store.stop_ttl_sweeper()
             if store.conn is not conn:  # a replacement opened after the first one broke
                 store.conn.close()

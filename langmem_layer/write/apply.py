@@ -19,10 +19,10 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.messages import BaseMessage, HumanMessage, messages_from_dict, messages_to_dict
 
@@ -56,6 +56,7 @@ from langmem_layer.write.profile import apply_explicit, explicit_preference
 __all__ = [
     "OUTAGES",
     "IngestResult",
+    "Leases",
     "ProcessResult",
     "enqueue_turn",
     "ingest",
@@ -373,8 +374,8 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
 
 
 def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
-                  retry_base_seconds: float, user_id: str | None = None
-                  ) -> Flow[ProcessResult]:
+                  retry_base_seconds: float, user_id: str | None = None,
+                  leases: Leases | None = None) -> Flow[ProcessResult]:
     """Lease ready entries and ingest each; a failure keeps the entry for a later retry.
 
     An entry is parked instead (kept with its messages and error, listed by
@@ -382,52 +383,125 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
     :class:`~langmem_layer.store.ops.ParkedEntriesOp`, never retried) when its attempt
     was the ``extraction_max_attempts``-th, or when the database refused its input
     (:class:`~langmem_layer.errors.InvalidInputError`): a retry would fail the same way.
+
+    With ``leases`` (the worker's), the pass records what it holds, renews its leases
+    between turns once a third of the lease has gone by (a heartbeat: a long batch keeps
+    its turns, a dead worker's come back within one short lease), leaves alone a turn
+    another worker took over meanwhile, and, when the worker is stopping (its store is
+    closing), releases the turns it has not started and returns.
     """
     (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now)])
+    if leases is None:
+        return (yield from _ingest_entries(env, entries, now, lease_seconds,
+                                           retry_base_seconds, None))
+    leases.hold(entries)
+    try:
+        return (yield from _ingest_entries(env, entries, now, lease_seconds,
+                                           retry_base_seconds, leases))
+    finally:
+        # Finished, released, or left to whoever handles the pass's failure (the
+        # outage path hands its entries over in the error's ``leased``).
+        leases.drop(e.id for e in entries)
+
+
+def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
+                    lease_seconds: float, retry_base_seconds: float, leases: Leases | None
+                    ) -> Flow[ProcessResult]:
     outcome = ProcessResult()
-    max_attempts = env.settings.extraction_max_attempts
+    renewed_at = leases.now() if leases is not None else now
+    kept = {e.id for e in entries}
     for i, entry in enumerate(entries):
+        if leases is not None:
+            if leases.stopping():
+                rest = [(x.user_id, x.id) for x in entries[i:] if x.id in kept]
+                yield from release_leased(rest, now=now, reason="released: the worker stopped")
+                return outcome
+            at = leases.now()
+            if at - renewed_at >= timedelta(seconds=lease_seconds / 3):
+                kept = yield from _renew(entries[i:], lease_seconds, at)
+                renewed_at = at
+            if entry.id not in kept:  # finished or taken over by another worker
+                continue
         try:
-            result = yield from ingest(
-                env, entry.user_id, messages_from_dict(entry.messages), profile=entry.profile,
-                thread_id=entry.thread_id, agent_id=entry.agent_id, now=entry.turn_at,
-                entry_id=entry.id)
-        except Exception as e:
-            error = clean(f"{type(e).__name__}: {e}")
-            if is_outage(e) and not isinstance(e, DatabaseUnavailableError | PoolTimeoutError):
-                # The embedder or model is down, not this turn's fault: retry it later
-                # without using an attempt.
-                retry_at = now + timedelta(seconds=retry_base_seconds)
-                yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at,
-                                                  outage=True)])
-                outcome.failed.append(entry.id)
-                continue
-            if is_outage(e):
-                # The database is unusable: release this entry and the rest of the batch
-                # without using an attempt, and stop the pass (the next one retries them).
-                rest = entries[i:]
-                retry_at = now + timedelta(seconds=retry_base_seconds)
-                try:
-                    yield StoreCall([mops.FailEntryOp(x.user_id, x.id, error, retry_at,
-                                                      outage=True) for x in rest])
-                except Exception as release_failed:
-                    # The database is gone too: whoever runs the next pass releases them.
-                    e.leased = [(x.user_id, x.id) for x in rest]  # type: ignore[attr-defined]
-                    raise e from release_failed
-                raise
-            if isinstance(e, InvalidInputError) or entry.attempts >= max_attempts:
-                yield StoreCall([mops.ParkEntryOp(entry.user_id, entry.id, error, now)])
-                outcome.failed.append(entry.id)
-                outcome.parked.append(entry.id)
-                continue
-            delay = retry_base_seconds * 2 ** max(0, entry.attempts - 1)
-            retry_at = now + timedelta(seconds=min(delay, 6 * 3600))
-            yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at)])
-            outcome.failed.append(entry.id)
-        else:
-            outcome.done.append(entry.id)
-            outcome.results.append(result)
+            yield from _ingest_entry(env, entry, i, entries, now, retry_base_seconds, outcome)
+        finally:
+            if leases is not None:
+                leases.drop([entry.id])
     return outcome
+
+
+def _ingest_entry(env: Env, entry: mops.QueueEntry, i: int,
+                  entries: Sequence[mops.QueueEntry], now: datetime,
+                  retry_base_seconds: float, outcome: ProcessResult) -> Flow[None]:
+    """Ingest one leased entry; its outcome goes into ``outcome``."""
+    max_attempts = env.settings.extraction_max_attempts
+    try:
+        result = yield from ingest(
+            env, entry.user_id, messages_from_dict(entry.messages), profile=entry.profile,
+            thread_id=entry.thread_id, agent_id=entry.agent_id, now=entry.turn_at,
+            entry_id=entry.id)
+    except Exception as e:
+        error = clean(f"{type(e).__name__}: {e}")
+        if is_outage(e) and not isinstance(e, DatabaseUnavailableError | PoolTimeoutError):
+            # The embedder or model is down, not this turn's fault: retry it later
+            # without using an attempt.
+            retry_at = now + timedelta(seconds=retry_base_seconds)
+            yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at,
+                                              outage=True)])
+            outcome.failed.append(entry.id)
+            return
+        if is_outage(e):
+            # The database is unusable: release this entry and the rest of the batch
+            # without using an attempt, and stop the pass (the next one retries them).
+            rest = entries[i:]
+            retry_at = now + timedelta(seconds=retry_base_seconds)
+            try:
+                yield StoreCall([mops.FailEntryOp(x.user_id, x.id, error, retry_at,
+                                                  outage=True) for x in rest])
+            except Exception as release_failed:
+                # The database is gone too: whoever runs the next pass releases them.
+                e.leased = [(x.user_id, x.id) for x in rest]  # type: ignore[attr-defined]
+                raise e from release_failed
+            raise
+        if isinstance(e, InvalidInputError) or entry.attempts >= max_attempts:
+            yield StoreCall([mops.ParkEntryOp(entry.user_id, entry.id, error, now)])
+            outcome.failed.append(entry.id)
+            outcome.parked.append(entry.id)
+            return
+        delay = retry_base_seconds * 2 ** max(0, entry.attempts - 1)
+        retry_at = now + timedelta(seconds=min(delay, 6 * 3600))
+        yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at)])
+        outcome.failed.append(entry.id)
+    else:
+        outcome.done.append(entry.id)
+        outcome.results.append(result)
+
+
+def _renew(entries: Sequence[mops.QueueEntry], lease_seconds: float, now: datetime
+           ) -> Flow[set[int]]:
+    """Renew the leases of ``entries`` (one statement per user); the ids still held."""
+    by_user: dict[str, list[tuple[int, int]]] = {}
+    for e in entries:
+        by_user.setdefault(e.user_id, []).append((e.id, e.attempts))
+    renewed = yield StoreCall([mops.RenewLeaseOp(user, tuple(held), lease_seconds, now)
+                               for user, held in by_user.items()])
+    return {i for ids in renewed for i in ids}
+
+
+class Leases(Protocol):
+    """What a pass tells its worker about the turns it holds (see :func:`process_queue`)."""
+
+    def hold(self, entries: Sequence[mops.QueueEntry]) -> None:
+        """The pass leased ``entries``."""
+
+    def drop(self, ids: Iterable[int]) -> None:
+        """The pass is done with these entries (finished, failed, released)."""
+
+    def stopping(self) -> bool:
+        """Whether the pass must stop before its next turn."""
+
+    def now(self) -> datetime:
+        """The current time (the pass's ``now`` is when it started)."""
 
 
 #: Failures of a service, not of the turn: a retry once it is back can succeed, so they
@@ -441,7 +515,10 @@ def is_outage(error: BaseException) -> bool:
     return isinstance(error, OUTAGES)
 
 
-def release_leased(leased: Sequence[tuple[str, int]], *, now: datetime) -> Flow[None]:
-    """Release entries a pass leased before the database went away (no attempt used)."""
-    yield StoreCall([mops.FailEntryOp(user, entry_id, "released after an outage", now,
-                                      outage=True) for user, entry_id in leased])
+def release_leased(leased: Sequence[tuple[str, int]], *, now: datetime,
+                   reason: str = "released after an outage") -> Flow[None]:
+    """Release entries a pass leased and will not finish (no attempt used): claimable
+    again at ``now``."""
+    if leased:
+        yield StoreCall([mops.FailEntryOp(user, entry_id, reason, now, outage=True)
+                         for user, entry_id in leased])
