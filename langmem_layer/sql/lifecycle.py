@@ -187,6 +187,12 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
     changed = "f.new IS DISTINCT FROM f.old"
     newly = "f.new < %(flag)s AND (f.old IS NULL OR f.old >= %(flag)s)"
     moved = " OR ".join(f"f.m{n}" for n in range(len(rules))) or "false"
+    # The stored result keeps the new value of the memories moved only: the others'
+    # values would make it spill to disk for nothing.
+    any_hit = " OR ".join(hits) or "false"
+    stage = (f"SELECT {carried}, {', '.join(hits) or 'false AS m'}, i.updated_at, "
+             f"CASE WHEN {any_hit} THEN i.value END AS moved_value "
+             f"FROM ({stage} OFFSET 0) i")
     flags = ", ".join(["1"] + [f"f.m{n}" for n in range(len(rules))])
     counts = "".join(f", (SELECT count(*) FROM mv WHERE mv.m{n}) AS moved_{n}"
                      for n in range(len(rules)))
@@ -210,7 +216,7 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
             RETURNING 1
         ),
         mv AS (
-            UPDATE langmem_items i SET value = f.value, updated_at = f.updated_at
+            UPDATE langmem_items i SET value = f.moved_value, updated_at = f.updated_at
             FROM f
             WHERE i.user_id = %(user_id)s AND i.ctid = f.tid AND ({moved})
             RETURNING {flags}
