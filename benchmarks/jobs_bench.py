@@ -322,8 +322,7 @@ def nightly(stores: Sequence[PostgresMemoryStore], now: datetime, total: int, la
         runs.append(run(ctx, job, now=now, force=True,
                         shard=Shard(i, n) if n > 1 else None))
 
-    store = stores[0]
-    before = updates(store)
+    before = updates(stores)
     threads = [threading.Thread(target=go, args=(i,), name=f"nightly-{i}") for i in range(n)]
     during: list[float] = []
     t0 = time.perf_counter()
@@ -351,7 +350,7 @@ def nightly(stores: Sequence[PostgresMemoryStore], now: datetime, total: int, la
     print(f"    per user (the job's function): p50 {pct(per_user, 50) * 1000:.1f} ms, "
           f"p95 {pct(per_user, 95) * 1000:.1f} ms, max {max(per_user) * 1000:.1f} ms")
     print("    outcomes: " + ", ".join(f"{k} {n:,}" for k, n in sorted(r.counts.items())))
-    after = updates(store)
+    after = updates(stores)
     for table, (ins, upd, hot) in after.items():
         ins, upd, hot = (a - b for a, b in zip((ins, upd, hot), before[table], strict=True))
         print(f"    rows written to {table}: {ins:,} inserts, {upd:,} updates, {hot:,} of "
@@ -359,11 +358,13 @@ def nightly(stores: Sequence[PostgresMemoryStore], now: datetime, total: int, la
     return {"during": during, "seconds": s}
 
 
-def updates(store: PostgresMemoryStore) -> dict[str, tuple[int, int, int]]:
+def updates(stores: Sequence[PostgresMemoryStore]) -> dict[str, tuple[int, int, int]]:
     """Inserts and updates so far of the memory rows and of the decay scores, and how
     many updates were HOT."""
-    # The run's own connection: its pending statistics flushed before they are read.
-    store.conn.execute("SELECT pg_stat_force_next_flush()")
+    # The runs' own connections: their pending statistics flushed before they are read.
+    for one in stores:
+        one.conn.execute("SELECT pg_stat_force_next_flush()")
+    store = stores[0]
     rows = store.conn.execute(
         "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
         "WHERE relname IN ('langmem_items', 'langmem_decay') ORDER BY relname DESC"

@@ -8,6 +8,8 @@ Each transition is a candidate query (which memories, and why) and an update tha
 moves them and appends a :class:`~langmem_layer.types.HistoryEntry` to the value's
 ``history``. A transition's condition is false once applied, so running the lifecycle
 again for the same ``now`` changes nothing. A dry run counts the candidates instead.
+The nightly job sends :func:`lifecycle_pass`: the rescore and every transition in one
+statement, each memory read once and each memory moved written once.
 """
 
 from __future__ import annotations
