@@ -37,6 +37,7 @@ and noisy (the load average is printed): read the figures as orders of magnitude
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -303,38 +304,53 @@ def timed_lifecycle(per_user: list[float]) -> Any:
     return dataclasses.replace(job, function=fn)
 
 
-def nightly(store: PostgresMemoryStore, now: datetime, total: int, label: str,
+def nightly(stores: Sequence[PostgresMemoryStore], now: datetime, total: int, label: str,
             reader: Reader | None = None, rate: float = 10.0,
             pause_ms: float = 0.0) -> dict[str, Any]:
-    """Run the lifecycle over every user, recorded; ``reader`` reads meanwhile."""
-    ctx = JobContext(store, settings=MemorySettings(jobs_pause_ms=pause_ms))
+    """Run the lifecycle over every user, recorded; ``reader`` reads meanwhile.
+
+    With several stores (connections), the users are split into as many shards, run
+    at the same time, one per store, as that many workers would (``--shard i/n``).
+    """
     per_user: list[float] = []
     job = timed_lifecycle(per_user)
-    result: dict[str, Any] = {}
+    runs: list[Any] = []
+    n = len(stores)
 
-    def go() -> None:
-        t0 = time.perf_counter()
-        result["run"] = run(ctx, job, now=now, force=True)
-        result["seconds"] = time.perf_counter() - t0
+    def go(i: int) -> None:
+        ctx = JobContext(stores[i], settings=MemorySettings(jobs_pause_ms=pause_ms))
+        runs.append(run(ctx, job, now=now, force=True,
+                        shard=Shard(i, n) if n > 1 else None))
 
-    before = updates(store)
-    thread = threading.Thread(target=go, name="nightly")
+    before = updates(stores)
+    threads = [threading.Thread(target=go, args=(i,), name=f"nightly-{i}") for i in range(n)]
     during: list[float] = []
-    thread.start()
-    while reader is not None and thread.is_alive():
+    t0 = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    while reader is not None and any(t.is_alive() for t in threads):
         ms = reader.paced(rate)
-        if thread.is_alive():
+        if any(t.is_alive() for t in threads):
             during.append(ms)
-    thread.join()
-    r, s = result["run"], result["seconds"]
+    for thread in threads:
+        thread.join()
+    s = time.perf_counter() - t0
+    if len(runs) != n:
+        raise RuntimeError("a shard of the nightly run failed")
+    counts: dict[str, int] = {}
+    for one in runs:
+        for k, v in one.counts.items():
+            counts[k] = counts.get(k, 0) + v
+    r = dataclasses.replace(runs[0], users=sum(one.users for one in runs), counts=counts)
     rate = total / s
-    print(f"  {label}: {r.users} users, {total} memories in {s:.1f} s = {rate:,.0f} "
+    shards = f" in {n} shards at once" if n > 1 else ""
+    print(f"  {label}{shards}: {r.users} users, {total} memories in {s:.1f} s = {rate:,.0f} "
           f"memories/s (target >= {TARGET_RATE:,}: "
           f"{'met' if rate >= TARGET_RATE else 'NOT met'}); load average {load()}")
     print(f"    per user (the job's function): p50 {pct(per_user, 50) * 1000:.1f} ms, "
           f"p95 {pct(per_user, 95) * 1000:.1f} ms, max {max(per_user) * 1000:.1f} ms")
     print("    outcomes: " + ", ".join(f"{k} {n:,}" for k, n in sorted(r.counts.items())))
-    after = updates(store)
+    after = updates(stores)
     for table, (ins, upd, hot) in after.items():
         ins, upd, hot = (a - b for a, b in zip((ins, upd, hot), before[table], strict=True))
         print(f"    rows written to {table}: {ins:,} inserts, {upd:,} updates, {hot:,} of "
@@ -342,11 +358,13 @@ def nightly(store: PostgresMemoryStore, now: datetime, total: int, label: str,
     return {"during": during, "seconds": s}
 
 
-def updates(store: PostgresMemoryStore) -> dict[str, tuple[int, int, int]]:
+def updates(stores: Sequence[PostgresMemoryStore]) -> dict[str, tuple[int, int, int]]:
     """Inserts and updates so far of the memory rows and of the decay scores, and how
     many updates were HOT."""
-    # The run's own connection: its pending statistics flushed before they are read.
-    store.conn.execute("SELECT pg_stat_force_next_flush()")
+    # The runs' own connections: their pending statistics flushed before they are read.
+    for one in stores:
+        one.conn.execute("SELECT pg_stat_force_next_flush()")
+    store = stores[0]
     rows = store.conn.execute(
         "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
         "WHERE relname IN ('langmem_items', 'langmem_decay') ORDER BY relname DESC"
@@ -369,6 +387,8 @@ def explain(uri: str, user_id: str, now: datetime) -> None:
         stmts += [(t.name, lsql.apply_transition(
             user_id, t, now, among=(list(row[2 + 2 * n] or []), list(row[3 + 2 * n] or []))))
             for n, t in enumerate(rules)]
+        # What the job sends now: the scores and every rule in one statement.
+        stmts.append(("lifecycle_pass", lsql.lifecycle_pass(user_id, now, **kw)))
         print(f"  EXPLAIN ANALYZE for {user_id} at {now:%Y-%m-%d}:")
         for name, (text, params) in stmts:
             plan = [r[0] for r in conn.execute(
@@ -377,6 +397,10 @@ def explain(uri: str, user_id: str, now: datetime) -> None:
                 print("\n".join("      " + line for line in plan))
             total = next((p for p in plan if p.startswith("Execution Time")), "?")
             print(f"    {name:<20} {total}")
+            # Each statement on the data as it was: the per-rule ones as before, one
+            # after the other; the whole pass alone.
+            if name == "revalidated" or name == "lifecycle_pass":
+                conn.rollback()
         conn.rollback()
 
 
@@ -392,8 +416,10 @@ def lifecycle_bench(args: argparse.Namespace) -> int:
           f"memories, read path on {args.read_users} users")
     uri, sample = prepare(base, args, embedder, index)
     try:
-        with PostgresMemoryStore.from_conn_string(uri, index=index) as store, \
-                PostgresMemoryStore.from_conn_string(uri, index=None) as jobs_store:
+        with contextlib.ExitStack() as stack:
+            store = stack.enter_context(PostgresMemoryStore.from_conn_string(uri, index=index))
+            jobs_stores = [stack.enter_context(PostgresMemoryStore.from_conn_string(
+                uri, index=None)) for _ in range(args.shards)]
             lo, mid, hi, largest, n_users = sizes(store.conn)
             print(f"  {n_users} users of {lo}..{hi} memories (median {mid}); "
                   + machine(store.conn))
@@ -409,7 +435,7 @@ def lifecycle_bench(args: argparse.Namespace) -> int:
                   f"p50 {pct(quiet, 50):.2f} ms, p95 {pct(quiet, 95):.2f} ms "
                   f"({len(quiet)} turns); load average {load()}")
             # The nightly run on a store (a connection) of its own, as a worker would.
-            night = nightly(jobs_store, NOW, args.memories, "nightly run, reads going on",
+            night = nightly(jobs_stores, NOW, args.memories, "nightly run, reads going on",
                             reader, args.read_rate, args.pause_ms)
             during = night["during"]
             ratio = pct(during, 95) / pct(quiet, 95)
@@ -418,7 +444,7 @@ def lifecycle_bench(args: argparse.Namespace) -> int:
                   f"quiet (target <= {TARGET_SLOWDOWN}x: "
                   f"{'met' if ratio <= TARGET_SLOWDOWN else 'NOT met'})")
             if args.next_night:
-                nightly(jobs_store, NOW + timedelta(days=1), args.memories,
+                nightly(jobs_stores, NOW + timedelta(days=1), args.memories,
                         "next night (now + 1 day), alone")
     finally:
         with psycopg.connect(base, autocommit=True) as admin:
@@ -516,6 +542,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--pause-ms", type=float, default=0.0,
                     help="the runner's wait after each user (jobs_pause_ms) in the run "
                     "with reads going on")
+    ap.add_argument("--shards", type=int, default=1,
+                    help="run the nightly lifecycle as this many shards at once, each on "
+                    "a connection of its own (as that many workers would)")
     ap.add_argument("--explain", action="store_true",
                     help="EXPLAIN ANALYZE the lifecycle statements for the largest user")
     ap.add_argument("--data-dir", default="/tmp/langmem-jobs-bench",
@@ -527,8 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--runner-users", type=int, default=20_000)
     ap.add_argument("--items", type=int, default=5, help="items per user (--runner-only)")
     args = ap.parse_args(argv)
-    if args.users < 1 or args.memories < args.users or args.read_users < 1:
-        ap.error("--users and --read-users are positive; --memories >= --users")
+    if args.users < 1 or args.memories < args.users or args.read_users < 1 or args.shards < 1:
+        ap.error("--users, --read-users and --shards are positive; --memories >= --users")
     return runner_bench(args) if args.runner_only else lifecycle_bench(args)
 
 

@@ -8,6 +8,8 @@ Each transition is a candidate query (which memories, and why) and an update tha
 moves them and appends a :class:`~langmem_layer.types.HistoryEntry` to the value's
 ``history``. A transition's condition is false once applied, so running the lifecycle
 again for the same ``now`` changes nothing. A dry run counts the candidates instead.
+The nightly job sends :func:`lifecycle_pass`: the rescore and every transition in one
+statement, each memory read once and each memory moved written once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "Transition",
     "apply_transition",
     "decay_expression",
+    "lifecycle_pass",
     "memory_history",
     "purge_expired",
     "record_outcome",
@@ -135,6 +138,94 @@ def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_be
             RETURNING 1
         )
         {counts} FROM d""",
+        params,
+    )
+
+
+def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
+                   flag_below: float, rules: list[Transition]) -> Sql:
+    """The whole nightly pass over a user's memories in one statement: rescore every
+    decay (as :func:`rescore_decay`) and apply ``rules`` in order (as
+    :func:`apply_transition` one after the other would).
+
+    One read of the user's memories, and each memory moved written once, whatever
+    number of rules move it: the rules run in order on the state the earlier ones
+    left, each a stage over the previous one (its condition checked, its change and
+    history entries applied), so a memory one rule moves is seen moved by the next
+    (an ephemeral open loop past its due date goes stale, then is closed) exactly as
+    with one statement per rule. A memory changed by another transaction since the
+    statement's snapshot is left alone (its row version is no longer the one read);
+    the next run sees it as it is then.
+
+    Returns one row: ``rescored``, ``flagged`` (as :func:`rescore_decay`) and, for the
+    n-th rule, ``moved_n``: the memories it moved.
+    """
+    params: dict[str, Any] = {"user_id": user_id, "now": now, "now_iso": utc_iso(now),
+                              "half_life": half_life_days, "flag": flag_below}
+    carried = "i.tid, i.user_id, i.prefix, i.key, i.is_memory, i.access, i.old, i.at, i.new"
+    stage = f"""SELECT i.ctid AS tid, i.user_id, i.prefix, i.key, i.is_memory, i.access,
+                   i.value, i.updated_at, s.decay AS old, s.ctid AS at,
+                   {decay_expression()} AS new
+            FROM langmem_items i
+            LEFT JOIN langmem_decay s
+              ON s.user_id = %(user_id)s AND s.prefix = i.prefix AND s.key = i.key
+            WHERE {_MINE} AND {_NOT_PINNED} AND {_STATUS} IN ('active', 'stale')"""
+    hits: list[str] = []
+    for n, rule in enumerate(rules):
+        where, named = _renamed(rule.where, rule.params, f"r{n}_")
+        value, stamped = _moved_value(rule)
+        value, _ = _renamed(value, rule.params, f"r{n}_")
+        params.update(named)
+        stamp = "%(now)s::timestamptz" if stamped else "i.updated_at"
+        # OFFSET 0 keeps each stage a subquery of its own: pulled up, every later
+        # condition would repeat the earlier stages' expressions instead of reading
+        # their result.
+        checked = f"SELECT i.*, coalesce({where}, false) AS m{n} FROM ({stage} OFFSET 0) i"
+        hits.append(f"i.m{n}")
+        stage = f"""SELECT {carried}, {", ".join(hits)},
+                   CASE WHEN i.m{n} THEN {value} ELSE i.value END AS value,
+                   CASE WHEN i.m{n} THEN {stamp} ELSE i.updated_at END AS updated_at
+            FROM ({checked} OFFSET 0) i"""
+    changed = "f.new IS DISTINCT FROM f.old"
+    newly = "f.new < %(flag)s AND (f.old IS NULL OR f.old >= %(flag)s)"
+    moved = " OR ".join(f"f.m{n}" for n in range(len(rules))) or "false"
+    # The stored result keeps the new value of the memories moved only: the others'
+    # values would make it spill to disk for nothing.
+    any_hit = " OR ".join(hits) or "false"
+    stage = (f"SELECT {carried}, {', '.join(hits) or 'false AS m'}, i.updated_at, "
+             f"CASE WHEN {any_hit} THEN i.value END AS moved_value "
+             f"FROM ({stage} OFFSET 0) i")
+    flags = ", ".join(["1"] + [f"f.m{n}" for n in range(len(rules))])
+    counts = "".join(f", (SELECT count(*) FROM mv WHERE mv.m{n}) AS moved_{n}"
+                     for n in range(len(rules)))
+    # The memory rows are found again by the address the scan read them at (a TID
+    # scan): under a concurrent change that address holds an older version and the
+    # row is skipped. The scores as in rescore_decay.
+    return (
+        f"""WITH f AS MATERIALIZED ({stage}),
+        up AS (
+            UPDATE langmem_decay s SET decay = f.new
+            FROM f
+            WHERE s.user_id = %(user_id)s AND s.ctid = f.at AND f.at IS NOT NULL
+              AND {changed}
+            RETURNING 1
+        ),
+        ins AS (
+            INSERT INTO langmem_decay AS s (user_id, prefix, key, decay)
+            SELECT %(user_id)s, f.prefix, f.key, f.new FROM f
+            WHERE f.at IS NULL AND f.new IS NOT NULL
+            ON CONFLICT (user_id, prefix, key) DO UPDATE SET decay = EXCLUDED.decay
+            RETURNING 1
+        ),
+        mv AS (
+            UPDATE langmem_items i SET value = f.moved_value, updated_at = f.updated_at
+            FROM f
+            WHERE i.user_id = %(user_id)s AND i.ctid = f.tid AND ({moved})
+            RETURNING {flags}
+        )
+        SELECT count(*) FILTER (WHERE {changed}) AS rescored,
+               count(*) FILTER (WHERE {newly}) AS flagged{counts}
+        FROM f""",
         params,
     )
 
@@ -302,6 +393,24 @@ def apply_transition(user_id: str, t: Transition, now: datetime, *,
                   "%(among_prefixes)s::text[], %(among_keys)s::text[]) AS c(p, k))")
     if dry_run:
         return f"SELECT count(*) AS n FROM langmem_items i WHERE {where}", params
+    value, stamped = _moved_value(t)
+    # A status change is a write of the memory; a flag is bookkeeping and keeps the
+    # time the memory was last confirmed.
+    stamp = ", updated_at = %(now)s" if stamped else ""
+    # One pass: the rule's condition on the row it updates, no candidate list joined
+    # back (a row changed meanwhile by another transaction is checked again as it is).
+    return (
+        f"""UPDATE langmem_items i
+        SET value = {value}{stamp}
+        WHERE {where}
+        RETURNING i.key""",
+        params,
+    )
+
+
+def _moved_value(t: Transition) -> tuple[str, bool]:
+    """The value of ``langmem_items i`` once ``t`` has moved it (its history entries
+    appended), and whether the move is a write (``updated_at`` set to ``now``)."""
     value = "i.value"
     entries: list[str] = []
     if t.status is not None:
@@ -322,18 +431,7 @@ def apply_transition(user_id: str, t: Transition, now: datetime, *,
         entries.append(_entry("flag", "'null'::jsonb" if on else f"to_jsonb('{name}'::text)",
                               f"to_jsonb('{name}'::text)" if on else "'null'::jsonb",
                               t.reason))
-    # A status change is a write of the memory; a flag is bookkeeping and keeps the
-    # time the memory was last confirmed.
-    stamp = ", updated_at = %(now)s" if t.status is not None else ""
-    # One pass: the rule's condition on the row it updates, no candidate list joined
-    # back (a row changed meanwhile by another transaction is checked again as it is).
-    return (
-        f"""UPDATE langmem_items i
-        SET value = jsonb_set({value}, '{{history}}', {_history(entries)}){stamp}
-        WHERE {where}
-        RETURNING i.key""",
-        params,
-    )
+    return f"jsonb_set({value}, '{{history}}', {_history(entries)})", t.status is not None
 
 
 def purge_expired(user_id: str, now: datetime, *, dry_run: bool = False) -> Sql:

@@ -29,25 +29,24 @@ class LifecycleHandlers(Registry):
     @handles(mops.LifecycleOp)
     def _lifecycle(self, op: mops.LifecycleOp) -> Handler:
         rules = lsql.transitions(**op.thresholds)
+        if not op.dry_run:
+            # One statement: the scores and every rule in order, each memory moved
+            # written once (sql/lifecycle.lifecycle_pass).
+            (row,) = yield Query(*lsql.lifecycle_pass(
+                op.user_id, op.now, half_life_days=op.half_life_days,
+                flag_below=op.flag_below, rules=rules))
+            counts = {"rescored": int(row["rescored"]), "flagged": int(row["flagged"])}
+            for n, rule in enumerate(rules):
+                counts[rule.name] = int(row[f"moved_{n}"])
+            return counts
         (row,) = yield Query(*lsql.rescore_decay(
             op.user_id, op.now, half_life_days=op.half_life_days, flag_below=op.flag_below,
-            dry_run=op.dry_run, rules=rules))
+            dry_run=True, rules=rules))
         counts = {"rescored": int(row["rescored"]), "flagged": int(row["flagged"])}
-        # The rules run in order, each on the memories whose state matched it in that
-        # one scan of the user's memories, found by key. Running a rule moves a memory
-        # off `active` or `stale`, bumps its updated_at or sets a flag; none of which
-        # makes a later rule's condition true that was false (stale memories are
-        # archived first, so one gone stale today waits), so these candidates hold all
-        # it will move, and its condition is checked again on each. A dry run counts
-        # them: each rule on the state before the run, as its statement would.
+        # A dry run counts each rule's candidates: the memories whose state before the
+        # run matches its condition, as its statement alone would move them.
         for n, rule in enumerate(rules):
-            among = (list(row[f"prefixes_{n}"] or []), list(row[f"keys_{n}"] or []))
-            if op.dry_run or not among[1]:
-                counts[rule.name] = len(among[1])
-                continue
-            rows = yield Query(*lsql.apply_transition(op.user_id, rule, op.now,
-                                                      among=among))
-            counts[rule.name] = len(rows)
+            counts[rule.name] = len(row[f"keys_{n}"] or [])
         return counts
 
     @handles(mops.PurgeExpiredMemoriesOp)
