@@ -95,13 +95,14 @@ class Loaded:
     prefixes: list[str]
 
 
-def parse_vector(text: str | None) -> Any:
-    """A vector in pgvector's text form as a float32 array (None stays None)."""
-    if text is None:
+def parse_vector(raw: bytes | None) -> Any:
+    """A vector in pgvector's binary form (a 2-byte size, 2 unused bytes, big-endian
+    float4s) as a float32 array; None stays None."""
+    if raw is None:
         return None
     import numpy as np
 
-    return np.fromstring(text.strip()[1:-1], dtype=np.float32, sep=",")
+    return np.frombuffer(raw, dtype=">f4", offset=4).astype(np.float32)
 
 
 def load(ctx: JobContext, user_id: str, **filters: Any) -> Loaded:
