@@ -12,7 +12,9 @@ against topics planted (precision and recall of consolidation), the paraphrase p
 merged, the reflections written, and the memory-block tokens of a turn ("What did we
 talk about last week?") without and with the temporal summaries (``summarize``), plus
 the procedural profile's tokens. ``--jobs`` picks the jobs run (e.g. ``--jobs summarize``
-for the summaries alone).
+for the summaries alone). Each job's line says how many texts the jobs had embedded and
+the seconds spent in the model, the bulk of a first run; ``--torch-threads`` sets
+torch's intra-op threads (on a shared machine one thread beats two by far).
 
     .venv/bin/python benchmarks/reflection_bench.py [--users 1000] [--data-dir DIR]
 """
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from langchain_core.embeddings import Embeddings
 from psycopg import conninfo
 
 from langmem_layer import MemoryLayer, MemorySettings, OfflineSynthesizer, PostgresMemoryStore
@@ -223,6 +226,32 @@ def evaluate(uri: str, labels: dict[str, str]) -> dict[str, Any]:
             "merged_pairs": merged_pairs, "reflections": reflections, "sample": sample_text}
 
 
+class TimedEmbeddings(Embeddings):
+    """The model the store embeds with, counting the texts and the seconds spent in it."""
+
+    def __init__(self, inner: Embeddings) -> None:
+        self.inner = inner
+        self.texts = 0
+        self.seconds = 0.0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        t = time.perf_counter()
+        try:
+            return self.inner.embed_documents(texts)
+        finally:
+            self.texts += len(texts)
+            self.seconds += time.perf_counter() - t
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    def take(self) -> tuple[int, float]:
+        """Texts and seconds since the last call."""
+        out = (self.texts, self.seconds)
+        self.texts, self.seconds = 0, 0.0
+        return out
+
+
 QUESTION = "What did we talk about last week?"
 
 
@@ -250,6 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data-dir", help="embedded server directory (default: a temporary one)")
     ap.add_argument("--jobs", default="consolidate,reflect,summarize,procedural-profile",
                     help="comma-separated jobs to run (default all four)")
+    ap.add_argument("--torch-threads", type=int,
+                    help="torch intra-op threads for the local model (default: torch's)")
     args = ap.parse_args(argv)
     jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="langmem-reflection-bench-"))
@@ -260,6 +291,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
             admin.execute(f"CREATE DATABASE {db}")
         uri = conninfo.make_conninfo(base, dbname=db)
+        if args.torch_threads:
+            import torch
+
+            torch.set_num_threads(args.torch_threads)
         embedder = LocalEmbeddings()
         texts = distinct_texts()
         t = time.perf_counter()
@@ -272,7 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache.write_text(json.dumps(vectors))
         print(f"embedded {len(texts)} distinct texts in {time.perf_counter() - t:.1f} s",
               flush=True)
-        index = {"embed": embedder, "dims": LOCAL_DIMS, "model_id": MODEL_ID}
+        timed = TimedEmbeddings(embedder)
+        index = {"embed": timed, "dims": LOCAL_DIMS, "model_id": MODEL_ID}
         with PostgresMemoryStore.from_conn_string(
                 uri, index=index) as store:  # type: ignore[arg-type]
             store.setup()
@@ -286,13 +322,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             for job in jobs:
                 if job == "summarize":
                     without = block_tokens(layer, probe)
+                timed.take()
                 t = time.perf_counter()
                 result = run(ctx, job, now=NOW)
                 took = time.perf_counter() - t
+                n_emb, in_model = timed.take()
                 print(f"{job}: {result.users} users in {took:.1f} s = "
                       f"{result.users / took:.1f} users/s, "
                       f"{len(labels) / took:,.0f} memories/s; outcomes {dict(result.counts)}, "
-                      f"{result.tokens} tokens")
+                      f"{result.tokens} tokens; embedded {n_emb} texts in {in_model:.1f} s "
+                      f"({in_model / max(took, 1e-9):.0%} of the job)", flush=True)
                 if job == "summarize":
                     with_ = block_tokens(layer, probe)
                     print(f"memory block of a turn asking about last week, mean over "
@@ -323,6 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"reflections: {n_ref} = {n_ref / args.users:.2f} per user, "
               f"{float(avg_ev or 0):.1f} pieces of evidence each")
         print(f"a consolidated record: {ev['sample']!r}")
+        import torch
+
+        print(f"torch threads: {torch.get_num_threads()}")
         print(f"machine: {os.cpu_count()} cores, load average "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:

@@ -95,9 +95,22 @@ class Loaded:
     prefixes: list[str]
 
 
+def parse_vector(raw: bytes | None) -> Any:
+    """A vector in pgvector's binary form (a 2-byte size, 2 unused bytes, big-endian
+    float4s) as a float32 array; None stays None."""
+    if raw is None:
+        return None
+    import numpy as np
+
+    return np.frombuffer(raw, dtype=">f4", offset=4).astype(np.float32)
+
+
 def load(ctx: JobContext, user_id: str, **filters: Any) -> Loaded:
-    """``user_id``'s active memories matching ``filters`` (see :func:`sql.reflection.memories`)."""
+    """``user_id``'s active memories matching ``filters`` (see :func:`sql.reflection.memories`),
+    each row's vector a float32 array."""
     rows = ctx.execute(rsql.memories(user_id, model_id(ctx), **filters))
+    for r in rows:
+        r["vector"] = parse_vector(r["vector"])
     return Loaded(rows, [evidence_of(r["key"], r["value"], r["vector"]) for r in rows],
                   [r["prefix"] for r in rows])
 
@@ -121,11 +134,14 @@ def history_entry(now: datetime, old: str, new: str, reason: str) -> HistoryEntr
 
 class Writes:
     """A user's writes of one job run, applied in one store batch at the end: one
-    embedding call for every record written, one round of statements."""
+    embedding call for every record written, one round of statements, and every
+    ``derived_from`` link in one statement (a first run links hundreds)."""
 
     def __init__(self, user_id: str) -> None:
         self.user_id = user_id
         self.ops: list[Any] = []
+        self.links: list[tuple[str, str, str]] = []
+        self.now: datetime | None = None
 
     def record(self, prefix: str, record: MemoryRecord, *, key: str | None,
                evidence: Iterable[str], now: datetime) -> str:
@@ -134,15 +150,17 @@ class Writes:
         key = key or str(uuid.uuid4())
         record = MemoryRecord.model_validate(record.model_dump())
         self.ops.append(PutOp(namespace(prefix), key, record.to_value()))
-        self.ops += [mops.LinkOp(self.user_id, key, "derived_from", dst, now)
-                     for dst in evidence]
+        self._link(key, evidence, now)
         return key
 
     def reinforce(self, key: str, evidence: Iterable[str], now: datetime) -> None:
         """Reinforce a record and link it to more evidence."""
         self.ops.append(mops.ReinforceOp(self.user_id, (key,), now))
-        self.ops += [mops.LinkOp(self.user_id, key, "derived_from", dst, now)
-                     for dst in evidence]
+        self._link(key, evidence, now)
+
+    def _link(self, key: str, evidence: Iterable[str], now: datetime) -> None:
+        self.links += [(key, "derived_from", dst) for dst in evidence]
+        self.now = now
 
     def retire(self, keys: Sequence[str], now: datetime, reason: str) -> None:
         """Archive synthesized records (kept for audit), the reason in their history."""
@@ -158,6 +176,9 @@ class Writes:
 
     def flush(self, ctx: JobContext) -> None:
         """Apply the writes (in the user's transaction when the runner runs the job)."""
+        if self.links:
+            self.ops.append(mops.LinkManyOp(self.user_id, tuple(self.links), self.now))
+            self.links = []
         if self.ops:
             ops, self.ops = self.ops, []
             ctx.store.batch(ops)

@@ -251,6 +251,20 @@ def delete_links_of(user_id: str, keys: Sequence[str]) -> Sql:
     )
 
 
+def insert_links(user_id: str, links: Sequence[tuple[str, str, str]], now: datetime
+                 ) -> Sql:
+    """Record (src_key, link_type, dst_key) links of one user in one statement; a
+    repeated link is a no-op."""
+    return (
+        """INSERT INTO langmem_links (user_id, src_key, link_type, dst_key, created_at, metadata)
+        SELECT %(user_id)s, t.src, t.type, t.dst, %(now)s, '{}'::jsonb
+        FROM unnest(%(src)s::text[], %(type)s::text[], %(dst)s::text[]) AS t(src, type, dst)
+        ON CONFLICT DO NOTHING""",
+        {"user_id": user_id, "src": [s for s, _, _ in links],
+         "type": [t for _, t, _ in links], "dst": [d for _, _, d in links], "now": now},
+    )
+
+
 def insert_link(
     user_id: str,
     src_key: str,

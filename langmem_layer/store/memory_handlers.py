@@ -171,6 +171,11 @@ class MemoryHandlers(ItemHandlers):
             )
         )
 
+    @handles(mops.LinkManyOp)
+    def _link_many(self, op: mops.LinkManyOp) -> Handler:
+        if op.links:
+            yield Query(*msql.insert_links(op.user_id, op.links, op.now or self.now()))
+
     @handles(mops.LinksOp)
     def _links(self, op: mops.LinksOp) -> Handler:
         rows = yield Query(*msql.links_of(op.user_id, op.keys))

@@ -64,6 +64,7 @@ __all__ = [
     "LargeUsersOp",
     "LifecycleOp",
     "Link",
+    "LinkManyOp",
     "LinkOp",
     "LinkThreadTailOp",
     "LinksOp",
@@ -191,6 +192,18 @@ class LinkOp(NamedTuple):
     dst_key: str
     now: datetime | None = None
     metadata: dict[str, Any] | None = None
+
+
+class LinkManyOp(NamedTuple):
+    """Record many typed links of one user in one statement (result: None).
+
+    ``links`` holds ``(src_key, link_type, dst_key)`` triples; a link already there (or
+    given twice) is a no-op, as with :class:`LinkOp`.
+    """
+
+    user_id: str
+    links: tuple[tuple[str, str, str], ...]
+    now: datetime | None = None
 
 
 class LinksOp(NamedTuple):
