@@ -18,12 +18,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from langgraph.store.base import SearchOp
-
 from langmem_layer.read.query import TimeWindow, time_window
 from langmem_layer.runner import Env, scopes_for
+from langmem_layer.store.ops import SummaryCandidatesOp
 from langmem_layer.store.ops_trust import LearnedTrust, TrustOp
-from langmem_layer.types import Kind, MemoryRecord, Recalled, memory_namespace, utc_iso
+from langmem_layer.types import MemoryRecord, Recalled, memory_namespace, utc_iso
 
 __all__ = ["RECENT_DAYS", "SUMMARY", "pick_summary", "turn_ops", "with_narrative"]
 
@@ -51,12 +50,10 @@ def turn_ops(env: Env, user_id: str, query: str | None, *, profile: str | None,
         start, end = window.start, window.end
     else:
         start, end = now - timedelta(days=RECENT_DAYS), now + timedelta(days=1)
-    filt = {"kind": Kind.TEMPORAL_SUMMARY.value, "status": "active",
-            "metadata.synthesis": SUMMARY,
-            "metadata.end": {"$gt": utc_iso(start)},
-            "metadata.start": {"$lt": utc_iso(end)}}
     scope = scopes_for(env, profile)[0]
-    return [TrustOp(user_id), SearchOp(memory_namespace(user_id, scope), filt, _SCAN)]
+    return [TrustOp(user_id),
+            SummaryCandidatesOp(user_id, memory_namespace(user_id, scope), utc_iso(start),
+                                utc_iso(end), _SCAN, now)]
 
 
 def pick_summary(items: Sequence[Any], query: str | None, now: datetime) -> Recalled | None:

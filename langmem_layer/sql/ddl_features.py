@@ -176,4 +176,12 @@ FEATURES: list[str] = [
     enable_rls(USER_TABLES),
     # Learned agent trust (R7.2), with RLS like every per-user table.
     TRUST_TABLE + enable_rls(("langmem_agent_trust",)),
+    # The narrative arc's candidates (sql/summaries.py candidates): every turn reads a
+    # user's few temporal summaries; without this a large user's turn scanned all of
+    # their memories for them.
+    """
+    CREATE INDEX IF NOT EXISTS langmem_items_summaries
+        ON langmem_items (user_id, updated_at DESC)
+        WHERE is_memory AND (value ->> 'kind') = 'temporal_summary';
+    """,
 ]

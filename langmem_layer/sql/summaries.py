@@ -11,7 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-__all__ = ["messages", "thread_stats"]
+from langmem_layer.sql.items import VALUE, prefix_args
+
+__all__ = ["candidates", "messages", "thread_stats"]
 
 Sql = tuple[str, dict[str, Any]]
 
@@ -58,4 +60,33 @@ def thread_stats(user_id: str, since: datetime, until: datetime) -> Sql:
         GROUP BY m.profile, m.thread_id
         ORDER BY min(m.at)""",
         {"user_id": user_id, "since": since, "until": until},
+    )
+
+
+def candidates(user_id: str, prefix: str, *, start: str, end: str, now: datetime,
+               limit: int) -> Sql:
+    """The user's active temporal summaries in namespace ``prefix`` (or below it) whose
+    period (``metadata.start`` .. ``metadata.end``, UTC ISO text) overlaps
+    ``start`` .. ``end``, most recently written first: the narrative arc's candidates.
+
+    A turn reads this for every user, so it walks the partial index of summaries
+    (``langmem_items_summaries``), never the user's other memories. The periods are
+    compared as text in byte order, which is time order for ``utc_iso`` strings.
+    """
+    _, below = prefix_args(prefix)
+    return (
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at
+        FROM langmem_items i
+        WHERE i.user_id = %(user_id)s AND i.is_memory
+          AND (i.value ->> 'kind') = 'temporal_summary'
+          AND (i.prefix = %(prefix)s OR i.prefix LIKE %(below)s)
+          AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
+          AND (i.value ->> 'status') = 'active'
+          AND (i.value -> 'metadata' ->> 'synthesis') = 'temporal_summary'
+          AND (i.value -> 'metadata' ->> 'end') COLLATE "C" > %(start)s
+          AND (i.value -> 'metadata' ->> 'start') COLLATE "C" < %(end)s
+        ORDER BY i.updated_at DESC, i.prefix, i.key
+        LIMIT %(limit)s""",
+        {"user_id": user_id, "prefix": prefix, "below": below, "now": now,
+         "start": start, "end": end, "limit": limit},
     )

@@ -14,6 +14,7 @@ from langmem_layer.errors import InvalidNamespaceError
 from langmem_layer.sanitize import clean
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import recall as rsql
+from langmem_layer.sql import summaries as ssql
 from langmem_layer.sql import users as usql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.item_handlers import ItemHandlers, Write, row_to_item
@@ -133,6 +134,16 @@ class MemoryHandlers(ItemHandlers):
                     f"{type(o).__name__} inside AsOfOp does not belong to user "
                     f"{op.user_id!r}.")
         return (yield from combine([self.handler_at(o, op.now) for o in op.ops]))
+
+    @handles(mops.SummaryCandidatesOp)
+    def _summary_candidates(self, op: mops.SummaryCandidatesOp) -> Handler:
+        if self.tenant(op.namespace) != op.user_id:
+            raise InvalidNamespaceError(
+                f"Namespace {op.namespace!r} does not belong to user {op.user_id!r}.")
+        rows = yield Query(*ssql.candidates(
+            op.user_id, ns_text(op.namespace), start=op.start, end=op.end,
+            now=op.now or self.now(), limit=op.limit))
+        return [row_to_item(r) for r in rows]
 
     @handles(mops.LinkThreadTailOp)
     def _link_thread_tail(self, op: mops.LinkThreadTailOp) -> Handler:

@@ -89,6 +89,7 @@ __all__ = [
     "RenewLeaseOp",
     "ResolveFallbackOp",
     "SetStatusOp",
+    "SummaryCandidatesOp",
     "SweepExpiredOp",
     "ThreadActivity",
     "TouchOp",
@@ -446,6 +447,19 @@ class AsOfOp(NamedTuple):
     user_id: str
     ops: tuple[Any, ...]
     now: datetime
+
+
+class SummaryCandidatesOp(NamedTuple):
+    """A user's active temporal summaries in ``namespace`` (or below) whose period
+    overlaps ``start`` .. ``end`` (UTC ISO text), newest first (result: ``list[Item]``):
+    the narrative arc's candidates, read through an index of summaries only."""
+
+    user_id: str
+    namespace: tuple[str, ...]
+    start: str
+    end: str
+    limit: int = 12
+    now: datetime | None = None
 
 
 class LockUserWritesOp(NamedTuple):
