@@ -82,6 +82,45 @@ def decay_expression() -> str:
     END)"""
 
 
+# The user's live, unpinned memories with their stored score: the scores are one range
+# of the narrow table's primary key, hash-joined to the memories (no index probe per
+# memory). Every rule moves only such memories, so one scan serves scores and rules.
+_SCANNED = f"""FROM langmem_items i
+            LEFT JOIN langmem_decay s
+              ON s.user_id = %(user_id)s AND s.prefix = i.prefix AND s.key = i.key
+            WHERE {_MINE} AND {_NOT_PINNED} AND {_STATUS} IN ('active', 'stale')"""
+
+
+def _score_counts(a: str) -> str:
+    """``rescored`` and ``flagged`` over rows ``a`` (columns ``old`` and ``new``)."""
+    return (f"count(*) FILTER (WHERE {a}.new IS DISTINCT FROM {a}.old) AS rescored, "
+            f"count(*) FILTER (WHERE {a}.new < %(flag)s "
+            f"AND ({a}.old IS NULL OR {a}.old >= %(flag)s)) AS flagged")
+
+
+def _write_scores(a: str) -> str:
+    """The CTEs ``up`` and ``ins`` storing the changed scores of rows ``a``.
+
+    A score already stored is updated by its row address (``at``, a TID scan: the
+    statement read that row); a memory scored for the first time gets its row (a
+    concurrent first score of the same memory is taken over, not an error).
+    """
+    return f"""up AS (
+            UPDATE langmem_decay s SET decay = {a}.new
+            FROM {a}
+            WHERE s.user_id = %(user_id)s AND s.ctid = {a}.at AND {a}.at IS NOT NULL
+              AND {a}.new IS DISTINCT FROM {a}.old
+            RETURNING 1
+        ),
+        ins AS (
+            INSERT INTO langmem_decay AS s (user_id, prefix, key, decay)
+            SELECT %(user_id)s, {a}.prefix, {a}.key, {a}.new FROM {a}
+            WHERE {a}.at IS NULL AND {a}.new IS NOT NULL
+            ON CONFLICT (user_id, prefix, key) DO UPDATE SET decay = EXCLUDED.decay
+            RETURNING 1
+        )"""
+
+
 def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_below: float,
                   dry_run: bool = False, rules: list[Transition] | None = None) -> Sql:
     """Recompute the stored decay score of a user's live memories (``langmem_decay``).
@@ -99,44 +138,20 @@ def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_be
         where, named = _renamed(rule.where, rule.params, f"r{n}_")
         moves += f", ({where}) AS m{n}"
         params.update(named)
-    # The user's scores are one range of the narrow table's primary key, hash-joined to
-    # the user's memories: no index probe per memory. The rules' candidates come from
-    # the same scan (every rule moves only live, unpinned memories): one read of the
-    # user's rows a night instead of one per rule.
+    # The rules' candidates come from the scores' scan: one read of the user's rows a
+    # night instead of one per rule.
     scored = f"""SELECT i.prefix, i.key, s.decay AS old, s.ctid AS at,
                    {decay_expression()} AS new{moves}
-            FROM langmem_items i
-            LEFT JOIN langmem_decay s
-              ON s.user_id = %(user_id)s AND s.prefix = i.prefix AND s.key = i.key
-            WHERE {_MINE} AND {_NOT_PINNED} AND {_STATUS} IN ('active', 'stale')"""
-    changed = "d.new IS DISTINCT FROM d.old"
-    newly = "d.new < %(flag)s AND (d.old IS NULL OR d.old >= %(flag)s)"
-    counts = f"""SELECT count(*) FILTER (WHERE {changed}) AS rescored,
-                   count(*) FILTER (WHERE {newly}) AS flagged"""
+            {_SCANNED}"""
+    counts = f"SELECT {_score_counts('d')}"
     for n in range(len(rules or ())):
         counts += (f", array_agg(d.prefix) FILTER (WHERE d.m{n}) AS prefixes_{n}"
                    f", array_agg(d.key) FILTER (WHERE d.m{n}) AS keys_{n}")
     if dry_run:
         return f"{counts} FROM ({scored}) d", params
-    # A score already stored is updated by its row address (a TID scan: the statement
-    # read that row); a memory scored for the first time gets its row (a concurrent
-    # first score of the same memory is taken over, not an error).
     return (
         f"""WITH d AS ({scored}),
-        up AS (
-            UPDATE langmem_decay s SET decay = d.new
-            FROM d
-            WHERE s.user_id = %(user_id)s AND s.ctid = d.at AND d.at IS NOT NULL
-              AND {changed}
-            RETURNING 1
-        ),
-        ins AS (
-            INSERT INTO langmem_decay AS s (user_id, prefix, key, decay)
-            SELECT %(user_id)s, d.prefix, d.key, d.new FROM d
-            WHERE d.at IS NULL AND d.new IS NOT NULL
-            ON CONFLICT (user_id, prefix, key) DO UPDATE SET decay = EXCLUDED.decay
-            RETURNING 1
-        )
+        {_write_scores('d')}
         {counts} FROM d""",
         params,
     )
@@ -166,10 +181,7 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
     stage = f"""SELECT i.ctid AS tid, i.user_id, i.prefix, i.key, i.is_memory, i.access,
                    i.value, i.updated_at, s.decay AS old, s.ctid AS at,
                    {decay_expression()} AS new
-            FROM langmem_items i
-            LEFT JOIN langmem_decay s
-              ON s.user_id = %(user_id)s AND s.prefix = i.prefix AND s.key = i.key
-            WHERE {_MINE} AND {_NOT_PINNED} AND {_STATUS} IN ('active', 'stale')"""
+            {_SCANNED}"""
     hits: list[str] = []
     for n, rule in enumerate(rules):
         where, named = _renamed(rule.where, rule.params, f"r{n}_")
@@ -186,8 +198,6 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
                    CASE WHEN i.m{n} THEN {value} ELSE i.value END AS value,
                    CASE WHEN i.m{n} THEN {stamp} ELSE i.updated_at END AS updated_at
             FROM ({checked} OFFSET 0) i"""
-    changed = "f.new IS DISTINCT FROM f.old"
-    newly = "f.new < %(flag)s AND (f.old IS NULL OR f.old >= %(flag)s)"
     moved = " OR ".join(f"f.m{n}" for n in range(len(rules))) or "false"
     # The stored result keeps the new value of the memories moved only: the others'
     # values would make it spill to disk for nothing.
@@ -203,28 +213,14 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
     # row is skipped. The scores as in rescore_decay.
     return (
         f"""WITH f AS MATERIALIZED ({stage}),
-        up AS (
-            UPDATE langmem_decay s SET decay = f.new
-            FROM f
-            WHERE s.user_id = %(user_id)s AND s.ctid = f.at AND f.at IS NOT NULL
-              AND {changed}
-            RETURNING 1
-        ),
-        ins AS (
-            INSERT INTO langmem_decay AS s (user_id, prefix, key, decay)
-            SELECT %(user_id)s, f.prefix, f.key, f.new FROM f
-            WHERE f.at IS NULL AND f.new IS NOT NULL
-            ON CONFLICT (user_id, prefix, key) DO UPDATE SET decay = EXCLUDED.decay
-            RETURNING 1
-        ),
+        {_write_scores('f')},
         mv AS (
             UPDATE langmem_items i SET value = f.moved_value, updated_at = f.updated_at
             FROM f
             WHERE i.user_id = %(user_id)s AND i.ctid = f.tid AND ({moved})
             RETURNING {flags}
         )
-        SELECT count(*) FILTER (WHERE {changed}) AS rescored,
-               count(*) FILTER (WHERE {newly}) AS flagged{counts}
+        SELECT {_score_counts('f')}{counts}
         FROM f""",
         params,
     )
