@@ -52,13 +52,13 @@ class _Held:
 
     def __init__(self, now: Callable[[], datetime]) -> None:
         self._now = now
-        self._held: dict[int, tuple[str, int]] = {}
+        self._held: dict[int, str] = {}  # entry id -> its user
         self._lock = threading.Lock()
         self.stop = threading.Event()
 
     def hold(self, entries: Sequence[QueueEntry]) -> None:
         with self._lock:
-            self._held.update((e.id, (e.user_id, e.id)) for e in entries)
+            self._held.update((e.id, e.user_id) for e in entries)
 
     def drop(self, ids: Iterable[int]) -> None:
         with self._lock:
@@ -68,8 +68,8 @@ class _Held:
     def take(self) -> list[tuple[str, int]]:
         """Everything held, no longer held (the caller releases it)."""
         with self._lock:
-            held, self._held = list(self._held.values()), {}
-        return held
+            held, self._held = self._held, {}
+        return [(user, entry_id) for entry_id, user in held.items()]
 
     def stopping(self) -> bool:
         return self.stop.is_set()

@@ -113,10 +113,26 @@ def world(pg_uri: str) -> Iterator[tuple[MemoryLayer, PostgresMemoryStore]]:
         yield layer, store
 
 
-def _explore() -> dict[str, Any]:
+def probe_settings(examples: int) -> settings:
+    """Hypothesis settings of a probe test: ``examples`` worlds, reproducible unless
+    ``LANGMEM_PROBES_EXPLORE`` asks for new ones (kept in ``.hypothesis``)."""
     if os.environ.get("LANGMEM_PROBES_EXPLORE"):
-        return {"derandomize": False, "database": DirectoryBasedExampleDatabase(".hypothesis")}
-    return {"derandomize": True, "database": None}
+        explore: dict[str, Any] = {
+            "derandomize": False, "database": DirectoryBasedExampleDatabase(".hypothesis")}
+    else:
+        explore = {"derandomize": True, "database": None}
+    return settings(max_examples=examples, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+                    **explore)
+
+
+#: The strategies of a generated world: two or three users, their labels, and the texts
+#: they hold in common.
+WORLDS = {
+    "users": st.lists(user_ids, min_size=2, max_size=3, unique=True),
+    "user_labels": st.lists(labels, min_size=3, max_size=3),
+    "common": st.lists(st.sampled_from(COMMON), min_size=2, max_size=2, unique=True),
+}
 
 
 def _build(layer: MemoryLayer, store: PostgresMemoryStore, users: list[str],
@@ -238,15 +254,8 @@ def test_no_read_surface_returns_another_users_data(
     layer, store = world
     before = LEDGER.probes
 
-    @settings(max_examples=EXAMPLES, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-              **_explore())
-    @given(
-        users=st.lists(user_ids, min_size=2, max_size=3, unique=True),
-        user_labels=st.lists(labels, min_size=3, max_size=3),
-        common=st.lists(st.sampled_from(COMMON), min_size=2, max_size=2, unique=True),
-        blank=st.sampled_from(BLANK),
-    )
+    @probe_settings(EXAMPLES)
+    @given(**WORLDS, blank=st.sampled_from(BLANK))
     @example(users=["a%", "a_", "a"], user_labels=["%", "_", "a"], common=COMMON[:2],
              blank=" ")
     def probe_world(users: list[str], user_labels: list[str], common: list[str],

@@ -32,8 +32,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.auth import create_key
@@ -46,10 +45,9 @@ from tests.test_isolation_probes import (
     ADVERSARIAL_LABELS,
     COMMON,
     LEDGER,
+    WORLDS,
     _build,
-    _explore,
-    labels,
-    user_ids,
+    probe_settings,
 )
 
 EXAMPLES = int(os.environ.get("LANGMEM_HTTP_PROBE_EXAMPLES", "9"))
@@ -265,14 +263,8 @@ def test_http_regression_worlds(http: Http, users: list[str], user_labels: list[
 
 
 def test_no_http_surface_returns_another_users_data(http: Http) -> None:
-    @settings(max_examples=EXAMPLES, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-              **_explore())
-    @given(
-        users=st.lists(user_ids, min_size=2, max_size=3, unique=True),
-        user_labels=st.lists(labels, min_size=3, max_size=3),
-        common=st.lists(st.sampled_from(COMMON), min_size=2, max_size=2, unique=True),
-    )
+    @probe_settings(EXAMPLES)
+    @given(**WORLDS)
     @example(users=["a%", "a_", "a"], user_labels=["%", "_", "a"], common=COMMON[:2])
     @example(users=["\\", "%(user_id)s", "🙂"], user_labels=ADVERSARIAL_LABELS[-3:],
              common=COMMON[2:])

@@ -82,9 +82,11 @@ def decay_expression() -> str:
     END)"""
 
 
-# The user's live, unpinned memories with their stored score: the scores are one range
-# of the narrow table's primary key, hash-joined to the memories (no index probe per
-# memory). Every rule moves only such memories, so one scan serves scores and rules.
+# The user's live, unpinned memories with their stored score, one range of the narrow
+# table's primary key. The planner joins them by hash or merge when it sees the user's
+# size, and by one primary-key probe per memory when it underestimates the live ones
+# (the status filter is on jsonb): both read each score once. Every rule moves only such
+# memories, so one scan serves scores and rules.
 _SCANNED = f"""FROM langmem_items i
             LEFT JOIN langmem_decay s
               ON s.user_id = %(user_id)s AND s.prefix = i.prefix AND s.key = i.key
