@@ -11,6 +11,10 @@ A request's bearer token names its user; nothing in the request body can name an
   authenticated user, whatever the client sent: the memory nodes read the user there.
 - the store API (``/store/...``, Studio's store view) is confined to the user's own
   namespace ``("memories", <user>, ...)``; naming another user's is refused with 403.
+- the graphs in :data:`ADMIN_GRAPHS` (the ``jobs`` graph: it acts on every user's
+  memory) are an admin's: a non-admin's run, cron, or assistant of one is refused with
+  403 before anything is created. A cron an admin creates keeps the admin's
+  permission for its runs, as the server keeps it for a run.
 
 An admin key (``Principal.admin``) is not confined.
 
@@ -21,16 +25,25 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+from uuid import UUID, uuid5
 
 from langmem_layer.errors import AccessDeniedError
+from langmem_layer.jobs.graph import ADMIN_PERMISSION
 from langmem_layer.store.core import MEMORY_ROOT
 
 if TYPE_CHECKING:
     from langmem_layer.auth import Principal
 
-__all__ = ["bearer_token", "build_auth", "scope_namespace", "verify_token"]
+__all__ = ["ADMIN_GRAPHS", "admin_graph", "bearer_token", "build_auth", "scope_namespace",
+           "verify_token"]
 
 OWNER = "owner"
+
+#: Graphs of ``langgraph.json`` that only an admin may run (they act on every user).
+ADMIN_GRAPHS = frozenset({"jobs"})
+#: The namespace a LangGraph server derives a graph's own assistant id from
+#: (``langgraph_api.graph.NAMESPACE_GRAPH``: ``uuid5(NAMESPACE_GRAPH, graph_id)``).
+NAMESPACE_GRAPH = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 
 
 Verify = Callable[[str], Awaitable["Principal | None"]]
@@ -77,6 +90,24 @@ def scope_namespace(namespace: tuple[str, ...] | None, user_id: str) -> tuple[st
                            f"({MEMORY_ROOT!r}, {user_id!r}, ...).")
 
 
+def admin_graph(assistant_id: Any) -> str | None:
+    """The admin-only graph an assistant id names, or None.
+
+    A client names a graph's own assistant by the graph's name or by the id the server
+    derives from it; both are recognised.
+    """
+    text = str(assistant_id or "")
+    for graph in ADMIN_GRAPHS:
+        if text in (graph, str(uuid5(NAMESPACE_GRAPH, graph))):
+            return graph
+    return None
+
+
+def _admin_only(graph: str) -> AccessDeniedError:
+    return AccessDeniedError(403, f"The {graph!r} graph acts on every user's memory: "
+                             "run it, or schedule it, with an admin key.")
+
+
 def _force_user(value: dict[str, Any], user_id: str) -> None:
     kwargs = value.get("kwargs")
     if not isinstance(kwargs, dict):
@@ -90,6 +121,23 @@ def _force_user(value: dict[str, Any], user_id: str) -> None:
     context = kwargs.get("context")
     if isinstance(context, dict):
         context["user_id"] = user_id
+
+
+def _keep_permissions(payload: dict[str, Any], permissions: list[str]) -> None:
+    """Record the creator's permissions in a cron's run settings.
+
+    A cron's runs are made later, by the server, as the cron's user with the
+    permissions its payload carries (``langgraph_auth_permissions``, a key the server
+    strips from what clients send): recording them here is what lets an admin's cron
+    of the ``jobs`` graph run, and keeps a user's cron from ever holding more.
+    """
+    config = payload.get("config")
+    if not isinstance(config, dict):
+        config = payload["config"] = {}
+    configurable = config.get("configurable")
+    if not isinstance(configurable, dict):
+        configurable = config["configurable"] = {}
+    configurable["langgraph_auth_permissions"] = permissions
 
 
 def build_auth(verify: Verify | None = None) -> Any:
@@ -107,7 +155,12 @@ def build_auth(verify: Verify | None = None) -> Any:
         return Auth.exceptions.HTTPException(status_code=e.status, detail=e.detail)
 
     def is_admin(ctx: Any) -> bool:
-        return "admin" in (getattr(ctx, "permissions", None) or ())
+        return ADMIN_PERMISSION in (getattr(ctx, "permissions", None) or ())
+
+    def refuse_admin_graph(ctx: Any, assistant_id: Any) -> None:
+        graph = admin_graph(assistant_id)
+        if graph and not is_admin(ctx):
+            raise http_error(_admin_only(graph))
 
     @auth.authenticate
     async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
@@ -136,17 +189,29 @@ def build_auth(verify: Verify | None = None) -> Any:
 
     async def shared_read(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
         # Assistants (the graphs' configurations) are readable by all; changing one
-        # is its owner's (or an admin's) business.
+        # is its owner's (or an admin's) business, and one of an admin graph is an
+        # admin's alone (a run of it would run jobs).
         if ctx.action in ("read", "search"):
             return None
+        if ctx.action in ("create", "update") and isinstance(value, dict):
+            refuse_admin_graph(ctx, value.get("graph_id"))
+        return await owned(ctx, value)
+
+    async def crons(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
+        payload = value.get("payload") if isinstance(value, dict) else None
+        if ctx.action in ("create", "update") and isinstance(payload, dict):
+            refuse_admin_graph(ctx, payload.get("assistant_id"))
+            if ctx.action == "create":
+                _keep_permissions(payload, list(getattr(ctx, "permissions", None) or ()))
         return await owned(ctx, value)
 
     auth.on.assistants(shared_read)
     auth.on.threads(owned)
-    auth.on.crons(owned)
+    auth.on.crons(crons)
 
     @auth.on.threads.create_run
     async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
+        refuse_admin_graph(ctx, value.get("assistant_id"))
         if not is_admin(ctx):
             _force_user(value, ctx.user.identity)
         return await owned(ctx, value)

@@ -220,6 +220,11 @@ class ServedStore:
         ConfigurationError: On use, when nothing is served (see :func:`current`).
     """
 
+    @property
+    def database_url(self) -> str:
+        """The served database's URL (for reads that need a connection of their own)."""
+        return current().database_url
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):  # copy, pickle and friends probe dunders: not ours
             raise AttributeError(name)

@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: Bounds on waiting for the server (not assertions on speed: a loaded machine is slow).
 START_TIMEOUT = 120.0
 EXTRACTION_TIMEOUT = 60.0
+#: A cron fires on the next minute boundary, then the server's scheduler picks it up.
+CRON_TIMEOUT = 150.0
 STOP_TIMEOUT = 60.0
 
 
@@ -155,13 +157,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
             _stop(proc)
 
 
-def _wait_for(what: str, probe: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + EXTRACTION_TIMEOUT
+def _wait_for(what: str, probe: Callable[[], Any], timeout: float = EXTRACTION_TIMEOUT) -> Any:
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if found := probe():
             return found
         time.sleep(0.2)
-    raise AssertionError(f"{what}: not seen within {EXTRACTION_TIMEOUT} s")
+    raise AssertionError(f"{what}: not seen within {timeout} s")
 
 
 def _say(client: SyncLangGraphClient, thread_id: str | None, text: str, **kw: Any
@@ -261,12 +263,63 @@ def test_a_client_cannot_choose_another_user(server: DevServer) -> None:
         assert response.status_code == 401, (headers, response.text)
 
 
-def test_a_job_graph_run(server: DevServer) -> None:
-    alice = server.client("alice")
-    done = alice.runs.wait(None, "jobs", input={"job": "sweep-ttl"})
+def _refused(call: Callable[[], Any], status: int = 403) -> httpx.Response:
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        call()
+    assert refused.value.response.status_code == status, refused.value.response.text
+    return refused.value.response
+
+
+def test_the_job_graph_is_an_admins(server: DevServer) -> None:
+    # The jobs graph takes `now`, `user` and `force`: a run of it ages, rescores or purges
+    # any user's memory. A non-admin key is refused before a run is created, on every
+    # way of naming the graph; an admin key runs it.
+    admin = server.client("ops")
+    graph_assistant = next(a for a in admin.assistants.search(graph_id="jobs", limit=10)
+                           if a["graph_id"] == "jobs")["assistant_id"]
+    attack = {"job": "lifecycle", "user": "alice", "force": True,
+              "now": "2035-01-01T00:00:00+00:00"}
+    before = {u: sorted(_contents(admin, ("memories", u))) for u in ("alice", "bob")}
+    for user in ("alice", "bob"):
+        client = server.client(user)
+        for assistant in ("jobs", graph_assistant):
+            _refused(lambda c=client, a=assistant: c.runs.wait(None, a, input=attack))
+            thread = client.threads.create()["thread_id"]
+            _refused(lambda c=client, a=assistant, t=thread: c.runs.create(t, a, input=attack))
+            _refused(lambda c=client, a=assistant: c.crons.create(
+                a, schedule="* * * * *", input=attack))
+            _refused(lambda c=client, a=assistant, t=thread: c.crons.create_for_thread(
+                t, a, schedule="* * * * *", input=attack))
+            assert client.runs.list(thread) == []
+        _refused(lambda c=client: c.assistants.create("jobs", name="mine"))
+        mine = client.assistants.create("memory_agent", name=f"{user}'s agent")
+        _refused(lambda c=client, a=mine["assistant_id"]: c.assistants.update(
+            a, graph_id="jobs"))
+        assert client.crons.search() == []
+    # Nothing ran: the memories are as they were, and no job run was recorded.
+    assert {u: sorted(_contents(admin, ("memories", u))) for u in ("alice", "bob")} == before
+    jobs = {j["job"]: j for j in _api(server, "ops", "GET", "/v1/jobs").json()}
+    assert jobs["lifecycle"]["period"] is None, jobs["lifecycle"]
+
+    done = admin.runs.wait(None, "jobs", input={"job": "sweep-ttl"})
     assert isinstance(done, dict)
     assert done["job"] == "sweep-ttl" and done["status"] == "done", done
     assert done["error"] is None
+
+
+def test_an_admins_cron_runs_the_job_graph(server: DevServer) -> None:
+    # A cron's runs are made by the server later, as the cron's user: the admin's
+    # permission goes with them (a user's cron never gets more than its user).
+    admin = server.client("ops")
+    thread = admin.threads.create()["thread_id"]
+    cron = admin.crons.create_for_thread(thread, "jobs", schedule="* * * * *",
+                                         input={"job": "sweep-ttl", "force": True})
+    try:
+        values = _wait_for("a run of the admin's cron", lambda: admin.threads.get_state(
+            thread)["values"].get("status"), timeout=CRON_TIMEOUT)
+        assert values == "done", admin.threads.get_state(thread)["values"]
+    finally:
+        admin.crons.delete(cron["cron_id"])
 
 
 def _api(server: DevServer, user: str, method: str, path: str, **kw: Any) -> httpx.Response:

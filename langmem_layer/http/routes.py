@@ -285,6 +285,8 @@ def _job_status(store: Any, url: str | None, settings: Any) -> list[Any]:
 
     if isinstance(store, PostgresMemoryStore):
         return status(JobContext(store, settings=settings))
+    # A server's served store (langmem_layer.serving.ServedStore) knows its database.
+    url = url or getattr(store, "database_url", None)
     if url is None:
         raise HTTPException(503, "Job status needs a PostgresMemoryStore, or an app that "
                             "opened its own store (create_app without store=).")
