@@ -185,6 +185,24 @@ async def test_a_model_cannot_pass_another_users_id(http_url: str, key: str,
         assert "Owns a red bicycle." in [r.record.content for r in await memory.alist(USER)]
 
 
+async def test_tool_errors_set_is_error(http_url: str, key: str) -> None:
+    async with _http(http_url, key, "work") as session:
+        result = await session.call_tool("forget", {"memory_id": "no-such-memory"})
+        assert result.isError
+        assert result.content[0].text == (  # type: ignore[union-attr]
+            f"Error executing tool forget: No memory 'no-such-memory' for user {USER!r}.")
+        # Content the one rule refuses, as remember() and the REST API refuse it.
+        result = await session.call_tool("remember", {"content": "hi"})
+        assert result.isError and "too short" in result.content[0].text  # type: ignore[union-attr]
+        remembered = await session.call_tool("remember", {"content": "Vegan."})
+        assert _text(remembered).startswith("Remembered [")
+        memory_id = _text(remembered).split("[")[1].split("]")[0]
+        assert _text(await session.call_tool("forget", {"memory_id": memory_id})) == (
+            f"Forgotten: [{memory_id}] Vegan.")
+        again = await session.call_tool("forget", {"memory_id": memory_id})
+        assert again.isError and "archived, not active" in again.content[0].text  # type: ignore[union-attr]
+
+
 async def test_http_needs_a_valid_api_key(http_url: str, key: str) -> None:
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
