@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from langmem_layer import Kind, Layer, MemoryLayer
 from langmem_layer.auth import create_key
 from langmem_layer.mcp_server import PROFILE_HEADER
+from langmem_layer.offline import OfflineChatModel
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.fakes import ScriptedChatModel, tool_call
@@ -250,6 +251,23 @@ async def test_the_readme_recipe_runs_as_written(http_url: str, key: str) -> Non
     await eval(code, {"model": model, "key": key})
     (call,) = [m for m in model.seen[-1] if isinstance(m, ToolMessage)]
     assert call.text.startswith("Remembered [")
+
+
+async def test_the_readme_recipe_runs_offline(http_url: str, pg_uri: str) -> None:
+    user = f"offline-{uuid.uuid4().hex[:8]}"
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:
+        key = create_key(store, user)
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## MCP server\n", 1)[1].split("\n## ", 1)[0]
+    (recipe,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    code = compile(recipe.replace("http://127.0.0.1:8000/mcp", http_url), "README.md",
+                   "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    # The offline model calls the server's remember tool for the fact the user states.
+    await eval(code, {"model": OfflineChatModel(), "key": key})
+    async with _memory(pg_uri) as memory:
+        (found,) = await memory.alist(user)
+    assert (found.record.content, found.scope, found.record.kind) == (
+        "Is allergic to shellfish.", "work", Kind.PROFILE_FACT)
 
 
 # -- configuration errors: one line, before the database is opened ----------------------
