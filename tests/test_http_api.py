@@ -143,7 +143,8 @@ def test_filters_search_and_paging(server: Server) -> None:
     assert ids(layer="semantic", status="active") == [fact["id"]]
     assert ids(status="archived") == [pref["id"]]
     assert ids(profile="errands") == [loop["id"]]
-    assert ids(q="Lisbon river")[0] == fact["id"]
+    assert ids(q="Lisbon river") == [fact["id"]]  # only what matches
+    assert ids(q="astronomy") == []
     first = server.http.get("/v1/memories", params={"limit": 2}, headers=h).json()
     assert len(first["items"]) == 2 and first["next_offset"] == 2
     rest = server.http.get("/v1/memories", params={"limit": 2, "offset": 2}, headers=h).json()
