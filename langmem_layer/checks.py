@@ -22,6 +22,7 @@ from langmem_layer.types import Status
 __all__ = [
     "check_choice",
     "check_content_text",
+    "check_is_text",
     "check_limit",
     "check_messages",
     "check_score",
@@ -141,10 +142,17 @@ def check_time(value: Any, name: str) -> datetime | None:
     return value
 
 
-def check_content_text(content: Any, name: str = "content") -> str:
-    """Text PostgreSQL can store: a string without NUL characters."""
+def check_is_text(content: Any, name: str = "content") -> str:
+    """A string (memory content is then held to the content rule,
+    :func:`langmem_layer.write.gate.content_problem`)."""
     if not isinstance(content, str):
         raise InvalidContentError(f"{name} must be a string, got {_type(content)}.")
+    return content
+
+
+def check_content_text(content: Any, name: str = "content") -> str:
+    """Text PostgreSQL can store: a string without NUL characters."""
+    check_is_text(content, name)
     if "\x00" in content:
         raise InvalidContentError(
             f"{name} contains a NUL character (\\x00), which PostgreSQL cannot store: "

@@ -114,10 +114,14 @@ def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: dateti
 
 def browse(user_id: str, *, query: str | None, profile: str | None,
            layers: Sequence[str], kinds: Sequence[str], statuses: Sequence[str] | None,
-           limit: int, offset: int) -> Flow[list[Recalled]]:
+           limit: int, offset: int, floors: tuple[float, float] = (0.0, 0.0)
+           ) -> Flow[list[Recalled]]:
     """One page of the user's memories across every scope (or one ``profile``), filtered
-    by layer, kind and status; ranked by meaning with ``query``, else newest change
-    first. Each result's ``similarity`` is its score against ``query``."""
+    by layer, kind and status; newest change first, or with ``query`` only those that
+    match it, best first (:class:`~langmem_layer.store.ops.MatchOp`): a word in common,
+    or a similarity reaching ``floors`` (recall's similarity floor, then its episodic
+    one), so a search shows what matches rather than every memory reordered. Each
+    result's ``similarity`` is its similarity to ``query`` (None without a vector)."""
     from langgraph.store.base import SearchOp
 
     user_id = require_user(user_id)
@@ -130,7 +134,11 @@ def browse(user_id: str, *, query: str | None, profile: str | None,
         filt["layer"] = {"$in": list(layers)}
     if statuses:
         filt["status"] = {"$in": list(statuses)}
-    (found,) = yield StoreCall([SearchOp(namespace, filt, limit, offset, query or None)])
+    op: Any = SearchOp(namespace, filt, limit, offset)
+    if query and query.strip():
+        op = mops.MatchOp(user_id, namespace, filt, query, floor=floors[0],
+                          episodic_floor=floors[1], limit=limit, offset=offset)
+    (found,) = yield StoreCall([op])
     return [
         Recalled(i.key, tuple(i.namespace), MemoryRecord.model_validate(i.value),
                  similarity=i.score)

@@ -15,6 +15,7 @@ from langmem_layer import checks, control
 from langmem_layer.errors import InvalidInputError
 from langmem_layer.params import BrowseArgs, SurfaceArgs
 from langmem_layer.runner import Flow, Runner
+from langmem_layer.settings import MemorySettings
 from langmem_layer.types import Kind, Layer, Policy, Recalled
 
 __all__ = ["ControlMethods"]
@@ -30,6 +31,7 @@ class ControlMethods:
 
     # Provided by MemoryLayer.
     _runner: Runner
+    settings: MemorySettings
 
     if TYPE_CHECKING:
         def now(self) -> datetime: ...
@@ -85,7 +87,8 @@ class ControlMethods:
             user_id, query=query, profile=profile, layers=_choices(layers, Layer, "layer"),
             kinds=_choices(kinds, Kind, "kind") or tuple(k.value for k in Kind),
             statuses=checks.check_statuses(statuses), limit=checks.check_limit(limit) or 50,
-            offset=offset)
+            offset=offset, floors=(self.settings.similarity_floor,
+                                   self.settings.episodic_similarity_floor))
 
     def _set_surface(self, user_id: str, memory_id: str, *, pinned: bool | None = None,
                      policy: Policy | str | None = None, now: datetime | None = None

@@ -168,6 +168,12 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             user_id: The user.
             content: The memory's text.
             **kw: See :class:`~langmem_layer.params.RememberArgs`.
+
+        Raises:
+            InvalidContentError: ``content`` breaks the content rule every way in applies
+                (:func:`~langmem_layer.write.gate.content_problem`): empty, shorter than
+                ``settings.gate.min_content_chars`` or longer than ``max_content_chars``
+                once stripped, or holding a NUL character.
         """
         return self._runner.run(self._remember(user_id, content, **kw))
 
@@ -264,6 +270,11 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             memory_id: The memory.
             content: Its new text.
             **kw: See :class:`~langmem_layer.params.NowArgs`.
+
+        Raises:
+            MemoryNotFoundError: No such memory for the user.
+            InvalidContentError: ``content`` breaks the content rule (as for
+                :meth:`remember`).
         """
         return self._runner.run(self._correct(user_id, memory_id, content, **kw))
 
@@ -454,7 +465,9 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
                   confidence: float = 0.8, salience: float = 0.5, refs: Sequence[str] = (),
                   due_at: datetime | None = None, thread_id: str | None = None,
                   now: datetime | None = None) -> Flow[Recalled]:
-        checks.check_content_text(content)
+        # Text, then the content rule every way in applies (write.memory.check_content).
+        checks.check_is_text(content)
+        write_memory.check_content(self.env, content)
         kind = checks.check_choice(kind, Kind, "kind")
         layer = None if layer is None else checks.check_choice(layer, Layer, "layer")
         policy = checks.check_choice(policy, Policy, "policy")
@@ -511,7 +524,8 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
 
     def _correct(self, user_id: str, memory_id: str, content: str, *,
                  now: datetime | None = None) -> Flow[Recalled]:
-        checks.check_content_text(content)
+        # The content rule applies after the memory is found: an unknown id is 404 first.
+        checks.check_is_text(content)
         return control.correct(self.env, user_id, memory_id, content, now=now or self.now())
 
     def _forget(self, user_id: str, memory_id: str, *, hard: bool = False,

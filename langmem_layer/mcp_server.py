@@ -23,10 +23,12 @@ Requires the ``mcp`` extra (``pip install 'langmem-layer[mcp]'``).
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, create_model
@@ -124,13 +126,26 @@ def _arguments_model(tool: BaseTool) -> Any:
 
 
 def _mcp_tool(tool: BaseTool, identity: _Identity) -> Any:
-    """A FastMCP tool that runs the LangChain memory tool as the connection's user."""
+    """A FastMCP tool that runs the LangChain memory tool as the connection's user.
+
+    A tool error (content the rule refuses, an unknown id, the gate's refusal) is raised
+    as :class:`~mcp.server.fastmcp.exceptions.ToolError`: the SDK answers it with
+    ``isError: true`` and the error's text, as it does for any exception a tool raises.
+    """
+    from mcp.server.fastmcp.exceptions import ToolError
     from mcp.server.fastmcp.tools import Tool
     from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
 
     async def run(ctx: Context[Any, Any, Any], **arguments: Any) -> str:
-        result: str = await tool.ainvoke(arguments, identity.config(ctx))
-        return result
+        # Called as a tool call, the tool answers a ToolMessage that says whether it
+        # failed (status "error"), instead of a bare string.
+        call = {"type": "tool_call", "name": tool.name, "args": arguments,
+                "id": f"mcp-{uuid.uuid4()}"}
+        message: ToolMessage = await tool.ainvoke(call, identity.config(ctx))
+        if message.status == "error":
+            # The SDK prefixes "Error executing tool <name>: "; no second "Error: ".
+            raise ToolError(message.text.removeprefix("Error: "))
+        return message.text
 
     model = _arguments_model(tool)
     return Tool(fn=run, name=tool.name, title=None, description=tool.description,

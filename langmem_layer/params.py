@@ -281,7 +281,10 @@ class BrowseArgs(TypedDict, total=False):
     """Keyword parameters of :meth:`MemoryLayer.browse`.
 
     Attributes:
-        query: Rank by meaning against this text (default: newest change first).
+        query: Only the memories that match this text, best first: a word in common,
+            or a similarity that reaches the relevance floor recall uses
+            (``similarity_floor``, ``episodic_similarity_floor``). Default: every
+            memory, newest change first.
         profile: Only this scope (a profile, or ``"identity"``); default: every scope.
         layers: Only these layers (one string is one layer); default: every layer.
         kinds: Only these kinds; default: every kind.

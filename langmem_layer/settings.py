@@ -36,8 +36,12 @@ class GateSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    min_content_chars: int = Field(default=8, ge=1, description="Shorter content is rejected.")
-    max_content_chars: int = Field(default=4000, ge=1, description="Longer content is an error.")
+    # One rule for every way in (write.gate.content_problem): low enough for a short
+    # memory a person writes ("Vegan.", "Age 34"), high enough to refuse "ok" and "hi".
+    min_content_chars: int = Field(
+        default=3, ge=1, description="Shorter content (stripped) is refused, on every way in.")
+    max_content_chars: int = Field(
+        default=4000, ge=1, description="Longer content (stripped) is refused, on every way in.")
     min_confidence: float = Field(default=0.4, ge=0, le=1)
     min_salience: float = Field(default=0.2, ge=0, le=1)
     ephemeral_min_salience: float = Field(

@@ -12,6 +12,13 @@ Writes go through the write path as an extractor's proposals do
 (``MemoryLayer.decisions``), a correction supersedes its memory (which keeps its
 history, contradicted, linked to the new one) and forgetting archives it.
 
+Content is checked by the one rule every way in applies
+(:func:`langmem_layer.write.gate.content_problem`), so a tool refuses exactly what
+``remember`` and the REST API refuse, with the same message. A call the model can fix
+(content the rule refuses, an unknown or retired id, a write the gate refuses) is a
+tool error: the model reads ``"Error: ..."`` (``"Not stored: ..."`` for the gate) in a
+``ToolMessage`` whose ``status`` is ``"error"``, and an MCP client gets ``isError``.
+
 Each tool is one flow (:mod:`langmem_layer.runner`) run by the layer's runner in sync
 (``invoke``) or async (``ainvoke``) code.
 """
@@ -25,7 +32,7 @@ from typing import Any, Protocol
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from langmem_layer import control
@@ -37,6 +44,7 @@ from langmem_layer.types import Kind, MemoryConfig, Recalled, Status
 from langmem_layer.write import apply as write
 from langmem_layer.write.apply import IngestResult
 from langmem_layer.write.extractor import MemoryOperation, OpType
+from langmem_layer.write.memory import check_content
 
 __all__ = [
     "CorrectInput",
@@ -118,19 +126,18 @@ def _apply(layer: ToolTarget, who: MemoryConfig, text: str, op: MemoryOperation,
         targets=targets)
 
 
-def _verdict(result: IngestResult) -> str | None:
-    """Why the gate refused, or None when it accepted."""
-    if not result.decisions or result.decisions[0].accepted:
-        return None
-    return f"Not stored: {result.decisions[0].reason}."
+def _accepted(result: IngestResult) -> None:
+    """Raise the gate's refusal as a tool error; nothing when it accepted."""
+    if result.decisions and not result.decisions[0].accepted:
+        raise ToolException(f"Not stored: {result.decisions[0].reason}.")
 
 
 def _remember(layer: ToolTarget, who: MemoryConfig, args: RememberInput) -> Flow[str]:
+    check_content(layer.env, args.content)  # before the gate: refused as remember() does
     op = MemoryOperation(op=OpType.ADD, content=args.content, kind=args.kind,
                          confidence=TOOL_CONFIDENCE, reason="remember tool")
     result = yield from _apply(layer, who, args.content, op)
-    if refused := _verdict(result):
-        return refused
+    _accepted(result)
     if result.written:
         return f"Remembered [{result.written[0]}] {args.content}"
     known = ", ".join(result.changed) or "an existing memory"
@@ -156,13 +163,13 @@ def _target(who: MemoryConfig, memory_id: str) -> Flow[Recalled]:
 
 def _correct(layer: ToolTarget, who: MemoryConfig, args: CorrectInput) -> Flow[str]:
     old = yield from _target(who, args.memory_id)
+    check_content(layer.env, args.content)
     op = MemoryOperation(op=OpType.UPDATE, content=args.content, target_id=old.key,
                          kind=old.record.kind, layer=old.record.layer,
                          policy=old.record.policy,
                          confidence=TOOL_CONFIDENCE, reason="correct tool")
     result = yield from _apply(layer, who, args.content, op, targets=[old])
-    if refused := _verdict(result):
-        return refused
+    _accepted(result)
     new = result.written[0] if result.written else old.key
     return f"Corrected: [{old.key}] is superseded by [{new}] {args.content}"
 
@@ -172,11 +179,12 @@ def _forget(layer: ToolTarget, who: MemoryConfig, args: ForgetInput) -> Flow[str
     op = MemoryOperation(op=OpType.FORGET, target_id=old.key, confidence=TOOL_CONFIDENCE,
                          reason="forget tool")
     result = yield from _apply(layer, who, f"forget: {old.record.content}", op)
-    return _verdict(result) or f"Forgotten: [{old.key}] {old.record.content}"
+    _accepted(result)
+    return f"Forgotten: [{old.key}] {old.record.content}"
 
 
 class _Refused(Exception):
-    """A tool call the model can fix (shown to it, not raised to the caller)."""
+    """A tool call the model can fix (a tool error shown to it, not raised to the caller)."""
 
 
 def _tool(layer: ToolTarget, name: str, description: str, schema: type[BaseModel],
@@ -195,16 +203,19 @@ def _tool(layer: ToolTarget, name: str, description: str, schema: type[BaseModel
         result: str = await layer.arun(start(config, kwargs))
         return result
 
+    # handle_tool_error: a ToolException becomes the tool's answer, marked as an error
+    # (ToolMessage.status "error"; isError over MCP), instead of ending the run.
     return StructuredTool.from_function(func=sync, coroutine=async_, name=name,
-                                        description=description, args_schema=schema)
+                                        description=description, args_schema=schema,
+                                        handle_tool_error=True)
 
 
 def _guarded(flow: Flow[str]) -> Flow[str]:
-    """The flow, with a bad id or content answered to the model instead of raised."""
+    """The flow, with a bad id or content raised as a tool error the model can read."""
     try:
         return (yield from flow)
     except (_Refused, MemoryNotFoundError, InvalidContentError) as e:
-        return f"Error: {e}"
+        raise ToolException(f"Error: {e}") from e
 
 
 def create_memory_tools(layer: ToolTarget) -> list[BaseTool]:

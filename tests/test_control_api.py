@@ -9,6 +9,7 @@ from langmem_layer import (
     InvalidMemoryError,
     MemoryLayer,
     MemoryNotFoundError,
+    MemorySettings,
     PostgresMemoryStore,
 )
 from langmem_layer.types import Kind, Policy
@@ -42,6 +43,34 @@ def test_browse_filters_and_pages(layer: MemoryLayer) -> None:
         layer.browse("u", offset=-1)
     with pytest.raises(InvalidInputError):
         layer.browse("u", statuses="gone")
+
+
+def test_a_search_lists_only_what_matches(layer: MemoryLayer, pg_uri: str) -> None:
+    peanuts = layer.remember("s", "Is allergic to peanuts.", kind=Kind.PROFILE_FACT)
+    penicillin = layer.remember("s", "Allergic to penicillin since childhood.",
+                                kind=Kind.PROFILE_FACT)
+    for text in ("Prefers tea over coffee.", "Lives in Lisbon.", "Works at Acme Robotics.",
+                 "Name is Dana."):
+        layer.remember("s", text, kind=Kind.PROFILE_FACT)
+    porto = layer.remember("s", "Visited Porto in May.")  # episodic
+    assert len(layer.browse("s")) == 7
+    # A word in common matches (recall's keyword strategy: stemmed, any term).
+    found = layer.browse("s", query="Allergic reaction")
+    assert {r.key for r in found} == {peanuts.key, penicillin.key}
+    assert found[0].similarity >= found[1].similarity  # type: ignore[operator]
+    assert [r.key for r in layer.browse("s", query="allergic", limit=1, offset=1)] == [
+        layer.browse("s", query="allergic")[1].key]  # pages within the matches
+    assert layer.browse("s", query="astronomy") == []  # the others are not listed
+    # Without a word in common, a memory needs recall's similarity floor (its episodic
+    # one for an episodic memory): here every floor is met but the episodic one.
+    loose = MemoryLayer(layer.store, settings=MemorySettings(
+        similarity_floor=-1, episodic_similarity_floor=1))
+    assert {r.key for r in loose.browse("s", query="astronomy")} == {
+        r.key for r in layer.browse("s")} - {porto.key}
+    # A store without embeddings matches words only.
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as plain:
+        words = MemoryLayer(plain).browse("s", query="penicillin")
+    assert [(r.key, r.similarity) for r in words] == [(penicillin.key, None)]
 
 
 def test_set_surface_records_history(layer: MemoryLayer) -> None:

@@ -45,9 +45,10 @@ def review_one(op: MemoryOperation, *near: Recalled, gate: WriteGate | None = No
 
 @pytest.mark.parametrize(
     ("content", "accepted"),
-    [("1234567", False), ("12345678", True), ("   1234567   ", False), ("  12345678\n", True)],
+    [("12", False), ("123", True), ("   12   ", False), ("  123\n", True)],
 )
 def test_min_content_chars_after_strip(content: str, accepted: bool) -> None:
+    assert GateSettings().min_content_chars == 3
     decision = review_one(add(content))
     assert decision.accepted is accepted
     if not accepted:
@@ -63,7 +64,7 @@ def test_max_content_chars_is_a_rejection_not_an_error() -> None:
 
 def test_missing_content_is_rejected() -> None:
     decision = review_one(MemoryOperation(op=OpType.UPDATE, target_id="k1"))
-    assert not decision.accepted and "too short" in decision.reason
+    assert not decision.accepted and "empty" in decision.reason
 
 
 # --- confidence, salience, ephemeral ----------------------------------------------------------
@@ -107,7 +108,7 @@ def test_non_ephemeral_is_not_held_to_the_ephemeral_threshold() -> None:
 
 
 def test_update_is_held_to_content_rules() -> None:
-    update = MemoryOperation(op=OpType.UPDATE, content="short", target_id="k1")
+    update = MemoryOperation(op=OpType.UPDATE, content="ok", target_id="k1")
     assert not review_one(update).accepted
     ok = update.model_copy(update={"content": "Works at Globex."})
     decision = review_one(ok)
@@ -277,7 +278,7 @@ def test_default_settings() -> None:
 def test_one_decision_per_op_in_order() -> None:
     ops = [
         add("Prefers tea."),
-        add("tiny"),
+        add("ok"),
         MemoryOperation(op=OpType.FORGET),
         MemoryOperation(op=OpType.CLOSE_OPEN_LOOP, target_id="loop-1"),
         add("x" * 5000),

@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from langmem_layer import Kind, Layer, MemoryLayer
 from langmem_layer.auth import create_key
 from langmem_layer.mcp_server import PROFILE_HEADER
+from langmem_layer.offline import OfflineChatModel
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.fakes import ScriptedChatModel, tool_call
@@ -185,6 +186,24 @@ async def test_a_model_cannot_pass_another_users_id(http_url: str, key: str,
         assert "Owns a red bicycle." in [r.record.content for r in await memory.alist(USER)]
 
 
+async def test_tool_errors_set_is_error(http_url: str, key: str) -> None:
+    async with _http(http_url, key, "work") as session:
+        result = await session.call_tool("forget", {"memory_id": "no-such-memory"})
+        assert result.isError
+        assert result.content[0].text == (  # type: ignore[union-attr]
+            f"Error executing tool forget: No memory 'no-such-memory' for user {USER!r}.")
+        # Content the one rule refuses, as remember() and the REST API refuse it.
+        result = await session.call_tool("remember", {"content": "hi"})
+        assert result.isError and "too short" in result.content[0].text  # type: ignore[union-attr]
+        remembered = await session.call_tool("remember", {"content": "Vegan."})
+        assert _text(remembered).startswith("Remembered [")
+        memory_id = _text(remembered).split("[")[1].split("]")[0]
+        assert _text(await session.call_tool("forget", {"memory_id": memory_id})) == (
+            f"Forgotten: [{memory_id}] Vegan.")
+        again = await session.call_tool("forget", {"memory_id": memory_id})
+        assert again.isError and "archived, not active" in again.content[0].text  # type: ignore[union-attr]
+
+
 async def test_http_needs_a_valid_api_key(http_url: str, key: str) -> None:
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
@@ -232,6 +251,23 @@ async def test_the_readme_recipe_runs_as_written(http_url: str, key: str) -> Non
     await eval(code, {"model": model, "key": key})
     (call,) = [m for m in model.seen[-1] if isinstance(m, ToolMessage)]
     assert call.text.startswith("Remembered [")
+
+
+async def test_the_readme_recipe_runs_offline(http_url: str, pg_uri: str) -> None:
+    user = f"offline-{uuid.uuid4().hex[:8]}"
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:
+        key = create_key(store, user)
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## MCP server\n", 1)[1].split("\n## ", 1)[0]
+    (recipe,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    code = compile(recipe.replace("http://127.0.0.1:8000/mcp", http_url), "README.md",
+                   "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    # The offline model calls the server's remember tool for the fact the user states.
+    await eval(code, {"model": OfflineChatModel(), "key": key})
+    async with _memory(pg_uri) as memory:
+        (found,) = await memory.alist(user)
+    assert (found.record.content, found.scope, found.record.kind) == (
+        "Is allergic to shellfish.", "work", Kind.PROFILE_FACT)
 
 
 # -- configuration errors: one line, before the database is opened ----------------------

@@ -9,7 +9,15 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import ToolMessage
 
-from langmem_layer import Kind, Layer, MemoryLayer, MissingUserError, Status
+from langmem_layer import (
+    GateSettings,
+    Kind,
+    Layer,
+    MemoryLayer,
+    MemorySettings,
+    MissingUserError,
+    Status,
+)
 from tests.fakes import Clock, ScriptedChatModel, tool_call
 
 _RUN = uuid.uuid4().hex[:8]
@@ -116,10 +124,22 @@ def test_a_correction_stays_in_its_layer(memory: MemoryLayer) -> None:
     assert (new.record.content, new.scope) == ("Name is Dana Silva.", "identity")
 
 
-def test_the_gate_refuses_what_extraction_would(memory: MemoryLayer) -> None:
+def test_refusals_are_tool_errors(memory: MemoryLayer) -> None:
     (remember, *_) = memory.tools()
     reply = remember.invoke({"content": "ok"}, _cfg("a"))
-    assert reply.startswith("Not stored: ") and memory.list("alice") == []
+    assert reply.startswith("Error: Memory content is too short") and memory.list("alice") == []
+    # As a tool call (what an agent sends) the answer is marked as an error.
+    call = {"type": "tool_call", "name": "remember", "id": "c1", "args": {"content": "ok"}}
+    message = remember.invoke(call, _cfg("a"))
+    assert isinstance(message, ToolMessage) and message.status == "error"
+    assert message.text == reply
+    # The gate's own refusal (here: a stricter confidence floor) is an error too.
+    strict = MemoryLayer(memory.store, settings=MemorySettings(
+        gate=GateSettings(min_confidence=0.95)), extraction="inline")
+    (remember, *_) = strict.tools()
+    message = remember.invoke({**call, "args": {"content": "Likes green tea."}}, _cfg("a"))
+    assert message.status == "error" and message.text.startswith("Not stored: rejected: ")
+    assert memory.list("alice") == []
 
 
 async def test_async_tools_and_a_run_without_user(memory: MemoryLayer) -> None:

@@ -144,13 +144,24 @@ def test_login_groups_loops_and_isolation(panel: Panel, page: Page) -> None:
     expect(loops.first.locator("time")).to_have_attribute("datetime", _is_iso())
     expect(page.locator("body")).not_to_contain_text("Bob's bank PIN")
 
+    # A search shows what matches, not every memory reordered.
     page.get_by_label("Search memories").fill("Lisbon river")
     page.get_by_role("button", name="Search", exact=True).click()
-    expect(page.locator("#status")).to_contain_text("matching")
+    expect(page.locator("#status")).to_have_text("1 memory matches “Lisbon river”.")
+    expect(page.locator("article.memory")).to_have_count(1)
     expect(page.locator("article.memory").first).to_have_attribute("data-id", ids["city"])
+    page.get_by_label("Search memories").fill("penicillin dentist")
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(page.locator("#status")).to_have_text(
+        "2 memories match “penicillin dentist”, best match first in each group.")
+    expect(page.locator("article.memory")).to_have_count(2)
+    for name in ("allergy", "dentist"):
+        expect(_card(page, ids[name])).to_be_visible()
     page.get_by_label("Search memories").fill("PIN 4321")
     page.get_by_role("button", name="Search", exact=True).click()
-    expect(page.locator("#status")).to_contain_text("matching")
+    expect(page.locator("#status")).to_have_text("No memory matches “PIN 4321”.")
+    expect(page.locator("article.memory")).to_have_count(0)
+    expect(page.locator("#groups")).to_have_text("Nothing matches.")
     expect(page.locator("body")).not_to_contain_text("Bob's bank PIN")
     page.get_by_role("button", name="Clear").click()
     expect(page.locator("article.memory")).to_have_count(len(ids))

@@ -7,8 +7,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 
+from langmem_layer.offline import OfflineChatModel
 from tests.fakes import ScriptedChatModel, tool_call
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -53,6 +54,46 @@ def test_tools_recipe(store) -> None:
     names = _run(_recipes()[2], store=store, model=model)
     (stored,) = names["memory"].list("alice")
     assert stored.record.content == "Is allergic to peanuts."
+
+
+class _Recording(OfflineChatModel):
+    """The offline model, keeping every call's input and reply."""
+
+    calls: list[tuple[list, AIMessage]]
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
+        result = super()._generate(messages, stop, run_manager, **kwargs)
+        self.calls.append((list(messages), result.generations[0].message))
+        return result
+
+
+def test_tools_recipe_runs_offline(store) -> None:
+    model = _Recording(calls=[])
+    names = _run(_recipes()[2], store=store, model=model)
+    (asked, told) = [reply for _, reply in model.calls]
+    (call,) = asked.tool_calls  # "Remember that I'm allergic to peanuts."
+    assert (call["name"], call["args"]) == (
+        "remember", {"content": "Is allergic to peanuts.", "kind": "profile_fact"})
+    (result,) = [m for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    assert result.text.startswith("Remembered [") and result.status == "success"
+    assert not told.tool_calls and "remember: Remembered [" in told.text
+    (stored,) = names["memory"].list("alice")  # extraction of the turn reinforced it
+    assert stored.record.content == "Is allergic to peanuts."
+    assert stored.record.source.message_id.startswith("tool:")  # the tool wrote it
+    assert stored.record.reinforcement_count == 1
+
+
+@pytest.mark.parametrize("n", [0, 1], ids=["create_react_agent", "create_agent"])
+def test_prebuilt_recipes_run_offline_and_show_the_memory_used(n: int, store) -> None:
+    model = _Recording(calls=[])
+    _run(_recipes()[n], store=store, model=model)
+    (_, first), (seen, second) = model.calls
+    assert "nothing relevant yet" in first.text  # nothing known in thread t1
+    system = "\n".join(m.text for m in seen if isinstance(m, SystemMessage))
+    assert "### USE SILENTLY\n- Prefers morning meetings." in system
+    assert "### RECENT CONVERSATIONS (other threads)\n- user: I prefer morning" in system
+    assert second.text == ('Noted: "When should we meet?". From memory — used silently: '
+                           "Prefers morning meetings. | also used: 2 lines from other threads.")
 
 
 def test_langmem_recipe(store, capsys) -> None:

@@ -38,9 +38,6 @@ __all__ = [
     "SurfaceRequest",
 ]
 
-_MAX_CONTENT = 20_000
-
-
 class Problem(BaseModel):
     """An RFC 9457 problem document: every error response."""
 
@@ -111,12 +108,19 @@ class MemoryPage(BaseModel):
     next_offset: int | None = Field(description="The offset of the next page; null: none.")
 
 
+#: What the content field says of the rule; the library applies it (one rule for every
+#: way in: ``langmem_layer.write.gate.content_problem``), so it is not repeated here.
+_CONTENT = ("The memory's text: at least MemorySettings.gate.min_content_chars (default 3) "
+            "and at most max_content_chars (default 4000) characters once stripped, no NUL; "
+            "other text is refused with 422.")
+
+
 class NewMemory(BaseModel):
     """A memory written directly (no extraction, no gate)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(min_length=1, max_length=_MAX_CONTENT)
+    content: str = Field(description=_CONTENT)
     kind: Kind = Kind.EPISODIC_EVENT
     layer: Layer | None = Field(None, description="Default: the kind's layer.")
     policy: Policy = Policy.SPEAK
@@ -132,7 +136,7 @@ class CorrectRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(min_length=1, max_length=_MAX_CONTENT)
+    content: str = Field(description=_CONTENT)
 
 
 class SurfaceRequest(BaseModel):

@@ -69,8 +69,9 @@ async def me(principal: Caller) -> Me:
 @router.get("/memories", response_model=MemoryPage, tags=["memories"])
 async def list_memories(
     principal: Caller, layer: Layer_,
-    q: Annotated[str | None, Query(max_length=2000,
-                                   description="Rank by meaning against this text.")] = None,
+    q: Annotated[str | None, Query(max_length=2000, description=(
+        "Only the memories that match this text, best first: a word in common, or a "
+        "similarity that reaches the relevance floor recall uses."))] = None,
     profile: Annotated[str | None, Query(min_length=1, max_length=200,
                                          description="Only this scope.")] = None,
     kind: Annotated[list[Kind] | None, Query(description="Only these kinds.")] = None,
@@ -83,7 +84,9 @@ async def list_memories(
 ) -> MemoryPage:
     """List and search the user's memories, one page at a time.
 
-    Without ``q``: newest change first. With ``q``: ranked by meaning.
+    Without ``q``: every memory, newest change first. With ``q``: only those that match
+    it (a word in common, or a similarity that reaches recall's relevance floor), best
+    first; each one's ``similarity`` is its similarity to ``q`` (null without a vector).
     """
     found = await layer.abrowse(
         principal.user_id, query=q, profile=profile, kinds=kind, layers=layer_,

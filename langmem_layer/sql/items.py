@@ -22,6 +22,7 @@ __all__ = [
     "get_items",
     "insert_embeddings",
     "list_prefixes",
+    "match_items",
     "prefix_condition",
     "refresh_ttl",
     "search_items",
@@ -274,6 +275,61 @@ def search_items(
         ORDER BY s.sim DESC, i.prefix, i.key
         LIMIT %s OFFSET %s""",
         [*near_params, user_id, *live_params, *f_params, limit, offset],
+    )
+
+
+def match_items(
+    user_id: str,
+    prefix: str,
+    *,
+    filter_sql: Sql,
+    query_text: str,
+    query_vector: Sequence[float] | None,
+    model_id: str | None,
+    floor: float,
+    episodic_floor: float,
+    limit: int,
+    offset: int,
+    now: datetime,
+) -> Sql:
+    """One page of the items under a namespace prefix that match a query by recall's
+    relevance floor (R4.3), best first: an item matches when its text shares a word
+    with the query (full text, any term, as recall's keyword strategy) or, with a query
+    vector, when its cosine similarity reaches ``floor`` (``episodic_floor`` for an
+    episodic memory). ``score`` is the similarity (NULL for an item without a vector).
+
+    Every vector of the user under the prefix is scored exactly: a search for a
+    person's memory panel, not a turn's recall.
+    """
+    ns_sql, ns_params = prefix_condition(prefix)
+    f_sql, f_params = filter_sql
+    live_sql, live_params = _live(now, True)
+    # The query's terms OR-ed (recall's form); a scalar subquery so it is built once.
+    words = ("ts_match_vq(i.tsv, (SELECT nullif(replace(plainto_tsquery('english', %s)"
+             "::text, '&', '|'), '')::tsquery))")
+    near_params: list[Any] = []
+    match_params: list[Any] = [query_text]
+    if query_vector is None:
+        join, score, match = "", "NULL::float8", words
+    else:
+        near_sql, near_params = nearest(
+            user_id, model_id or "", query_vector,
+            prefix_sql=prefix_condition(prefix, column="e.prefix"), limit=None,
+            indexed_dims=None)
+        join = f"LEFT JOIN ({near_sql}) s ON s.prefix = i.prefix AND s.key = i.key"
+        score = "s.sim"
+        match = (f"({words} OR s.sim >= CASE WHEN i.value->>'layer' = 'episodic' "
+                 "THEN %s ELSE %s END)")
+        match_params += [episodic_floor, floor]
+    return (
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
+               {score} AS score
+        FROM langmem_items i {join}
+        WHERE i.user_id = %s AND {ns_sql} AND {live_sql} AND {f_sql} AND {match}
+        ORDER BY score DESC NULLS LAST, i.updated_at DESC, i.prefix, i.key
+        LIMIT %s OFFSET %s""",
+        [*near_params, user_id, *ns_params, *live_params, *f_params, *match_params,
+         limit, offset],
     )
 
 

@@ -72,6 +72,7 @@ __all__ = [
     "LogIngestOp",
     "LogMessagesOp",
     "LoggedMessage",
+    "MatchOp",
     "MemoryHistoryOp",
     "ParkEntryOp",
     "ParkedEntriesOp",
@@ -146,6 +147,33 @@ class RecallOp(NamedTuple):
     due_window: tuple[datetime, datetime] | None = None
     due_limit: int = 0
     max_terms: int = 128
+
+
+class MatchOp(NamedTuple):
+    """One page of a user's items that match a query by recall's relevance floor, best
+    first (result: ``list[SearchItem]``, ``score`` the cosine similarity): a word shared
+    with the query, or a similarity of at least ``floor`` (``episodic_floor`` for an
+    episodic memory). The memory panel's search (:func:`langmem_layer.control.browse`).
+
+    Attributes:
+        user_id: The tenant (``namespace_prefix`` must be theirs).
+        namespace_prefix: The user's namespace, or one scope of it.
+        filter: A search filter on the value, as :class:`~langgraph.store.base.SearchOp`'s.
+        query: The text searched for.
+        floor: The similarity a vector-only match needs.
+        episodic_floor: The same for an episodic memory.
+        limit: Page size.
+        offset: Matches to skip.
+    """
+
+    user_id: str
+    namespace_prefix: tuple[str, ...]
+    filter: dict[str, Any]
+    query: str
+    floor: float
+    episodic_floor: float
+    limit: int = 50
+    offset: int = 0
 
 
 class TouchOp(NamedTuple):

@@ -6,10 +6,11 @@ only decides, so it is cheap to test and identical for every extractor.
 
 Rules, every threshold from :class:`~langmem_layer.settings.GateSettings`:
 
-* ``add`` and ``update`` (they carry content) are rejected when the stripped content
-  is shorter than ``min_content_chars`` or longer than ``max_content_chars`` (rejected,
-  not raised, so one bad operation never loses the others), when ``salience`` is below
-  ``min_salience``, or when an ephemeral operation's salience is not above
+* ``add`` and ``update`` (they carry content) are rejected when their content breaks
+  the content rule (:func:`content_problem`: empty, shorter than ``min_content_chars``
+  or longer than ``max_content_chars`` once stripped, or holding a NUL character;
+  rejected, not raised, so one bad operation never loses the others), when ``salience``
+  is below ``min_salience``, or when an ephemeral operation's salience is not above
   ``ephemeral_min_salience``.
 * Every operation is rejected when its ``confidence`` is below ``min_confidence``; a
   destructive ``forget`` or ``contradict`` is no more trustworthy than an ``add``.
@@ -35,11 +36,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from langmem_layer.sanitize import NUL
 from langmem_layer.settings import GateSettings
 from langmem_layer.types import Recalled, Status, content_hash
 from langmem_layer.write.extractor import MemoryOperation, OpType
 
-__all__ = ["LEXICAL_DUPLICATE_JACCARD", "GateDecision", "WriteGate"]
+__all__ = ["LEXICAL_DUPLICATE_JACCARD", "GateDecision", "WriteGate", "content_problem"]
 
 #: Token-set Jaccard index at or above which two contents are lexical duplicates.
 LEXICAL_DUPLICATE_JACCARD = 0.9
@@ -48,6 +50,36 @@ _NO_NEIGHBORS: Mapping[int, Sequence[Recalled]] = MappingProxyType({})
 _CONTENT_OPS = frozenset({OpType.ADD, OpType.UPDATE})
 _RETIRED = frozenset({Status.CONTRADICTED, Status.ARCHIVED})
 _TOKEN = re.compile(r"\w+")
+
+
+def content_problem(content: str | None, settings: GateSettings) -> str | None:
+    """Why ``content`` cannot be a memory, or None when it can: the one content rule.
+
+    Every way a memory is written applies it: the gate to an extractor's or a tool's
+    operation (a rejection), and :func:`langmem_layer.write.memory.check_content` to
+    ``remember`` and ``correct`` from Python, REST, the memory tools and MCP (an
+    :class:`~langmem_layer.errors.InvalidContentError` with this text). The content is
+    measured stripped; the message says how to fix it.
+
+    Args:
+        content: The proposed text.
+        settings: The limits (``min_content_chars``, ``max_content_chars``).
+    """
+    text = (content or "").strip()
+    if not text:
+        return "Memory content is empty: pass the text to remember."
+    if NUL in text:
+        return (f"Memory content contains a NUL character (U+0000) at position "
+                f"{text.index(NUL)}, which PostgreSQL cannot store; remove it.")
+    if len(text) < settings.min_content_chars:
+        return (f"Memory content is too short ({len(text)} characters; the minimum is "
+                f"{settings.min_content_chars}, MemorySettings.gate.min_content_chars): say "
+                "what to remember, e.g. 'Is vegetarian.'")
+    if len(text) > settings.max_content_chars:
+        return (f"Memory content is too long ({len(text)} characters; the limit is "
+                f"{settings.max_content_chars}, MemorySettings.gate.max_content_chars): "
+                "split it or summarise it.")
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +152,9 @@ class WriteGate:
                 return reject(f"no target for {op.op.value} (needs target_id or target_hint)")
             return GateDecision(op, op, accepted=True, reason=f"accepted: {op.op.value} target")
 
+        if problem := content_problem(op.content, s):
+            return reject(problem)
         content = (op.content or "").strip()
-        if len(content) < s.min_content_chars:
-            return reject(f"content too short ({len(content)} < {s.min_content_chars} chars)")
-        if len(content) > s.max_content_chars:
-            return reject(f"content too long ({len(content)} > {s.max_content_chars} chars)")
         if op.salience < s.min_salience:
             return reject(f"salience {op.salience:g} below {s.min_salience:g}")
         if op.ephemeral and op.salience <= s.ephemeral_min_salience:

@@ -27,6 +27,7 @@ from langmem_layer.types import (
     Source,
     memory_namespace,
 )
+from langmem_layer.write.gate import content_problem
 
 __all__ = [
     "check_content", "memory_ops", "new_record", "put_record", "remember", "thread_link_ops",
@@ -47,18 +48,16 @@ _DEFAULT_LAYER = {
 
 
 def check_content(env: Env, content: str) -> str:
-    """Reject empty or oversized content, or content with a NUL character, with an error
-    that says how to fix it."""
-    text = reject_nul(content or "", "Memory content").strip()
-    if not text:
-        raise InvalidContentError("Memory content is empty.")
-    limit = env.settings.gate.max_content_chars
-    if len(text) > limit:
-        raise InvalidContentError(
-            f"Memory content is {len(text)} characters; the limit is {limit} "
-            "(MemorySettings.gate.max_content_chars). Split it or summarise it."
-        )
-    return text
+    """``content`` stripped, or an error saying how to fix it: the content rule
+    (:func:`~langmem_layer.write.gate.content_problem`) every way in applies.
+
+    Raises:
+        InvalidContentError: Empty, too short or too long once stripped, or holding a
+            NUL character.
+    """
+    if problem := content_problem(content, env.settings.gate):
+        raise InvalidContentError(problem)
+    return content.strip()
 
 
 def new_record(
@@ -127,8 +126,8 @@ def memory_ops(env: Env, user_id: str, profile: str, key: str, content: str, *,
                **fields: Any) -> tuple[MemoryRecord, list[Any]]:
     """A new memory and the store ops writing it, enriched alike by every entry point.
 
-    * the content is checked (:func:`check_content`: not empty, within the limit, no
-      NUL character), and so are the references;
+    * the content is checked (:func:`check_content`: not empty, within the length
+      limits, no NUL character), and so are the references;
     * its references are the given ones plus those its content names
       (:func:`langmem_layer.refs.extract_refs`), so the reference strategy finds it
       whoever wrote it (R4.1);

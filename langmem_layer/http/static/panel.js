@@ -102,6 +102,17 @@ function query(offset) {
   return "/v1/memories?" + p.toString();
 }
 
+// What the list shows. A search lists only the memories that match (the server applies
+// recall's relevance floor), best match first in each group; the rest are not shown.
+function summary(n) {
+  const count = n + (n === 1 ? " memory" : " memories");
+  if (!state.query) return count + ".";
+  const q = "“" + state.query + "”";
+  if (n === 0) return "No memory matches " + q + ".";
+  return count + (n === 1 ? " matches " : " match ") + q +
+    (n > 1 ? ", best match first in each group." : ".");
+}
+
 async function load(focusId) {
   say("Loading…");
   const found = [];
@@ -113,8 +124,7 @@ async function load(focusId) {
   }
   state.memories = found;
   render();
-  say(found.length + (found.length === 1 ? " memory" : " memories") +
-      (state.query ? " matching “" + state.query + "”" : "") + ".");
+  say(summary(found.length));
   if (focusId) {
     const el = document.querySelector('[data-id="' + CSS.escape(focusId) + '"]');
     if (el) el.focus();
