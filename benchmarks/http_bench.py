@@ -1,7 +1,7 @@
 """Concurrent users of the HTTP app: the agent through LangServe and the REST API, on loopback.
 
 N simulated users (default 50) hold a conversation each for D seconds (default 60)
-against the app (:func:`langmem_layer.http.app.create_app`) in a uvicorn subprocess on
+against the app (:func:`langmem_layer.server.http.app.create_app`) in a uvicorn subprocess on
 127.0.0.1: every turn is a ``POST /agent/invoke`` (the offline chat model, the rule
 extractor, background extraction as served), and every few turns the user reads its
 memories with ``GET /v1/memories``. Each user authenticates with its own API key
@@ -64,21 +64,21 @@ def _store_options() -> dict[str, Any]:
 
 
 def _offline_agent(layer: Any) -> Any:
-    from langmem_layer.agent import build_agent_graph
+    from langmem_layer.layer.agent_graph import build_agent_graph
     from langmem_layer.offline import OfflineChatModel
 
     return build_agent_graph(layer, model=OfflineChatModel())
 
 
 def _layer_options() -> dict[str, Any]:
-    from langmem_layer.write.rules import RuleExtractor
+    from langmem_layer.extract.rules import RuleExtractor
 
     return {"extractor": RuleExtractor()}
 
 
 def make_app() -> Any:
     """The bench's app on ``LANGMEM_DATABASE_URL``: the real app, offline parts."""
-    from langmem_layer.http.app import create_app
+    from langmem_layer.server.http.app import create_app
 
     options = _store_options()
     return create_app(database_url=os.environ["LANGMEM_DATABASE_URL"],
@@ -88,7 +88,7 @@ def make_app() -> Any:
 
 def make_keys(uri: str, users: Sequence[str]) -> dict[str, str]:
     """An API key for each user (as ``langmem-layer keys create`` makes them)."""
-    from langmem_layer.auth import create_key
+    from langmem_layer.server.keys import create_key
     from langmem_layer.store.sync import PostgresMemoryStore
 
     with PostgresMemoryStore.from_conn_string(uri, index=None) as store:
@@ -194,7 +194,7 @@ async def _http_phase(base: str, args: argparse.Namespace, run_id: str,
 async def _inprocess_phase(uri: str, args: argparse.Namespace, run_id: str) -> Phase:
     from langchain_core.messages import HumanMessage
 
-    from langmem_layer.http.lifespan import memory_lifespan
+    from langmem_layer.server.http.lifespan import memory_lifespan
 
     phase = Phase("in-process (graph.ainvoke, same lifespan)")
     os.environ["BENCH_POOL_SIZE"] = str(args.pool_size)
@@ -221,7 +221,7 @@ def _start_server(uri: str, args: argparse.Namespace, port: int) -> subprocess.P
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "benchmarks"),
                                           os.environ.get("PYTHONPATH", "")])}
     return subprocess.Popen(
-        [sys.executable, "-m", "langmem_layer.http.serve", args.app, "--host", HOST,
+        [sys.executable, "-m", "langmem_layer.server.http.serve", args.app, "--host", HOST,
          "--port", str(port), "--log-level", "warning"],
         cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
 

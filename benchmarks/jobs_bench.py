@@ -58,7 +58,7 @@ from store_bench import CachedEmbeddings, HashEmbedder
 from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
 from langmem_layer.jobs import JOBS, JobContext, register
 from langmem_layer.jobs import lifecycle as lifecycle_job
-from langmem_layer.jobs.runner import PAGE, Shard, run, run_users
+from langmem_layer.jobs.runs import PAGE, Shard, run, run_users
 from langmem_layer.sql import jobs as sql
 from langmem_layer.sql import lifecycle as lsql
 from langmem_layer.store.embedded import embedded_uri

@@ -41,7 +41,7 @@ from langchain_core.embeddings import Embeddings
 from psycopg import conninfo
 
 from langmem_layer import MemoryLayer, MemorySettings, OfflineSynthesizer, PostgresMemoryStore
-from langmem_layer.embeddings import LOCAL_DIMS, LocalEmbeddings
+from langmem_layer.store.embedding.models import LOCAL_DIMS, LocalEmbeddings
 from langmem_layer.jobs import JobContext, run
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.types import Kind, Layer, MemoryRecord, Source

@@ -3,7 +3,7 @@
 The app (``create_app`` as in ``http_bench.py``: the agent through LangServe, the REST
 API, API keys, background extraction; offline model, rule extractor, no embedding
 model) runs in a uvicorn subprocess on 127.0.0.1 through
-:mod:`langmem_layer.http.serve`. N users (default 50), each with its own API key, hold
+:mod:`langmem_layer.server.http.serve`. N users (default 50), each with its own API key, hold
 a conversation through ``POST /agent/invoke`` and read ``GET /v1/memories`` every few
 turns, for D seconds (default 600). Meanwhile another process runs a maintenance job
 again and again (``langmem-layer jobs run lifecycle --force``). Prints errors (target
@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = {**os.environ, "LANGMEM_DATABASE_URL": uri, "BENCH_POOL_SIZE": str(args.pool_size),
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")])}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "langmem_layer.http.serve", "http_bench:app", "--host", HOST,
+        [sys.executable, "-m", "langmem_layer.server.http.serve", "http_bench:app", "--host", HOST,
          "--port", str(port), "--log-level", "warning"],
         cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     jobs = JobLoop(uri, args.job)

@@ -236,12 +236,12 @@ class HashEmbedder:
 
 
 class MiniLMEmbedder:
-    """The local all-MiniLM-L6-v2 model (langmem_layer.embeddings.LocalEmbeddings)."""
+    """The local all-MiniLM-L6-v2 model (langmem_layer.store.embedding.models.LocalEmbeddings)."""
 
     name = "all-MiniLM-L6-v2"
 
     def __init__(self) -> None:
-        from langmem_layer.embeddings import LocalEmbeddings
+        from langmem_layer.store.embedding.models import LocalEmbeddings
 
         self.model = LocalEmbeddings(batch_size=64)
 

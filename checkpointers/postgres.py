@@ -1,6 +1,6 @@
 """Working-memory checkpointer wiring (LangGraph's own PostgreSQL checkpointer).
 
-Thin: the database is the one :mod:`langmem_layer.config` resolves (LANGMEM_DATABASE_URL,
+Thin: the database is the one :mod:`langmem_layer.environment` resolves (LANGMEM_DATABASE_URL,
 else the embedded one in LANGMEM_DATA_DIR, default `.langmem`). Nothing connects at
 import. The logic is in :mod:`langmem_layer.working.sessions`.
 
@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
 
-from langmem_layer import serving
-from langmem_layer.config import database_url as _database_url
+from langmem_layer.server import served as serving
+from langmem_layer.environment import database_url as _database_url
 from langmem_layer.working.sessions import apostgres_checkpointer, postgres_checkpointer
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def checkpointer() -> Iterator[PostgresSaver]:
 async def acheckpointer() -> AsyncIterator[AsyncPostgresSaver]:
     """A set-up async PostgresSaver on the memory database (``langgraph.json``).
 
-    It holds the embedded server with the store (:func:`langmem_layer.serving.database`):
+    It holds the embedded server with the store (:func:`langmem_layer.server.served.database`):
     the server stops when both are closed.
     """
     async with serving.database() as url, apostgres_checkpointer(url) as saver:

@@ -20,8 +20,8 @@ from langgraph.checkpoint.postgres import PostgresSaver
 
 from graphs.agent import build_agent_graph
 from langmem_layer import MemoryLayer, PostgresMemoryStore
-from langmem_layer.config import data_dir, database_url, settings_from_env
-from langmem_layer.embeddings import openai_configured
+from langmem_layer.environment import data_dir, database_url, settings_from_env
+from langmem_layer.store.embedding.models import openai_configured
 from langmem_layer.store.ops import ClearMessagesOp, ExportOp
 
 SCRIPT: list[tuple[str, str, list[str]]] = [

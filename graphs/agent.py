@@ -2,15 +2,15 @@
 
 Thin wiring: nothing heavy happens at import. `make_graph` uses the store and memory
 layer the server opened once for its lifetime (``"store"`` in ``langgraph.json``, see
-:mod:`langmem_layer.serving`); the server gives the graph that same store.
+:mod:`langmem_layer.server.served`); the server gives the graph that same store.
 """
 
 from __future__ import annotations
 
 from langgraph.graph.state import CompiledStateGraph
 
-from langmem_layer import serving
-from langmem_layer.agent import build_agent_graph
+from langmem_layer.server import served as serving
+from langmem_layer.layer.agent_graph import build_agent_graph
 
 __all__ = ["build_agent_graph", "make_graph"]
 

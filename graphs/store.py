@@ -2,9 +2,9 @@
 
 The server enters it once and leaves it at shutdown; it owns the store, the memory
 layer and its extraction worker for the server's lifetime (see
-:mod:`langmem_layer.serving`). Nothing connects at import.
+:mod:`langmem_layer.server.served`). Nothing connects at import.
 """
 
-from langmem_layer.serving import langgraph_store as store
+from langmem_layer.server.served import langgraph_store as store
 
 __all__ = ["store"]

@@ -144,7 +144,7 @@ def check_time(value: Any, name: str) -> datetime | None:
 
 def check_is_text(content: Any, name: str = "content") -> str:
     """A string (memory content is then held to the content rule,
-    :func:`langmem_layer.write.gate.content_problem`)."""
+    :func:`langmem_layer.extract.gate.content_problem`)."""
     if not isinstance(content, str):
         raise InvalidContentError(f"{name} must be a string, got {_type(content)}.")
     return content

@@ -16,7 +16,7 @@ from langmem_layer.errors import (
     MemoryNotFoundError,
     NotProceduralError,
 )
-from langmem_layer.runner import Env, Flow, StoreCall, require_user, scopes_for
+from langmem_layer.flow import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.store import ops as mops
 from langmem_layer.trust import trust_count
 from langmem_layer.types import (

@@ -52,9 +52,9 @@ from langmem_layer.read.block import (
     RELEVANT,
     SILENT,
 )
-from langmem_layer.write.extractor import OpType
-from langmem_layer.write.phrases import clean, person
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.extract.base import OpType
+from langmem_layer.extract.phrases import clean, person
+from langmem_layer.extract.rules import RuleExtractor
 
 __all__ = ["OfflineChatModel"]
 

@@ -6,7 +6,7 @@ history), overall and per kind. A write the user later corrects (``correct``, or
 update in a turn) counts against its agent; one the user confirms (:func:`feedback`) or
 that another source reinforces counts for it. Retrieval multiplies by the learned
 trust, and the ``trust`` conflict policy compares it; both read it in the round trip
-they already make (:class:`~langmem_layer.store.ops_trust.TrustOp`).
+they already make (:class:`~langmem_layer.store.ops.trust.TrustOp`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from langmem_layer.errors import MemoryNotFoundError
-from langmem_layer.runner import Flow, StoreCall, require_user
+from langmem_layer.flow import Flow, StoreCall, require_user
 from langmem_layer.store import ops as mops
-from langmem_layer.store.ops_trust import LearnedTrust, TrustCountOp, TrustOp
+from langmem_layer.store.ops.trust import LearnedTrust, TrustCountOp, TrustOp
 from langmem_layer.types import MemoryRecord
 
 __all__ = ["feedback", "learned_trust", "trust_count"]

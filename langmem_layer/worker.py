@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.runner import Call, Flow, Runner
+from langmem_layer.flow import Call, Flow, Runner
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.ops import QueueEntry
 from langmem_layer.write.apply import IngestResult, Leases, ProcessResult, release_leased

@@ -15,7 +15,7 @@ from langmem_layer import (
     PostgresMemoryStore,
     Principal,
 )
-from langmem_layer.auth import (
+from langmem_layer.server.keys import (
     acreate_key,
     alist_keys,
     arevoke_key,

@@ -24,8 +24,8 @@ from langchain_core.runnables import RunnableLambda
 
 import langmem_layer
 from langmem_layer import LangmemError, LLMExtractor, MemoryLayer, PostgresMemoryStore
-from langmem_layer.write.extractor import FallbackOperations
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.extract.base import FallbackOperations
+from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import Clock
 
 ALL_CASES: list[dict[str, Any]] = json.loads(

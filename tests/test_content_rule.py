@@ -1,7 +1,7 @@
 """One content rule for every way a memory is written: the Python API (``remember``,
 ``correct``), the REST API, the memory tools and the MCP server (a real MCP client over
 the SDK's in-memory transport) accept and refuse the same texts, with the same message,
-the rule's own (``langmem_layer.write.gate.content_problem``)."""
+the rule's own (``langmem_layer.extract.gate.content_problem``)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from langchain_core.messages import ToolMessage
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from langmem_layer import GateSettings, InvalidContentError, MemoryLayer, PostgresMemoryStore
-from langmem_layer.auth import create_key
-from langmem_layer.http.app import create_app
-from langmem_layer.mcp_server import create_mcp_server
+from langmem_layer.server.keys import create_key
+from langmem_layer.server.http.app import create_app
+from langmem_layer.server.mcp import create_mcp_server
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
-from langmem_layer.write.gate import content_problem
+from langmem_layer.extract.gate import content_problem
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
 

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from langmem_layer.write.dates import find_date, resolve_date
+from langmem_layer.extract.dates import find_date, resolve_date
 
 # Wednesday 2026-11-18 15:00 UTC.
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)

@@ -19,7 +19,7 @@ from langgraph.store.base import BaseStore, PutOp
 
 from langmem_layer.errors import EmbeddingError
 from langmem_layer.store.core import StoreCore
-from langmem_layer.store.embedding import (
+from langmem_layer.store.embedding.work import (
     CACHE_TTL,
     Retry,
     default_max_input_tokens,

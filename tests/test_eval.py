@@ -14,7 +14,7 @@ from langchain_core.embeddings import Embeddings
 
 from langmem_layer import MemoryLayer
 from langmem_layer.cli import main
-from langmem_layer.embeddings import LOCAL_DIMS, LOCAL_MODEL, LocalEmbeddings
+from langmem_layer.store.embedding.models import LOCAL_DIMS, LOCAL_MODEL, LocalEmbeddings
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.evals import (
     EvalReport,

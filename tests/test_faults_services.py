@@ -27,7 +27,7 @@ from langmem_layer import (
     MemorySettings,
     PostgresMemoryStore,
 )
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import BagOfWordsEmbeddings, Clock
 
 USERS = 6
@@ -107,7 +107,7 @@ SCRIPT = """
 import sys
 from langchain_core.messages import HumanMessage
 from langmem_layer import MemoryLayer, PostgresMemoryStore
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.extract.rules import RuleExtractor
 
 with PostgresMemoryStore.from_conn_string(sys.argv[1]) as store:
     layer = MemoryLayer(store, extractor=RuleExtractor(), extraction="background")

@@ -177,7 +177,7 @@ def test_assemble_context_uses_the_short_term_window_without_a_round_trip(
 
 
 def test_short_term_window_never_starts_on_a_tool_result() -> None:
-    from langmem_layer.working.history import short_term
+    from langmem_layer.message_log import short_term
 
     call = {"id": "c", "name": "f", "args": {}}
     thread = [HumanMessage("q", id="1"), AIMessage("", tool_calls=[call], id="2"),

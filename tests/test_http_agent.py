@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from langchain_core.messages import AIMessage, HumanMessage
 from langserve import RemoteRunnable
 
-from langmem_layer.http.lifespan import MemoryService
+from langmem_layer.server.http.lifespan import MemoryService
 from tests.http_server import serve
 from tests.langserve_app import make_app
 

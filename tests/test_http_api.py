@@ -14,8 +14,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
-from langmem_layer.auth import create_key
-from langmem_layer.http.app import create_app
+from langmem_layer.server.keys import create_key
+from langmem_layer.server.http.app import create_app
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
 
@@ -78,7 +78,7 @@ def test_no_or_bad_credentials_are_401(server: Server) -> None:
 
 
 def test_revoked_key_is_401(server: Server) -> None:
-    from langmem_layer.auth import revoke_key
+    from langmem_layer.server.keys import revoke_key
 
     _, headers = server.user()
     assert server.http.get("/v1/me", headers=headers).status_code == 200

@@ -21,12 +21,12 @@ import httpx
 import psycopg
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langmem_layer.http.lifespan import memory_lifespan
+from langmem_layer.server.http.lifespan import memory_lifespan
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.sync import PostgresMemoryStore
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import BagOfWordsEmbeddings
 from tests.langserve_app import offline_agent
 
@@ -73,7 +73,7 @@ def test_sigterm_after_the_last_turn_exits_cleanly_and_loses_no_turn(pg_uri: str
            # queued when the signal comes, for the shutdown to deal with.
            "LANGMEM_EXTRACT_EVERY_N_TURNS": "3"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "langmem_layer.http.serve", "tests.langserve_app:app",
+        [sys.executable, "-m", "langmem_layer.server.http.serve", "tests.langserve_app:app",
          "--port", str(port)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -35,7 +35,7 @@ from langgraph.store.base import GetOp
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.errors import InvalidNamespaceError, LangmemError, MissingUserError
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import Clock
 
 EXAMPLES = int(os.environ.get("LANGMEM_PROBE_EXAMPLES", "45"))

@@ -19,10 +19,10 @@ from langmem_layer.sql import rls
 from langmem_layer.sql.users import USER_TABLES
 from langmem_layer.store import core
 from langmem_layer.store.driver import Fetch
-from langmem_layer.store.item_handlers import GetManyOp
+from langmem_layer.store.handlers.items import GetManyOp
 from langmem_layer.store.plan import MAINTENANCE, Binding, Query
-from langmem_layer.store.registry import Registry
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.store.handlers.registry import Registry
+from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import Clock
 
 _RLS_TABLES = """

@@ -13,7 +13,7 @@ import pytest
 from graphs.jobs import build_job_graph
 from langmem_layer import AccessDeniedError, ConfigurationError, MemorySettings
 from langmem_layer.jobs import JobContext
-from langmem_layer.server_auth import ADMIN_GRAPHS, NAMESPACE_GRAPH, admin_graph
+from langmem_layer.server.langgraph_auth import ADMIN_GRAPHS, NAMESPACE_GRAPH, admin_graph
 from tests.test_jobs_runner import JOB, NOW, USERS, Touch, marks, people, runs, touch
 
 __all__ = ["people", "touch"]  # fixtures, imported to be used here

@@ -13,7 +13,7 @@ import pytest
 from langmem_layer import ConfigurationError, MemorySettings
 from langmem_layer.jobs import JOBS, JobContext, register
 from langmem_layer.jobs import schedule as sched
-from langmem_layer.jobs.runner import ALL, Shard, run, run_due, run_users, status
+from langmem_layer.jobs.runs import ALL, Shard, run, run_due, run_users, status
 from langmem_layer.sql.jobs import shard_of
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, MemoryRecord

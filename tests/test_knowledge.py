@@ -108,7 +108,7 @@ def test_a_failing_knowledge_source_does_not_break_the_turn(
     memory = MemoryLayer(store, knowledge=_Broken(), clock=clock)
     memory.remember("alice", "Works at Acme Robotics.")
     graph = build_agent_graph(memory, model=OfflineChatModel()).compile()
-    with caplog.at_level(logging.ERROR, logger="langmem_layer.knowledge_api"):
+    with caplog.at_level(logging.ERROR, logger="langmem_layer.layer.knowledge_methods"):
         out = graph.invoke({"messages": [HumanMessage(QUESTION)]},
                            {"configurable": {"user_id": "alice", "thread_id": "kb-2"}})
     assert "- Works at Acme Robotics." in out["memory_context"]

@@ -26,7 +26,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from langmem_layer.auth import create_key
+from langmem_layer.server.keys import create_key
 from langmem_layer.store.embedded import stop_embedded
 from langmem_layer.store.sync import PostgresMemoryStore
 

@@ -80,14 +80,14 @@ def test_the_layers_below_never_import_the_facade() -> None:
     # Entry points above the façade, as the CLI: serving owns a server's layer for its
     # lifetime, the MCP server one connection's.
     allowed = {"langmem_layer", "langmem_layer.cli", "langmem_layer.layer",
-               "langmem_layer.serving", "langmem_layer.mcp_server"}
+               "langmem_layer.server.served", "langmem_layer.server.mcp"}
     for name, deps in graph.items():
         if name in allowed or name.startswith(("langmem_layer.jobs", "langmem_layer.evals",
                                                      "langmem_layer.calibration")):
             # Jobs build a layer for flow-level jobs; the CLI runs them. The evaluation
             # drives the whole facade, as the CLI does.
             continue
-        if name.startswith("langmem_layer.http"):
+        if name.startswith("langmem_layer.server.http"):
             continue  # the HTTP app sits above the façade, like the CLI
         assert not deps & top, f"{name} imports {sorted(deps & top)}"
 

@@ -11,7 +11,7 @@ import psycopg
 
 from langmem_layer import JOBS, MemorySettings
 from langmem_layer.jobs import JobContext
-from langmem_layer.jobs.runner import run_users
+from langmem_layer.jobs.runs import run_users
 from langmem_layer.read.rank import decay_score
 from langmem_layer.store import ops as mops
 from langmem_layer.store.sync import PostgresMemoryStore

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from langmem_layer import MemoryLayer
-from langmem_layer.embeddings import LOCAL_DIMS, LocalEmbeddings, default_index
+from langmem_layer.store.embedding.models import LOCAL_DIMS, LocalEmbeddings, default_index
 from langmem_layer.store.sync import PostgresMemoryStore
 
 

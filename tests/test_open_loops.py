@@ -119,8 +119,8 @@ EXISTING = [
 
 
 def _closed_by(text: str) -> list[str]:
-    from langmem_layer.write.extractor import OpType
-    from langmem_layer.write.rules import RuleExtractor
+    from langmem_layer.extract.base import OpType
+    from langmem_layer.extract.rules import RuleExtractor
 
     ops = RuleExtractor().extract([HumanMessage(text)], existing=EXISTING,
                                   now=MONDAY + timedelta(days=2))

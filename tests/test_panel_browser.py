@@ -20,8 +20,8 @@ from langchain_core.messages import HumanMessage
 from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
 
 from langmem_layer import Kind, MemoryLayer, MemoryNotFoundError, Policy, PostgresMemoryStore
-from langmem_layer.auth import create_key
-from langmem_layer.http.app import create_app
+from langmem_layer.server.keys import create_key
+from langmem_layer.server.http.app import create_app
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
 
@@ -342,10 +342,10 @@ def test_panel_files_are_package_data() -> None:
     import tomllib
     from fnmatch import fnmatch
 
-    from langmem_layer.http.panel import ASSETS
+    from langmem_layer.server.http.panel import ASSETS
 
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     globs = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-data"][
-        "langmem_layer.http"]
+        "langmem_layer.server.http"]
     for name in ASSETS:
         assert any(fnmatch(f"static/{name}", g) for g in globs), name

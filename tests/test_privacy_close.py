@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import Clock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ SCRIPT = """
 import sys, time
 from langchain_core.messages import HumanMessage
 from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import BagOfWordsEmbeddings
 
 

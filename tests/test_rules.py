@@ -16,8 +16,8 @@ from langchain_core.messages import (
 )
 
 from langmem_layer.types import Kind, Layer, MemoryRecord, Policy, Recalled
-from langmem_layer.write.extractor import Extractor, MemoryOperation, OpType
-from langmem_layer.write.rules import RuleExtractor
+from langmem_layer.extract.base import Extractor, MemoryOperation, OpType
+from langmem_layer.extract.rules import RuleExtractor
 
 # Wednesday 2026-11-18 15:00 UTC.
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)

@@ -13,9 +13,10 @@ import httpx
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langmem_layer import AccessDeniedError, ConfigurationError, serving
-from langmem_layer.auth import acreate_key
-from langmem_layer.server_auth import bearer_token, scope_namespace
+from langmem_layer import AccessDeniedError, ConfigurationError
+from langmem_layer.server import served as serving
+from langmem_layer.server.keys import acreate_key
+from langmem_layer.server.langgraph_auth import bearer_token, scope_namespace
 
 
 async def test_serve_owns_one_store_and_layer_until_it_ends(pg_uri: str) -> None:

@@ -167,7 +167,7 @@ async def test_other_vector_types_and_kinds_are_refused(
 
 
 def test_halfvec_over_4000_dims_is_refused() -> None:
-    from langmem_layer.store.config import check_index_config
+    from langmem_layer.store.options import check_index_config
 
     with pytest.raises(ConfigurationError, match="at most 4000 dims"):
         check_index_config({"dims": 4001, "ann_index_config": {"vector_type": "halfvec"}})

@@ -2,7 +2,7 @@
 from labelled queries (``langmem-layer calibrate``) and the LoCoMo retrieval benchmark
 (``langmem-layer eval locomo``)."""
 
-from langmem_layer.calibration.profiles import (
+from langmem_layer.settings.calibration import (
     PROFILES,
     CalibrationProfile,
     apply_profile,

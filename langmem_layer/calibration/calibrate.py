@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from langmem_layer.calibration.labelled import LabelledQuery, load_labelled, measure
-from langmem_layer.calibration.profiles import profile_for
+from langmem_layer.settings.calibration import profile_for
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.settings import MemorySettings, RankingWeights
 

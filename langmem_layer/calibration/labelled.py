@@ -255,7 +255,7 @@ def load_fixture_queries(layer: Any, paths: Sequence[Path], units: Sequence[str]
     jobs); their ``retrieve`` probes are the queries, scored 1 when a top-k memory
     matches the probe's memory."""
     from langmem_layer.evals.fixtures import load_fixtures
-    from langmem_layer.evals.runner import _play, _Run
+    from langmem_layer.evals.play import _play, _Run
 
     wanted = set(units)
     fixtures = [f for f in load_fixtures(list(paths)) if f.name in wanted]

@@ -112,7 +112,7 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
         settings: ``MemorySettings`` (default: the library's, for the store's embedder).
         show: Progress bars on standard error.
     """
-    from langmem_layer.calibration.profiles import profile_for
+    from langmem_layer.settings.calibration import profile_for
     from langmem_layer.layer import MemoryLayer
 
     if not getattr(store, "model_id", None):
@@ -151,7 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_suite(args: argparse.Namespace, ctx: Any, paths: Sequence[str]) -> int:
     """``langmem-layer eval locomo PATH``."""
-    from langmem_layer.config import settings_from_file
+    from langmem_layer.environment import settings_from_file
 
     if len(paths) != 1:
         raise ConfigurationError("eval locomo takes one LoCoMo JSON file, e.g. "

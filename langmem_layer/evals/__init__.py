@@ -1,10 +1,10 @@
 """Fixture-driven evaluation of the whole memory pipeline (R10.1): see
 :mod:`langmem_layer.evals.fixtures` for the fixture format and
-:mod:`langmem_layer.evals.runner` for the phases and measures."""
+:mod:`langmem_layer.evals.play` for the phases and measures."""
 
 from langmem_layer.evals.fixtures import Fixture, builtin_fixture_paths, load_fixtures
 from langmem_layer.evals.report import Thresholds, report_json, report_table, violations
-from langmem_layer.evals.runner import EvalReport, FixtureResult, run_fixture, run_fixtures
+from langmem_layer.evals.play import EvalReport, FixtureResult, run_fixture, run_fixtures
 
 __all__ = [
     "EvalReport",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from langmem_layer.evals.runner import EvalReport, FixtureResult
+from langmem_layer.evals.play import EvalReport, FixtureResult
 
 __all__ = ["Thresholds", "report_json", "report_table", "violations"]
 

@@ -28,7 +28,7 @@ from langmem_layer.jobs import (  # noqa: F401
     summaries,
 )
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobOption, JobResult, register
-from langmem_layer.jobs.runner import JobRun, JobStatus, Shard, run, run_due, status
+from langmem_layer.jobs.runs import JobRun, JobStatus, Shard, run, run_due, status
 
 __all__ = ["JOBS", "Job", "JobContext", "JobOption", "JobResult", "JobRun", "JobStatus", "Shard",
            "register", "run", "run_due", "status"]

@@ -40,10 +40,10 @@ CONCLUSION = re.compile(
 
 
 def synthesizer_for(ctx: JobContext) -> Synthesizer:
-    """The context's synthesizer, else :func:`langmem_layer.config.default_synthesizer`."""
+    """The context's synthesizer, else :func:`langmem_layer.environment.default_synthesizer`."""
     found = getattr(ctx, "synthesizer", None)
     if found is None:
-        from langmem_layer.config import default_synthesizer
+        from langmem_layer.environment import default_synthesizer
 
         found = default_synthesizer()
         ctx.synthesizer = found

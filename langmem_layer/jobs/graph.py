@@ -1,6 +1,6 @@
 """The maintenance jobs as a LangGraph graph, for Studio and LangGraph server crons.
 
-A thin adapter over :func:`langmem_layer.jobs.runner.run`: the same recorded,
+A thin adapter over :func:`langmem_layer.jobs.runs.run`: the same recorded,
 once-per-period, resumable run as ``langmem-layer jobs run``. Its input names the
 job; a LangGraph server cron triggers one, e.g.::
 
@@ -13,7 +13,7 @@ Input: ``job`` (required), ``now`` (ISO 8601; default: now), ``user``, ``shard``
 A job acts on every user's memory (and ``now`` ages it, ``force`` repeats a period), so
 under a server with authentication a run is an admin's: the server's ``auth`` handler
 refuses a non-admin's run before it is created
-(:func:`langmem_layer.server_auth.build_auth`), and the node itself refuses a run whose
+(:func:`langmem_layer.server.langgraph_auth.build_auth`), and the node itself refuses a run whose
 caller the server authenticated without the admin permission, whatever path it took.
 """
 
@@ -30,7 +30,7 @@ from typing_extensions import TypedDict  # pydantic reads these on Python < 3.12
 
 from langmem_layer.errors import AccessDeniedError, ConfigurationError
 from langmem_layer.jobs.registry import JOBS, Job, JobContext
-from langmem_layer.jobs.runner import Shard, run
+from langmem_layer.jobs.runs import Shard, run
 
 __all__ = ["ADMIN_PERMISSION", "JobInput", "JobOutput", "JobState", "OpenContext",
            "build_job_graph", "require_admin_run"]
@@ -55,7 +55,7 @@ class JobInput(TypedDict, total=False):
 
 
 class JobOutput(TypedDict, total=False):
-    """What the run did (see :class:`langmem_layer.jobs.runner.JobRun`)."""
+    """What the run did (see :class:`langmem_layer.jobs.runs.JobRun`)."""
 
     job: str
     period: str
@@ -94,7 +94,7 @@ def require_admin_run(config: Mapping[str, Any] | None) -> None:
 
 @contextmanager
 def _open_from_config(job: Job, options: dict[str, Any]) -> Any:
-    from langmem_layer.config import open_store, settings_from_env
+    from langmem_layer.environment import open_store, settings_from_env
 
     with open_store(index="default" if job.embeds(options) else None) as store:
         yield JobContext(store, settings=settings_from_env())
@@ -117,7 +117,7 @@ def build_job_graph(open_context: OpenContext | None = None) -> StateGraph:
 
     Args:
         open_context: Opens the context for a run (default: the store of
-            ``langmem_layer.config``, settings from the environment).
+            ``langmem_layer.environment``, settings from the environment).
     """
     opener = open_context or _open_from_config
 

@@ -23,7 +23,7 @@ embeddings, in one transaction.
 Each job works on one user in one transaction, with set-based SQL
 (:mod:`langmem_layer.sql.lifecycle`), and running it again for the same ``now``
 changes nothing. ``langmem-layer jobs run lifecycle`` (the runner,
-:mod:`langmem_layer.jobs.runner`) runs them user by user, recorded, resumable, sharded.
+:mod:`langmem_layer.jobs.runs`) runs them user by user, recorded, resumable, sharded.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from langmem_layer.jobs.registry import JobContext, register
-from langmem_layer.runner import require_user
+from langmem_layer.flow import require_user
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store import ops as mops
 from langmem_layer.types import to_utc
@@ -43,7 +43,7 @@ __all__ = ["lifecycle", "lifecycle_thresholds", "purge_expired"]
 
 def _settings(ctx: JobContext) -> MemorySettings:
     if ctx.settings is None:
-        from langmem_layer.config import settings_from_env
+        from langmem_layer.environment import settings_from_env
 
         ctx.settings = settings_from_env()
     return ctx.settings

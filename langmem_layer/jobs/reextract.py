@@ -2,7 +2,7 @@
 run through the layer's extractor again.
 
 A turn is kept (``langmem_reextract``) in the transaction that applied the fallback's
-operations (:mod:`langmem_layer.write.fallback`). Re-running it is an ordinary ingest
+operations (:mod:`langmem_layer.extract.fallback`). Re-running it is an ordinary ingest
 once the model answers: its operations are keyed by their source message and
 content, so running the job again changes nothing. While the model is still down the
 re-run is abandoned before it writes, and the turn stays kept, one attempt more.
@@ -17,10 +17,10 @@ from typing import Any
 from langchain_core.messages import messages_from_dict
 
 from langmem_layer.jobs.registry import JobContext, JobOption, JobResult, register
-from langmem_layer.runner import Env, ExtractCall, Flow, StoreCall, require_user
+from langmem_layer.flow import Env, ExtractCall, Flow, StoreCall, require_user
 from langmem_layer.store import ops as mops
 from langmem_layer.write import apply as write
-from langmem_layer.write.extractor import fallback_label
+from langmem_layer.extract.base import fallback_label
 
 __all__ = ["ReextractResult", "reextract"]
 

@@ -12,7 +12,7 @@ per-user job (``per_user=True``) is a function of one user::
                             "WHERE user_id = %s", [user_id]))
         return {"counted": rows[0]["n"]}
 
-which :mod:`langmem_layer.jobs.runner` calls once per user, each call in a
+which :mod:`langmem_layer.jobs.runs` calls once per user, each call in a
 transaction of its own that also records the user as done. Either kind runs from
 ``langmem-layer jobs run NAME``, the ``langmem-layer worker`` schedule, the ``jobs``
 LangGraph graph, or code; registering it here is what makes it appear in
@@ -58,12 +58,12 @@ class JobContext:
     Args:
         store: The open store.
         database_url: The URL the store was opened on (None: resolved by
-            :mod:`langmem_layer.config`); flow jobs open their checkpointer on it.
+            :mod:`langmem_layer.environment`); flow jobs open their checkpointer on it.
         data_dir: The embedded server's directory when no URL is set.
         settings: Settings for the layer (default: :func:`config.settings_from_env`).
         layer: A ready layer to use instead of building one.
         synthesizer: What the reflection jobs synthesize with (default:
-            :func:`langmem_layer.config.default_synthesizer`, resolved on first use).
+            :func:`langmem_layer.environment.default_synthesizer`, resolved on first use).
     """
 
     def __init__(self, store: PostgresMemoryStore, *, database_url: str | None = None,
@@ -96,7 +96,7 @@ class JobContext:
     def layer(self) -> MemoryLayer:
         """The :class:`MemoryLayer` on :attr:`store` (inline extraction), built once."""
         if self._layer is None:
-            from langmem_layer.config import settings_from_env
+            from langmem_layer.environment import settings_from_env
             from langmem_layer.layer import MemoryLayer
 
             # Inline: a job runs to completion in this process; no worker thread.
@@ -247,8 +247,8 @@ class Job:
 
     def run(self, ctx: JobContext, *, now: datetime | None = None,
             **options: Any) -> JobResult:
-        """Run a whole-store job once, unrecorded (:func:`langmem_layer.jobs.runner.run`
-        records; :func:`~langmem_layer.jobs.runner.run_users` runs a per-user job).
+        """Run a whole-store job once, unrecorded (:func:`langmem_layer.jobs.runs.run`
+        records; :func:`~langmem_layer.jobs.runs.run_users` runs a per-user job).
 
         Args:
             ctx: The store (and layer) to run against.
@@ -267,7 +267,7 @@ class Job:
             raise ConfigurationError(
                 f"Job {self.name} runs per user: run it with "
                 f"`langmem-layer jobs run {self.name}` or "
-                f"langmem_layer.jobs.runner.run_users(ctx, JOBS[{self.name!r}], now=...).")
+                f"langmem_layer.jobs.runs.run_users(ctx, JOBS[{self.name!r}], now=...).")
         return self.function(ctx, now=now, **given)  # type: ignore[no-any-return]
 
     def given(self, options: Mapping[str, Any]) -> dict[str, Any]:

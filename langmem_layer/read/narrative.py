@@ -19,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from langmem_layer.read.query import TimeWindow, time_window
-from langmem_layer.runner import Env, scopes_for
+from langmem_layer.flow import Env, scopes_for
 from langmem_layer.store.ops import SummaryCandidatesOp
-from langmem_layer.store.ops_trust import LearnedTrust, TrustOp
+from langmem_layer.store.ops.trust import LearnedTrust, TrustOp
 from langmem_layer.types import MemoryRecord, Recalled, memory_namespace, utc_iso
 
 __all__ = ["RECENT_DAYS", "SUMMARY", "pick_summary", "turn_ops", "with_narrative"]

@@ -249,7 +249,7 @@ def rank_candidates(
         trust: Per-agent trust in [0, 1] as configured; an agent with no history
             counts 0.5.
         learned: The user's learned trust
-            (:class:`~langmem_layer.store.ops_trust.LearnedTrust`): where it has a
+            (:class:`~langmem_layer.store.ops.trust.LearnedTrust`): where it has a
             history for an agent (per kind when known), it replaces ``trust``.
         links: For each candidate key, the keys it is linked to (for the link spread).
     """

@@ -90,7 +90,7 @@ def purge_embedding_cache_sql(user_id: str, before: datetime) -> Sql:
     Args:
         user_id: The user whose entries go.
         before: Usually the store clock's now minus
-            :data:`~langmem_layer.store.embedding.CACHE_TTL`; such entries are
+            :data:`~langmem_layer.store.embedding.work.CACHE_TTL`; such entries are
             never read again, so deleting them only frees space.
 
     Returns:

@@ -4,12 +4,12 @@ Handlers are generators stepped by a :class:`~langmem_layer.store.plan.Plan`; th
 and async stores only perform the I/O steps of :mod:`langmem_layer.store.driver`.
 The parts live in their own modules:
 
-- :mod:`~langmem_layer.store.config`: the index configuration;
+- :mod:`~langmem_layer.store.options`: the index configuration;
 - :mod:`~langmem_layer.store.tenancy`: namespace validation, namespace → user;
-- :mod:`~langmem_layer.store.registry`: the op → handler table, built once per class;
-- :mod:`~langmem_layer.store.item_handlers`: LangGraph's ``BaseStore`` ops;
-- :mod:`~langmem_layer.store.memory_handlers`: recall, links, export and import;
-- :mod:`~langmem_layer.store.queue_handlers`, :mod:`~langmem_layer.store.working_handlers`;
+- :mod:`~langmem_layer.store.handlers.registry`: the op → handler table, built once per class;
+- :mod:`~langmem_layer.store.handlers.items`: LangGraph's ``BaseStore`` ops;
+- :mod:`~langmem_layer.store.handlers.memory`: recall, links, export and import;
+- :mod:`~langmem_layer.store.handlers.queue`, :mod:`~langmem_layer.store.handlers.working`;
 - :mod:`~langmem_layer.store.maintenance`: migrations, sweeps, indexes of large users;
 - :mod:`~langmem_layer.store.driver`: the one execution of a plan, for both stores.
 """
@@ -23,10 +23,10 @@ from typing import Any, Literal, cast
 
 from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp, ensure_embeddings
 
-from langmem_layer import embeddings
+from langmem_layer.store.embedding import models as embeddings
 from langmem_layer.sql.rls import APP_ROLE
 from langmem_layer.store import ops as mops
-from langmem_layer.store.config import (
+from langmem_layer.store.options import (
     MemoryIndexConfig,
     check_index_config,
     check_ttl_config,
@@ -34,17 +34,17 @@ from langmem_layer.store.config import (
     model_name,
     rls_enabled,
 )
-from langmem_layer.store.embedding import RETRY_BASE_DELAY, default_max_input_tokens
-from langmem_layer.store.item_handlers import GetManyOp, listing_user
-from langmem_layer.store.key_handlers import KeyHandlers
-from langmem_layer.store.lifecycle_handlers import LifecycleHandlers
+from langmem_layer.store.embedding.work import RETRY_BASE_DELAY, default_max_input_tokens
+from langmem_layer.store.handlers.items import GetManyOp, listing_user
+from langmem_layer.store.handlers.keys import KeyHandlers
+from langmem_layer.store.handlers.lifecycle import LifecycleHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
-from langmem_layer.store.memory_handlers import MemoryHandlers
+from langmem_layer.store.handlers.memory import MemoryHandlers
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
-from langmem_layer.store.queue_handlers import QueueHandlers
-from langmem_layer.store.trust_handlers import TrustHandlers
-from langmem_layer.store.user_handlers import UserHandlers
-from langmem_layer.store.working_handlers import WorkingHandlers
+from langmem_layer.store.handlers.queue import QueueHandlers
+from langmem_layer.store.handlers.trust import TrustHandlers
+from langmem_layer.store.handlers.users import UserHandlers
+from langmem_layer.store.handlers.working import WorkingHandlers
 from langmem_layer.types import MEMORY_ROOT
 
 __all__ = ["ANN_MIN_USER_VECTORS", "MAINTENANCE_OPS", "OWNER_OPS", "MemoryIndexConfig", "Plan",
@@ -71,7 +71,7 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
     Args:
         conn: The connection or pool the executing subclass uses.
         index: Embedding configuration, ``"default"`` for the default model
-            (:func:`langmem_layer.embeddings.default_index`), or ``None`` for no vectors.
+            (:func:`langmem_layer.store.embedding.models.default_index`), or ``None`` for no vectors.
         ttl: LangGraph ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``).
         tenant_roots: First namespace labels whose second label is the user id.
             Items elsewhere belong to the shared tenant ``""``.

@@ -30,7 +30,7 @@ from langchain_core.embeddings import Embeddings
 
 from langmem_layer.sql import rls
 from langmem_layer.store import db_errors
-from langmem_layer.store.embedding import Retry
+from langmem_layer.store.embedding.work import Retry
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Query
 
 __all__ = [

@@ -10,7 +10,7 @@ job of :mod:`langmem_layer.store.driver` (one for both stores) asks for, in this
 1. :meth:`Plan.cache_lookup` (if not ``None``), its rows to :meth:`Plan.deliver_cache`;
 2. :meth:`Plan.embedding_work`: the texts the cache did not have, embedded in calls of
    at most ``embedding_batch_size`` documents, each call under a
-   :class:`~langmem_layer.store.embedding.Retry`; then :meth:`Plan.deliver_embeddings`
+   :class:`~langmem_layer.store.embedding.work.Retry`; then :meth:`Plan.deliver_embeddings`
    (always, even with nothing to embed: cache hits are delivered there too);
 3. :meth:`Plan.next_query` / :meth:`Plan.deliver_rows` in one transaction; the first
    statement stores the new cache entries.
@@ -18,7 +18,7 @@ job of :mod:`langmem_layer.store.driver` (one for both stores) asks for, in this
 A plan is stepped once: its handlers consume the rows they are given. A transaction
 that has to be run again is run from a new plan of the same ops.
 
-Truncation, deduplication and the cache are in :mod:`langmem_layer.store.embedding`.
+Truncation, deduplication and the cache are in :mod:`langmem_layer.store.embedding.work`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langmem_layer.store.embedding import EmbeddingWork
+from langmem_layer.store.embedding.work import EmbeddingWork
 
 __all__ = ["MAINTENANCE", "Binding", "Embed", "Handler", "Plan", "Query", "Step"]
 

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.store.config import PoolConfig, pool_options, sweep_interval
+from langmem_layer.store.options import PoolConfig, pool_options, sweep_interval
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
 from langmem_layer.store.driver import (
     IO,
@@ -99,7 +99,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
 
         Raises:
             ConfigurationError: ``pipeline=True``, a ``deserializer``, or pool settings
-                that cannot work (see :func:`~langmem_layer.store.config.pool_options`).
+                that cannot work (see :func:`~langmem_layer.store.options.pool_options`).
             DatabaseUnavailableError: PostgreSQL cannot be reached.
         """
         pool = pool_options(pool_size, pool_config, pipeline=pipeline, deserializer=deserializer)

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from langchain_core.messages import BaseMessage
 
-from langmem_layer.config import database_url
-from langmem_layer.runner import Call, Env, Flow, Runner, StoreCall
+from langmem_layer.environment import database_url
+from langmem_layer.flow import Call, Env, Flow, Runner, StoreCall
 from langmem_layer.store import ops as mops
 from langmem_layer.working.trim import gather, handoff, split_turns
 

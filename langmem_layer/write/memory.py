@@ -13,7 +13,7 @@ from langgraph.store.base import PutOp
 
 from langmem_layer.errors import InvalidContentError
 from langmem_layer.refs import extract_refs
-from langmem_layer.runner import Env, Flow, StoreCall, require_user
+from langmem_layer.flow import Env, Flow, StoreCall, require_user
 from langmem_layer.sanitize import reject_nul
 from langmem_layer.store import ops as mops
 from langmem_layer.types import (
@@ -27,7 +27,7 @@ from langmem_layer.types import (
     Source,
     memory_namespace,
 )
-from langmem_layer.write.gate import content_problem
+from langmem_layer.extract.gate import content_problem
 
 __all__ = [
     "check_content", "memory_ops", "new_record", "put_record", "remember", "thread_link_ops",
@@ -49,7 +49,7 @@ _DEFAULT_LAYER = {
 
 def check_content(env: Env, content: str) -> str:
     """``content`` stripped, or an error saying how to fix it: the content rule
-    (:func:`~langmem_layer.write.gate.content_problem`) every way in applies.
+    (:func:`~langmem_layer.extract.gate.content_problem`) every way in applies.
 
     Raises:
         InvalidContentError: Empty, too short or too long once stripped, or holding a

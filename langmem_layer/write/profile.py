@@ -11,7 +11,7 @@ from typing import Any
 
 from langgraph.store.base import PutOp
 
-from langmem_layer.runner import Flow, StoreCall
+from langmem_layer.flow import Flow, StoreCall
 from langmem_layer.store import ops as mops
 from langmem_layer.types import (
     HistoryEntry,

@@ -1,0 +1,167 @@
+"""Where configuration comes from, resolved in one place.
+
+The command line, ``graphs/``, ``checkpointers/``, the demo and :class:`MemoryLayer`
+all ask here, so a deployment configures the library once, through the environment:
+
+- database: the ``url`` argument, else ``LANGMEM_DATABASE_URL``, else the embedded
+  PostgreSQL in the data directory (started when needed);
+- data directory: the ``data_dir`` argument, else ``LANGMEM_DATA_DIR``, else ``.langmem``;
+- settings: :meth:`MemorySettings.from_env` (``LANGMEM_*`` variables);
+- embedder: OpenAI ``text-embedding-3-small`` with ``OPENAI_API_KEY`` or
+  ``OPENAI_BASE_URL``, else the local all-MiniLM-L6-v2;
+- chat model and extractor: ``ChatOpenAI`` (``OPENAI_MODEL``, default ``gpt-4o-mini``)
+  and the LLM extractor when OpenAI is configured, else the rule extractor (and the
+  offline chat model for the demo agent);
+- synthesizer of the reflection jobs: a model synthesizer on that chat model, else the
+  offline (template) synthesizer.
+
+Nothing here connects or loads a model at import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langmem_layer.store.embedding.models import openai_configured
+from langmem_layer.errors import ConfigurationError
+from langmem_layer.settings import MemorySettings
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from langmem_layer.store.sync import PostgresMemoryStore
+    from langmem_layer.synth.base import Synthesizer
+    from langmem_layer.extract.base import Extractor
+
+__all__ = [
+    "agent_chat_model",
+    "data_dir",
+    "database_url",
+    "default_chat_model",
+    "default_extractor",
+    "default_synthesizer",
+    "open_store",
+    "settings_from_env",
+    "settings_from_file",
+]
+
+DEFAULT_DATA_DIR = ".langmem"
+DEFAULT_OPENAI_CHAT_MODEL = "gpt-4o-mini"
+
+
+def data_dir(path: str | Path | None = None) -> Path:
+    """The embedded server's directory: ``path``, else ``LANGMEM_DATA_DIR``, else ``.langmem``."""
+    return Path(path or os.environ.get("LANGMEM_DATA_DIR") or DEFAULT_DATA_DIR)
+
+
+_data_dir = data_dir  # database_url() takes a parameter of the same name
+
+
+def configured_url(url: str | None = None) -> str | None:
+    """``url`` or ``LANGMEM_DATABASE_URL``; None means the embedded server."""
+    return url or os.environ.get("LANGMEM_DATABASE_URL") or None
+
+
+def database_url(url: str | None = None, *, data_dir: str | Path | None = None) -> str:
+    """The memory database: ``url``, else ``LANGMEM_DATABASE_URL``, else the embedded one.
+
+    The embedded server (in :func:`data_dir`) is started when needed.
+    """
+    found = configured_url(url)
+    if found:
+        return found
+    from langmem_layer.store.embedded import embedded_uri
+
+    return embedded_uri(_data_dir(data_dir))
+
+
+def settings_from_env(**overrides: Any) -> MemorySettings:
+    """:class:`MemorySettings` from the ``LANGMEM_*`` environment, plus ``overrides``."""
+    return MemorySettings.from_env(**overrides)
+
+
+def default_chat_model() -> BaseChatModel | None:
+    """``ChatOpenAI`` when OpenAI (or a compatible server) is configured, else None."""
+    if not openai_configured():
+        return None
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(model=os.environ.get("OPENAI_MODEL", DEFAULT_OPENAI_CHAT_MODEL))
+
+
+def agent_chat_model() -> BaseChatModel:
+    """The demo and Studio agent's model: :func:`default_chat_model`, else the offline one."""
+    model = default_chat_model()
+    if model is not None:
+        return model
+    from langmem_layer.offline import OfflineChatModel
+
+    return OfflineChatModel()
+
+
+def default_extractor(chat_model: BaseChatModel | None = None) -> Extractor:
+    """An LLM extractor on ``chat_model`` (or :func:`default_chat_model`), else the rules."""
+    chat_model = chat_model or default_chat_model()
+    if chat_model is not None:
+        from langmem_layer.extract.llm import LLMExtractor
+
+        return LLMExtractor(chat_model)
+    from langmem_layer.extract.rules import RuleExtractor
+
+    return RuleExtractor()
+
+
+def default_synthesizer(chat_model: BaseChatModel | None = None) -> Synthesizer:
+    """The reflection jobs' synthesizer: a :class:`~langmem_layer.synth.ModelSynthesizer`
+    on ``chat_model`` (or :func:`default_chat_model`), else the offline one."""
+    chat_model = chat_model or default_chat_model()
+    if chat_model is not None:
+        from langmem_layer.synth.base import ModelSynthesizer
+
+        return ModelSynthesizer(chat_model)
+    from langmem_layer.synth.offline import OfflineSynthesizer
+
+    return OfflineSynthesizer()
+
+
+@contextmanager
+def open_store(url: str | None = None, *, data_dir: str | Path | None = None,
+               **kwargs: Any) -> Iterator[PostgresMemoryStore]:
+    """A :class:`PostgresMemoryStore` on :func:`database_url`; closed on exit.
+
+    Args:
+        url: A PostgreSQL URL; default ``LANGMEM_DATABASE_URL``, else the embedded server.
+        data_dir: The embedded server's directory when no URL is set.
+        **kwargs: Passed to the store (``index``, ``pool_size``, ``ttl`` ...).
+    """
+    from langmem_layer.store.sync import PostgresMemoryStore
+
+    with PostgresMemoryStore.from_conn_string(database_url(url, data_dir=data_dir),
+                                              **kwargs) as store:
+        yield store
+
+
+def settings_from_file(path: str | None) -> MemorySettings:
+    """Settings from a JSON object of ``MemorySettings`` fields, over ``LANGMEM_*``.
+
+    Args:
+        path: The JSON file; None: :func:`settings_from_env` alone.
+
+    Raises:
+        ConfigurationError: The file cannot be read, or holds no JSON object.
+    """
+    if path is None:
+        return settings_from_env()
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigurationError(f"--settings {path}: {e}; pass a JSON object of "
+                                 "MemorySettings fields, e.g. {\"rrf_k\": 5}") from e
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"--settings {path} must hold a JSON object")
+    return settings_from_env(**data)

@@ -1,0 +1,231 @@
+"""The flow runner: requests a flow yields, what flows share, and :class:`Runner`.
+
+Each flow is a generator that yields requests — :class:`StoreCall` (a batch of store
+ops), :class:`ExtractCall` (run the extractor) or a :class:`Call` that a registered
+handler executes — and returns its result. A :class:`Runner` drives a flow with
+``store.batch`` and ``extractor.extract`` in sync code, or with ``abatch`` /
+``aextract`` in async code: every operation is written once, as a flow, and runs
+both ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
+
+from langchain_core.messages import BaseMessage
+
+from langmem_layer.errors import MissingUserError
+from langmem_layer.settings import MemorySettings
+from langmem_layer.tokens import TokenCounter
+from langmem_layer.types import (
+    IDENTITY_SCOPE,
+    Recalled,
+)
+from langmem_layer.extract.base import Extractor
+from langmem_layer.extract.gate import WriteGate
+
+__all__ = [
+    "AsyncHandlers",
+    "Call",
+    "Env",
+    "ExtractCall",
+    "Flow",
+    "Handlers",
+    "Request",
+    "Runner",
+    "StoreCall",
+    "require_user",
+    "scopes_for",
+]
+
+T = TypeVar("T")
+
+
+class StoreCall(NamedTuple):
+    """Request: run these ops in one store batch (one transaction)."""
+
+    ops: list[Any]
+
+
+class ExtractCall(NamedTuple):
+    """Request: run the extractor."""
+
+    messages: Sequence[BaseMessage]
+    existing: Sequence[Recalled]
+    now: datetime
+
+
+class Call:
+    """Base of the requests a handler executes (see :meth:`Runner.handle`).
+
+    The store and the extractor are the runner's own; anything else a flow needs done
+    outside it (a checkpointer call, waking the extraction worker) is a ``Call``
+    subclass with a sync and an async handler.
+    """
+
+
+Request: TypeAlias = StoreCall | ExtractCall | Call
+
+#: A flow returning ``T``: yields requests, receives their replies (or has their
+#: errors raised at the ``yield``).
+Flow: TypeAlias = Generator[Request, Any, T]
+
+#: Sync handlers of :class:`Call` types, and their async twins.
+Handlers: TypeAlias = Mapping[type[Call], Callable[[Any], Any]]
+AsyncHandlers: TypeAlias = Mapping[type[Call], Callable[[Any], Awaitable[Any]]]
+
+
+@dataclass
+class Env:
+    """What flows need besides I/O: settings, the gate, the token counter, agent trust."""
+
+    settings: MemorySettings
+    gate: WriteGate
+    counter: TokenCounter
+    trust: Mapping[str, float] = field(default_factory=dict)
+
+    def trust_of(self, agent_id: str | None, learned: Any = None, kind: str | None = None
+                 ) -> float:
+        """An agent's trust (R7.2): confirmed / total of its checkable writes when
+        ``learned`` (a :class:`~langmem_layer.store.ops.trust.LearnedTrust`) has a history
+        for it (per ``kind`` when known), else the configured trust, else 0.5."""
+        default = self.trust.get(agent_id or "", 0.5)
+        return default if learned is None else float(learned.of(agent_id, kind, default))
+
+
+def require_user(user_id: str | None) -> str:
+    """Validate a user id; the error says how to pass one.
+
+    Raises:
+        MissingUserError: No user id, one that is not a string, blank, or with a dot
+            (namespaces join labels with dots).
+    """
+    if user_id is None or user_id == "":
+        raise MissingUserError(
+            "No user_id: pass it per run as "
+            "graph.invoke(inputs, config={'configurable': {'user_id': 'alice'}}) "
+            "or as the first argument of the MemoryLayer method."
+        )
+    if not isinstance(user_id, str):
+        raise MissingUserError(
+            f"user_id must be a string, got {type(user_id).__name__} ({user_id!r}): "
+            f"pass str(user_id) if it is a number."
+        )
+    if not user_id.strip():
+        raise MissingUserError(
+            f"user_id must not be blank, got {user_id!r}: pass the user's id, e.g. 'alice'."
+        )
+    if "." in user_id or "\x00" in user_id:
+        raise MissingUserError(f"user_id {user_id!r} must not contain '.' or NUL.")
+    return user_id
+
+
+def scopes_for(env: Env, profile: str | None) -> tuple[str, str]:
+    """A run sees its profile and the user's global identity memories."""
+    return (profile or env.settings.default_profile, IDENTITY_SCOPE)
+
+
+
+
+class _Done(Generic[T]):
+    """A finished flow's result (its ``StopIteration`` value)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+
+def _resume(flow: Flow[T], reply: Any = None, error: Exception | None = None
+            ) -> Request | _Done[T]:
+    # The one place a flow is stepped: the reply (or the request's error, raised at its
+    # ``yield``) goes in, the next request or the result comes out.
+    try:
+        return flow.throw(error) if error is not None else flow.send(reply)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+class Runner:
+    """Executes flows against a store and an extractor, in sync or async code.
+
+    Args:
+        store: Executes :class:`StoreCall` ops with ``batch`` / ``abatch``.
+        extractor: Executes :class:`ExtractCall` with ``extract`` / ``aextract``.
+
+    A failed request is raised inside the flow at its ``yield``; a flow that does not
+    handle it fails with it.
+    """
+
+    def __init__(self, store: Any, extractor: Extractor) -> None:
+        self.store = store
+        self.extractor = extractor
+        self._handlers: dict[type[Call], Callable[[Any], Any]] = {}
+        self._ahandlers: dict[type[Call], Callable[[Any], Awaitable[Any]]] = {}
+
+    def handle(self, kind: type[Call], sync: Callable[[Any], Any],
+               async_: Callable[[Any], Awaitable[Any]]) -> None:
+        """Execute requests of type ``kind`` with ``sync`` in :meth:`run`, ``async_`` in
+        :meth:`arun`."""
+        self._handlers[kind] = sync
+        self._ahandlers[kind] = async_
+
+    def run(self, flow: Flow[T], *, extra: Handlers | None = None) -> T:
+        """Execute a flow synchronously; returns its result.
+
+        Args:
+            flow: The flow.
+            extra: Handlers for this run only, of request types the runner does not
+                handle (the session sweeper's checkpointer calls, for instance).
+        """
+        step = _resume(flow)
+        while not isinstance(step, _Done):
+            try:
+                reply = self._call(step, extra)
+            except Exception as e:
+                step = _resume(flow, error=e)
+            else:
+                step = _resume(flow, reply)
+        return step.value
+
+    async def arun(self, flow: Flow[T], *, extra: AsyncHandlers | None = None) -> T:
+        """Async twin of :meth:`run` (``extra`` handlers are coroutine functions)."""
+        step = _resume(flow)
+        while not isinstance(step, _Done):
+            try:
+                reply = await self._acall(step, extra)
+            except Exception as e:
+                step = _resume(flow, error=e)
+            else:
+                step = _resume(flow, reply)
+        return step.value
+
+    def _call(self, request: Request, extra: Handlers | None) -> Any:
+        if isinstance(request, StoreCall):
+            return self.store.batch(request.ops)
+        if isinstance(request, ExtractCall):
+            return self.extractor.extract(request.messages, existing=request.existing,
+                                          now=request.now)
+        return self._handler(request, extra, self._handlers)(request)
+
+    async def _acall(self, request: Request, extra: AsyncHandlers | None) -> Any:
+        if isinstance(request, StoreCall):
+            return await self.store.abatch(request.ops)
+        if isinstance(request, ExtractCall):
+            return await self.extractor.aextract(request.messages, existing=request.existing,
+                                                 now=request.now)
+        return await self._handler(request, extra, self._ahandlers)(request)
+
+    @staticmethod
+    def _handler(request: Call, extra: Mapping[type[Call], Any] | None,
+                 registered: Mapping[type[Call], Any]) -> Any:
+        kind = type(request)
+        if extra and kind in extra:
+            return extra[kind]
+        try:
+            return registered[kind]
+        except KeyError:
+            raise TypeError(f"No handler for flow request {request!r}") from None

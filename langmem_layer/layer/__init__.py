@@ -1,0 +1,7 @@
+"""layer: re-exports."""
+
+from langmem_layer.layer.core import MemoryLayer
+
+__all__ = [
+    "MemoryLayer",
+]

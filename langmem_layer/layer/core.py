@@ -1,0 +1,570 @@
+"""`MemoryLayer`: the façade a LangGraph user holds — three nodes and a direct API.
+
+Every method exists in sync and async form (``recall`` / ``arecall``). Each operation
+is written once, as a flow (:mod:`langmem_layer.flow`); its keyword parameters are
+declared once, as a ``TypedDict`` both twins unpack. The twins differ only in the
+:class:`~langmem_layer.flow.Runner` method that executes the flow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar, Unpack
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langgraph.graph import StateGraph
+from langgraph.store.base import BaseStore
+
+from langmem_layer import checks, control
+from langmem_layer.layer import nodes
+from langmem_layer.layer.agent_methods import AgentMethods
+from langmem_layer.settings.calibration import apply_profile
+from langmem_layer.environment import default_extractor
+from langmem_layer.layer.control_methods import ControlMethods
+from langmem_layer.knowledge import knowledge_retriever
+from langmem_layer.layer.knowledge_methods import KnowledgeMethods
+from langmem_layer.layer.params import (
+    ContextBlockArgs,
+    DecisionsArgs,
+    ForgetArgs,
+    ListArgs,
+    NowArgs,
+    OutcomeArgs,
+    PendingArgs,
+    RecallArgs,
+    RememberArgs,
+    TurnArgs,
+)
+from langmem_layer.read import recall as read
+from langmem_layer.read.block import ContextBlock
+from langmem_layer.flow import AsyncHandlers, Env, Flow, Handlers, Runner
+from langmem_layer.settings import MemorySettings
+from langmem_layer.store.ops import IngestLogEntry, UserDeletion
+from langmem_layer.tokens import get_token_counter
+from langmem_layer.layer.trust_methods import TrustMethods
+from langmem_layer.types import HistoryEntry, Kind, Layer, Policy, Recalled
+from langmem_layer.worker import Worker
+from langmem_layer.layer.working_methods import WorkingMemoryMethods
+from langmem_layer.write import apply as write
+from langmem_layer.write import memory as write_memory
+from langmem_layer.write.apply import IngestResult, Leases, ProcessResult
+from langmem_layer.extract.base import Extractor
+from langmem_layer.extract.gate import WriteGate
+
+__all__ = ["MemoryLayer"]
+
+T = TypeVar("T")
+
+
+class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeMethods,
+                  TrustMethods):
+    """Long-term memory for a LangGraph agent.
+
+    Args:
+        store: A :class:`~langmem_layer.PostgresMemoryStore` (or its async twin; any
+            store that executes the ops of :mod:`langmem_layer.store.ops`).
+        settings: Thresholds, weights and budgets; fields left unset take the calibration
+            profile of the store's embedding model (:mod:`langmem_layer.calibration`),
+            else the specification's defaults.
+        embeddings: Unused when the store already embeds (it does); kept for symmetry
+            with LangMem so a caller may pass the model explicitly.
+        extractor: Proposes memory operations. Default: an LLM extractor on
+            ``chat_model`` (or OpenAI when ``OPENAI_API_KEY`` is set), else the rules.
+        chat_model: Chat model for the default LLM extractor.
+        extraction: ``"background"`` (default): ``extract_after_turn`` queues the turn
+            durably and returns; a worker thread (or task, in async graphs) extracts it.
+            ``"inline"``: the turn is queued and extracted before the node returns.
+        clock: Returns "now" for nodes (methods also take ``now=``).
+        trust: Per-agent trust in [0, 1] used in ranking.
+        knowledge: A knowledge source queried beside memory on each turn: any LangChain
+            ``BaseRetriever`` or ``VectorStore`` (a store is asked for
+            ``settings.knowledge_k`` documents), e.g. :func:`~langmem_layer.knowledge_store`
+            on the same database. Its documents get their own block section; a failing
+            source is logged and the turn goes on without them.
+
+    The three nodes are attributes usable in ``StateGraph.add_node`` for sync and async
+    graphs: ``load_memory``, ``assemble_context`` and ``extract_after_turn``.
+    """
+
+    def __init__(
+        self,
+        store: BaseStore,
+        *,
+        settings: MemorySettings | None = None,
+        embeddings: Any = None,
+        extractor: Extractor | None = None,
+        chat_model: BaseChatModel | None = None,
+        extraction: Literal["background", "inline"] = "background",
+        clock: Callable[[], datetime] | None = None,
+        trust: Mapping[str, float] | None = None,
+        knowledge: Any = None,
+    ) -> None:
+        self.store = store
+        # Retrieval values that fit the store's embedder fill what the caller left unset.
+        self.settings = apply_profile(settings, getattr(store, "model_id", None))
+        self.embeddings = embeddings
+        self.extractor = extractor or default_extractor(chat_model)
+        self.extraction = extraction
+        self.knowledge = knowledge_retriever(knowledge, k=self.settings.knowledge_k)
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.env = Env(
+            settings=self.settings,
+            gate=WriteGate(self.settings.gate),
+            counter=get_token_counter(self.settings.encoding),
+            trust=dict(trust or {}),
+        )
+        #: The most recent ingest results (newest last), for inspection and the demo.
+        self.ingest_log: deque[IngestResult] = deque(maxlen=100)
+        self._runner = Runner(store, self.extractor)
+        self._worker = Worker(self._runner, self.settings, self._process_batch,
+                              self.ingest_log.extend)
+        self._worker.now = self.now
+        self.load_memory, self.assemble_context, self.extract_after_turn = (
+            nodes.build_nodes(self))
+
+    @property
+    def worker_poll_seconds(self) -> float:
+        """Seconds the worker thread sleeps between queue polls when not woken."""
+        return self._worker.poll_seconds
+
+    @worker_poll_seconds.setter
+    def worker_poll_seconds(self, seconds: float) -> None:
+        self._worker.poll_seconds = seconds
+
+    # -- executing flows ---------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The layer's current time."""
+        return self._clock()
+
+    def run(self, flow: Flow[T], *, extra: Handlers | None = None) -> T:
+        """Execute a flow synchronously (see :meth:`langmem_layer.flow.Runner.run`).
+
+        Args:
+            flow: The flow.
+            extra: Handlers of request types besides the store, extractor and worker
+                requests (the session sweeper's checkpointer calls, for instance).
+        """
+        return self._runner.run(flow, extra=extra)
+
+    async def arun(self, flow: Flow[T], *, extra: AsyncHandlers | None = None) -> T:
+        """Async twin of :meth:`run`."""
+        return await self._runner.arun(flow, extra=extra)
+
+    # -- direct API --------------------------------------------------------------------
+
+    def remember(self, user_id: str, content: str, **kw: Unpack[RememberArgs]) -> Recalled:
+        """Write one memory directly, bypassing extraction and the gate.
+
+        Identity-layer memories are stored global to the user; others in ``profile``.
+        With ``thread_id`` the memory is part of that thread: it records it and is linked
+        to the thread's previous memory, as the write path does.
+
+        Args:
+            user_id: The user.
+            content: The memory's text.
+            **kw: See :class:`~langmem_layer.layer.params.RememberArgs`.
+
+        Raises:
+            InvalidContentError: ``content`` breaks the content rule every way in applies
+                (:func:`~langmem_layer.extract.gate.content_problem`): empty, shorter than
+                ``settings.gate.min_content_chars`` or longer than ``max_content_chars``
+                once stripped, or holding a NUL character.
+        """
+        return self._runner.run(self._remember(user_id, content, **kw))
+
+    async def aremember(self, user_id: str, content: str, **kw: Unpack[RememberArgs]
+                        ) -> Recalled:
+        """Async twin of :meth:`remember`."""
+        return await self._runner.arun(self._remember(user_id, content, **kw))
+
+    def recall(self, user_id: str, query: str | None, **kw: Unpack[RecallArgs]
+               ) -> list[Recalled]:
+        """Retrieve the user's most relevant active memories (pinned first).
+
+        Args:
+            user_id: The user.
+            query: What to recall for; ``None`` ranks without a query.
+            **kw: See :class:`~langmem_layer.layer.params.RecallArgs`.
+        """
+        return self._runner.run(self._recall(user_id, query, **kw))
+
+    async def arecall(self, user_id: str, query: str | None, **kw: Unpack[RecallArgs]
+                      ) -> list[Recalled]:
+        """Async twin of :meth:`recall`."""
+        return await self._runner.arun(self._recall(user_id, query, **kw))
+
+    def ingest(self, user_id: str, messages: Sequence[BaseMessage], **kw: Unpack[TurnArgs]
+               ) -> IngestResult:
+        """Extract, gate and apply memories from ``messages`` now; returns the decisions.
+
+        Args:
+            user_id: The user.
+            messages: The turn.
+            **kw: See :class:`~langmem_layer.layer.params.TurnArgs`.
+        """
+        return self._runner.run(self._ingest(user_id, messages, **kw))
+
+    async def aingest(self, user_id: str, messages: Sequence[BaseMessage],
+                      **kw: Unpack[TurnArgs]) -> IngestResult:
+        """Async twin of :meth:`ingest`."""
+        return await self._runner.arun(self._ingest(user_id, messages, **kw))
+
+    def context_block(self, user_id: str, query: str | None,
+                      **kw: Unpack[ContextBlockArgs]) -> ContextBlock:
+        """The memory block ``assemble_context`` would render for ``query``: exactly it.
+
+        The recall and the user's recent messages from other threads (outside
+        ``thread_id``), rendered by the one block builder the node uses, the thread's
+        short-term window taken from ``messages``, and the documents of the knowledge
+        source (``knowledge=``), queried at the same time. Like ``load_memory``, it does
+        not reinforce what it shows.
+
+        Args:
+            user_id: The user.
+            query: What to recall for.
+            **kw: See :class:`~langmem_layer.layer.params.ContextBlockArgs`.
+        """
+        return self._block_beside_knowledge(user_id, query, kw)
+
+    async def acontext_block(self, user_id: str, query: str | None,
+                             **kw: Unpack[ContextBlockArgs]) -> ContextBlock:
+        """Async twin of :meth:`context_block`."""
+        return await self._ablock_beside_knowledge(user_id, query, kw)
+
+    def get(self, user_id: str, memory_id: str) -> Recalled:
+        """One memory by id (any status).
+
+        Raises:
+            MemoryNotFoundError: No such memory for the user.
+        """
+        return self._runner.run(control.get(user_id, memory_id))
+
+    async def aget(self, user_id: str, memory_id: str) -> Recalled:
+        """Async twin of :meth:`get`."""
+        return await self._runner.arun(control.get(user_id, memory_id))
+
+    def list(self, user_id: str, **kw: Unpack[ListArgs]) -> builtins.list[Recalled]:
+        """The user's memories in ``profile`` and identity, newest first.
+
+        Args:
+            user_id: The user.
+            **kw: See :class:`~langmem_layer.layer.params.ListArgs`.
+        """
+        return self._runner.run(self._list(user_id, **kw))
+
+    async def alist(self, user_id: str, **kw: Unpack[ListArgs]) -> builtins.list[Recalled]:
+        """Async twin of :meth:`list`."""
+        return await self._runner.arun(self._list(user_id, **kw))
+
+    def correct(self, user_id: str, memory_id: str, content: str, **kw: Unpack[NowArgs]
+                ) -> Recalled:
+        """Replace a memory's content; it is re-embedded in the same transaction.
+
+        Args:
+            user_id: The user.
+            memory_id: The memory.
+            content: Its new text.
+            **kw: See :class:`~langmem_layer.layer.params.NowArgs`.
+
+        Raises:
+            MemoryNotFoundError: No such memory for the user.
+            InvalidContentError: ``content`` breaks the content rule (as for
+                :meth:`remember`).
+        """
+        return self._runner.run(self._correct(user_id, memory_id, content, **kw))
+
+    async def acorrect(self, user_id: str, memory_id: str, content: str,
+                       **kw: Unpack[NowArgs]) -> Recalled:
+        """Async twin of :meth:`correct`."""
+        return await self._runner.arun(self._correct(user_id, memory_id, content, **kw))
+
+    def forget(self, user_id: str, memory_id: str, **kw: Unpack[ForgetArgs]) -> bool:
+        """Archive a memory; with ``hard=True`` delete it with its vectors and links.
+
+        Args:
+            user_id: The user.
+            memory_id: The memory.
+            **kw: See :class:`~langmem_layer.layer.params.ForgetArgs`.
+        """
+        return self._runner.run(self._forget(user_id, memory_id, **kw))
+
+    async def aforget(self, user_id: str, memory_id: str, **kw: Unpack[ForgetArgs]) -> bool:
+        """Async twin of :meth:`forget`."""
+        return await self._runner.arun(self._forget(user_id, memory_id, **kw))
+
+    def history(self, user_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
+        """Every change in a memory's life, oldest first: status transitions, closed
+        loops, flags and corrections, each with its time and reason (R5.2).
+
+        Raises:
+            MemoryNotFoundError: No such memory for the user.
+        """
+        return self._runner.run(control.history(user_id, memory_id))
+
+    async def ahistory(self, user_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
+        """Async twin of :meth:`history`."""
+        return await self._runner.arun(control.history(user_id, memory_id))
+
+    def record_outcome(self, user_id: str, memory_id: str, **kw: Unpack[OutcomeArgs]
+                       ) -> tuple[int, int]:
+        """Count one outcome of following a procedural habit; the lifecycle job retires a
+        habit that keeps failing (R5.2).
+
+        Args:
+            user_id: The user.
+            memory_id: A procedural memory.
+            **kw: See :class:`~langmem_layer.layer.params.OutcomeArgs` (``success`` required).
+
+        Returns:
+            The habit's (successes, failures) after counting this one.
+
+        Raises:
+            MemoryNotFoundError: No such memory for the user.
+            NotProceduralError: The memory is not procedural.
+        """
+        return self._runner.run(self._record_outcome(user_id, memory_id, **kw))
+
+    async def arecord_outcome(self, user_id: str, memory_id: str, **kw: Unpack[OutcomeArgs]
+                              ) -> tuple[int, int]:
+        """Async twin of :meth:`record_outcome`."""
+        return await self._runner.arun(self._record_outcome(user_id, memory_id, **kw))
+
+    def export(self, user_id: str) -> dict[str, Any]:
+        """Everything stored for the user, as JSON-ready data that :meth:`import_` accepts."""
+        return self._runner.run(control.export(user_id))
+
+    async def aexport(self, user_id: str) -> dict[str, Any]:
+        """Async twin of :meth:`export`."""
+        return await self._runner.arun(control.export(user_id))
+
+    def import_(self, user_id: str, data: Mapping[str, Any]) -> int:
+        """Load an export (re-embedding it); returns how many items were written."""
+        return self._runner.run(control.import_(
+            user_id, data, max_content_chars=self.settings.gate.max_content_chars))
+
+    async def aimport_(self, user_id: str, data: Mapping[str, Any]) -> int:
+        """Async twin of :meth:`import_`."""
+        return await self._runner.arun(control.import_(
+            user_id, data, max_content_chars=self.settings.gate.max_content_chars))
+
+    def delete_user(self, user_id: str) -> UserDeletion:
+        """Erase everything stored for the user, in one transaction (R9.1).
+
+        Every per-user table loses the user's rows: memories with their vectors and
+        links, the extraction queue, the decision log, the embedding cache, term
+        statistics, threads, the message log, applied-operation records, turns waiting
+        for re-extraction, and the user's own vector indexes. Other users are untouched.
+        Graph checkpoints are LangGraph's: delete the user's threads there too.
+
+        Args:
+            user_id: The user.
+
+        Returns:
+            Rows deleted per table.
+        """
+        return self._runner.run(control.delete_user(user_id))
+
+    async def adelete_user(self, user_id: str) -> UserDeletion:
+        """Async twin of :meth:`delete_user`."""
+        return await self._runner.arun(control.delete_user(user_id))
+
+    def decisions(self, user_id: str, **kw: Unpack[DecisionsArgs]
+                  ) -> builtins.list[IngestLogEntry]:
+        """Why things were or were not remembered: the latest ingests' gate decisions.
+
+        Args:
+            user_id: The user.
+            **kw: See :class:`~langmem_layer.layer.params.DecisionsArgs`.
+        """
+        return self._runner.run(self._decisions(user_id, **kw))
+
+    async def adecisions(self, user_id: str, **kw: Unpack[DecisionsArgs]
+                         ) -> builtins.list[IngestLogEntry]:
+        """Async twin of :meth:`decisions`."""
+        return await self._runner.arun(self._decisions(user_id, **kw))
+
+    def wire(self, builder: StateGraph, agent: str = "agent") -> StateGraph:
+        """Put the three nodes around ``agent`` (see :func:`langmem_layer.layer.nodes.wire`)."""
+        return nodes.wire(self, builder, agent)
+
+    # -- the extraction queue -----------------------------------------------------------
+
+    def submit(self, user_id: str, messages: Sequence[BaseMessage], **kw: Unpack[TurnArgs]
+               ) -> int | None:
+        """Queue a turn durably and let the worker thread extract it; returns the entry id.
+
+        Returns at once. The turn stays in the queue until it is extracted, across
+        failures and restarts; with ``extraction="inline"`` it is extracted before
+        this returns.
+
+        Args:
+            user_id: The user.
+            messages: The turn.
+            **kw: See :class:`~langmem_layer.layer.params.TurnArgs`.
+        """
+        return self._runner.run(self._submit(user_id, messages, **kw))
+
+    async def asubmit(self, user_id: str, messages: Sequence[BaseMessage],
+                      **kw: Unpack[TurnArgs]) -> int | None:
+        """Async twin of :meth:`submit`: extraction runs as a task on the running loop."""
+        return await self._runner.arun(self._submit(user_id, messages, **kw))
+
+    def process_pending(self, **kw: Unpack[PendingArgs]) -> ProcessResult:
+        """Extract every queue entry ready now (all users, or one); returns what happened.
+
+        Args:
+            **kw: See :class:`~langmem_layer.layer.params.PendingArgs`.
+        """
+        return self._runner.run(self._worker.process_pending(**kw))
+
+    async def aprocess_pending(self, **kw: Unpack[PendingArgs]) -> ProcessResult:
+        """Async twin of :meth:`process_pending`."""
+        return await self._runner.arun(self._worker.process_pending(**kw))
+
+    def drain(self, timeout: float | None = None) -> ProcessResult:
+        """Extract everything queued so far that is ready, then return.
+
+        Entries that failed stay queued for their retry time and are reported in
+        ``failed``; they are not waited for.
+
+        Raises:
+            TimeoutError: It took longer than ``timeout`` seconds.
+        """
+        return self._worker.drain(timeout)
+
+    async def adrain(self, timeout: float | None = None) -> ProcessResult:
+        """Async twin of :meth:`drain`; also awaits this loop's extraction tasks."""
+        return await self._worker.adrain(timeout)
+
+    def close(self) -> None:
+        """Finish queued extraction and stop the worker thread.
+
+        Call it before the store closes. After the store closed it only stops the
+        worker: what was not extracted stays queued for the next worker.
+        """
+        self._worker.stop()
+        if not self._worker.store_closed():
+            self.drain()
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`: also awaits this loop's extraction tasks; call it
+        before closing the store."""
+        await self.adrain()
+        await asyncio.to_thread(self.close)
+
+    # -- the flows behind the methods: defaults applied here, once ---------------------
+
+    def _remember(self, user_id: str, content: str, *, profile: str | None = None,
+                  kind: Kind = Kind.EPISODIC_EVENT, layer: Layer | None = None,
+                  policy: Policy = Policy.SPEAK, pinned: bool = False,
+                  confidence: float = 0.8, salience: float = 0.5, refs: Sequence[str] = (),
+                  due_at: datetime | None = None, thread_id: str | None = None,
+                  now: datetime | None = None) -> Flow[Recalled]:
+        # Text, then the content rule every way in applies (write.memory.check_content).
+        checks.check_is_text(content)
+        write_memory.check_content(self.env, content)
+        kind = checks.check_choice(kind, Kind, "kind")
+        layer = None if layer is None else checks.check_choice(layer, Layer, "layer")
+        policy = checks.check_choice(policy, Policy, "policy")
+        confidence = checks.check_score(confidence, "confidence")
+        salience = checks.check_score(salience, "salience")
+        refs = checks.check_strings(refs, "refs")
+        checks.check_time(due_at, "due_at")
+        checks.check_time(now, "now")
+        return write_memory.remember(
+            self.env, user_id, content, profile=profile, now=now or self.now(), kind=kind,
+            layer=layer, policy=policy, pinned=pinned, confidence=confidence,
+            salience=salience, refs=refs, due_at=due_at, thread_id=thread_id)
+
+    def _recall(self, user_id: str, query: str | None, *, profile: str | None = None,
+                limit: int | None = None, refs: Sequence[str] = (),
+                now: datetime | None = None) -> Flow[builtins.list[Recalled]]:
+        if query is not None and not isinstance(query, str):
+            checks.check_content_text(query, "query")  # raises: a query is text
+        # A NUL in a query is dropped, not refused: a query is conversation text, and
+        # the read path removes it (langmem_layer.sanitize) as the write path does.
+        limit = checks.check_limit(limit)
+        refs = checks.check_strings(refs, "refs")
+        checks.check_time(now, "now")
+        return read.recall(
+            self.env, user_id, query, profile=profile, limit=limit or self.settings.recall_limit,
+            now=now or self.now(), refs=refs)
+
+    def _ingest(self, user_id: str, messages: Sequence[BaseMessage], *,
+                profile: str | None = None, thread_id: str | None = None,
+                agent_id: str | None = None, now: datetime | None = None
+                ) -> Flow[IngestResult]:
+        checks.check_messages(messages)
+        checks.check_time(now, "now")
+        result = yield from write.ingest(
+            self.env, user_id, messages, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now())
+        self.ingest_log.append(result)
+        return result
+
+    def _block_inputs(self, user_id: str, query: str | None, *, profile: str | None = None,
+                      thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
+                      now: datetime | None = None) -> Flow[read.BlockInputs]:
+        return read.block_inputs_flow(self.env, user_id, query, profile=profile,
+                                      thread_id=thread_id, messages=messages,
+                                      now=now or self.now())
+
+    def _list(self, user_id: str, *, profile: str | None = None,
+              statuses: Sequence[str] | None = ("active",), limit: int = 100
+              ) -> Flow[builtins.list[Recalled]]:
+        statuses = checks.check_statuses(statuses)
+        limit = checks.check_limit(limit) or 100
+        return control.list_memories(self.env, user_id, profile=profile, statuses=statuses,
+                                     limit=limit)
+
+    def _correct(self, user_id: str, memory_id: str, content: str, *,
+                 now: datetime | None = None) -> Flow[Recalled]:
+        # The content rule applies after the memory is found: an unknown id is 404 first.
+        checks.check_is_text(content)
+        return control.correct(self.env, user_id, memory_id, content, now=now or self.now())
+
+    def _forget(self, user_id: str, memory_id: str, *, hard: bool = False,
+                now: datetime | None = None) -> Flow[bool]:
+        return control.forget(user_id, memory_id, hard=hard, now=now or self.now())
+
+    def _record_outcome(self, user_id: str, memory_id: str, *, success: bool,
+                        now: datetime | None = None) -> Flow[tuple[int, int]]:
+        checks.check_time(now, "now")
+        return control.record_outcome(user_id, memory_id, success=success,
+                                      now=now or self.now())
+
+    def _decisions(self, user_id: str, *, thread_id: str | None = None, limit: int = 20
+                   ) -> Flow[builtins.list[IngestLogEntry]]:
+        limit = checks.check_limit(limit) or 20
+        return control.decisions(user_id, thread_id=thread_id, limit=limit)
+
+    def _submit(self, user_id: str, messages: Sequence[BaseMessage], *,
+                profile: str | None = None, thread_id: str | None = None,
+                agent_id: str | None = None, now: datetime | None = None
+                ) -> Flow[int | None]:
+        checks.check_messages(messages)
+        checks.check_time(now, "now")
+        entry = yield from write.enqueue_turn(
+            self.env, user_id, messages, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now())
+        yield from self._after_enqueue(user_id, thread_id)
+        return entry
+
+    def _after_enqueue(self, user_id: str, thread_id: str | None) -> Flow[None]:
+        return self._worker.after_enqueue(inline=self.extraction == "inline",
+                                          user_id=user_id, thread_id=thread_id)
+
+    def _process_batch(self, user_id: str | None, leases: Leases | None = None
+                       ) -> Flow[ProcessResult]:
+        st = self.settings
+        return write.process_queue(
+            self.env, now=self.now(), limit=st.extraction_batch_size,
+            lease_seconds=st.extraction_lease_seconds,
+            retry_base_seconds=st.extraction_retry_base_seconds, user_id=user_id,
+            leases=leases)

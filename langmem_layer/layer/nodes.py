@@ -1,0 +1,413 @@
+"""The three graph nodes, the state they need, and `wire` to put them around an agent.
+
+Nodes are thin adapters: they read the run's identity from
+``config["configurable"]`` and call the layer's methods (any :class:`NodeTarget`).
+Each node is a ``RunnableLambda`` with a sync and an async body, so it works in
+``invoke`` and ``ainvoke`` graphs alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Annotated, Any, Protocol, TypeVar, Unpack
+
+from langchain_core.documents import Document
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict  # pydantic (LangServe schemas) needs it on 3.11
+
+from langmem_layer import flow as runner
+from langmem_layer.errors import ConfigurationError
+from langmem_layer.knowledge import dump_documents, load_documents
+from langmem_layer.layer.params import LoadThreadArgs, RecordTurnArgs
+from langmem_layer.read.block import OPEN_THREADS, RELEVANT
+from langmem_layer.read.recall import context_block as block_with_history
+from langmem_layer.store.ops import LoggedMessage
+from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
+from langmem_layer.message_log import short_term
+from langmem_layer.working.trim import WorkingLoad
+
+__all__ = [
+    "MemoryFields",
+    "MemoryState",
+    "NodeTarget",
+    "Wirable",
+    "build_nodes",
+    "memory_prompt",
+    "memory_system_message",
+    "run_identity",
+    "wire",
+]
+
+T = TypeVar("T")
+LOAD, ASSEMBLE, EXTRACT = "load_memory", "assemble_context", "extract_after_turn"
+
+
+# typing_extensions' TypedDict, as LangGraph's and LangChain's AgentState use, so a state
+# class may extend both (``langmem_layer.layer.prebuilt.MemoryAgentState``).
+class MemoryFields(TypedDict, total=False):
+    """The fields the memory nodes read and write besides ``messages``.
+
+    Attributes:
+        memory_context: The memory block for this turn (see :mod:`langmem_layer.read.block`).
+        recalled: What ``load_memory`` retrieved, then where ``assemble_context`` placed it.
+        memory_spoken: Keys placed in "RELEVANT FOR THIS TURN" or "OPEN THREADS" in each of
+            the last turns (R6.3: speak memories and due loops go quiet on the third).
+        recent_history: The user's recent messages from other threads, read by
+            ``load_memory`` for ``assemble_context`` (optional: a schema without it
+            simply gets no recent-history section).
+        knowledge: Documents the layer's knowledge source returned for the turn, read by
+            ``load_memory`` beside the memories (``MemoryLayer(knowledge=...)``).
+        memory_shown_at: When this thread's last block was assembled (ISO time): the
+            messages from other threads older than that were already offered to the
+            thread, so later turns do not repeat them.
+    """
+
+    memory_context: str
+    recalled: list[dict[str, Any]]
+    memory_spoken: list[list[str]]
+    recent_history: list[dict[str, Any]]
+    knowledge: list[dict[str, Any]]
+    memory_shown_at: str
+
+
+class MemoryState(MemoryFields, total=False):
+    """Graph state with the fields the memory nodes read and write.
+
+    Attributes:
+        messages: The conversation (LangGraph's ``add_messages`` reducer).
+        memory_context, recalled, memory_spoken, recent_history, knowledge,
+        memory_shown_at: See :class:`MemoryFields`.
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+class NodeTarget(Protocol):
+    """What the nodes call (:class:`~langmem_layer.MemoryLayer` is one).
+
+    Defined here, where it is used, so this module needs nothing above it.
+    """
+
+    @property
+    def env(self) -> runner.Env:
+        """Settings, gate and token counter."""
+        ...
+
+    def now(self) -> datetime:
+        """The current time."""
+        ...
+
+    def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
+                    query: str | None = None, **kw: Unpack[LoadThreadArgs]) -> WorkingLoad:
+        """Trim, hand dropped turns over, recall (see ``MemoryLayer.load_thread``)."""
+        ...
+
+    async def aload_thread(self, user_id: str, messages: Sequence[BaseMessage],
+                           query: str | None = None, **kw: Unpack[LoadThreadArgs]
+                           ) -> WorkingLoad:
+        """Async twin of :meth:`load_thread`."""
+        ...
+
+    def record_turn(self, user_id: str, messages: Sequence[BaseMessage],
+                    **kw: Unpack[RecordTurnArgs]) -> int | None:
+        """Queue, log and reinforce a finished turn (see ``MemoryLayer.record_turn``)."""
+        ...
+
+    def _beside_knowledge(self, query: str | None, work: Callable[[], T]
+                         ) -> tuple[T, list[Document]]:
+        """Run ``work`` while the knowledge source is queried (``MemoryLayer``'s)."""
+        ...
+
+    async def _abeside_knowledge(self, query: str | None, work: Awaitable[T]
+                                ) -> tuple[T, list[Document]]:
+        """Async twin of :meth:`_beside_knowledge`."""
+        ...
+
+    async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage],
+                           **kw: Unpack[RecordTurnArgs]) -> int | None:
+        """Async twin of :meth:`record_turn`."""
+        ...
+
+
+class Wirable(Protocol):
+    """What :func:`wire` puts into a graph: the three nodes (a MemoryLayer's)."""
+
+    @property
+    def load_memory(self) -> RunnableLambda:
+        """The ``load_memory`` node."""
+        ...
+
+    @property
+    def assemble_context(self) -> RunnableLambda:
+        """The ``assemble_context`` node."""
+        ...
+
+    @property
+    def extract_after_turn(self) -> RunnableLambda:
+        """The ``extract_after_turn`` node."""
+        ...
+
+
+def run_identity(config: RunnableConfig | None) -> MemoryConfig:
+    """The run's user, profile, agent and thread from ``config["configurable"]``."""
+    conf = (config or {}).get("configurable") or {}
+    user_id = runner.require_user(conf.get("user_id"))
+    identity: MemoryConfig = {"user_id": user_id}
+    for field in ("profile", "agent_id", "thread_id"):
+        if conf.get(field):
+            identity[field] = str(conf[field])
+    return identity
+
+
+def _last_human(messages: Sequence[BaseMessage]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return i
+    return None
+
+
+def _query(state: MemoryState) -> str | None:
+    messages = state.get("messages") or []
+    i = _last_human(messages)
+    return messages[i].text if i is not None else None
+
+
+def _dump(recalled: Sequence[Recalled], placements: dict[str, str] | None = None
+          ) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": r.key,
+            "namespace": list(r.namespace),
+            "value": r.record.to_value(),
+            "score": r.score,
+            "similarity": r.similarity,
+            "sources": dict(r.sources),
+            "section": (placements or {}).get(r.key),
+        }
+        for r in recalled
+    ]
+
+
+def _load(state: list[dict[str, Any]]) -> list[Recalled]:
+    return [
+        Recalled(d["key"], tuple(d["namespace"]), MemoryRecord.model_validate(d["value"]),
+                 d.get("score", 0.0), d.get("similarity"), dict(d.get("sources") or {}))
+        for d in state
+    ]
+
+
+def _recalled_keys(state: MemoryState) -> list[str]:
+    return [d["key"] for d in state.get("recalled") or []]
+
+
+def _recently_spoken(state: MemoryState) -> set[str]:
+    # Spoken in each of the last two turns: the third time it goes silent (R6.3).
+    history = state.get("memory_spoken") or []
+    if len(history) < 2:
+        return set()
+    return set(history[-1]) & set(history[-2])
+
+
+def _dump_history(recent: Sequence[LoggedMessage]) -> list[dict[str, Any]]:
+    return [{"thread_id": m.thread_id, "message_id": m.message_id, "role": m.role,
+             "text": m.text, "at": m.at.isoformat()} for m in recent]
+
+
+def _load_history(state: MemoryState) -> list[LoggedMessage]:
+    return [LoggedMessage(d["thread_id"], d["message_id"], d["role"], d["text"],
+                          datetime.fromisoformat(d["at"]))
+            for d in state.get("recent_history") or []]
+
+
+def _unshown(state: MemoryState) -> list[LoggedMessage]:
+    """The other threads' messages this thread was not offered yet.
+
+    Every turn reads the last hours of the other threads; those older than this
+    thread's previous block were offered to it then, so only newer ones are new.
+    """
+    recent = _load_history(state)
+    shown_at = state.get("memory_shown_at")
+    if not shown_at:
+        return recent
+    since = datetime.fromisoformat(shown_at)
+    return [m for m in recent if m.at > since]
+
+
+def _loaded(loaded: WorkingLoad, documents: Sequence[Document]) -> dict[str, Any]:
+    # The removals leave the state only once the node returns, after the dropped
+    # turns were queued for extraction (R8.1).
+    update: dict[str, Any] = {"recalled": _dump(loaded.recalled),
+                              "recent_history": _dump_history(loaded.recent),
+                              "knowledge": dump_documents(documents)}
+    if loaded.trim.removals:
+        update["messages"] = loaded.trim.removals
+    return update
+
+
+def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, RunnableLambda]:
+    """Create the three nodes bound to ``layer``.
+
+    ``load_memory`` trims the thread to the history budget (R8.1), handing the turns
+    that leave to extraction, and recalls; ``assemble_context`` renders the memory
+    block; ``extract_after_turn`` queues the turn, logs its messages and reinforces
+    (R4.4) the memories recalled for it, in one transaction: the turn's reads wait on
+    no write of their own.
+    """
+
+    # The knowledge source is queried while memory is read (seed 000: memory assembly
+    # runs in parallel with retrieval): a thread in sync graphs, gather in async ones.
+    def load_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        who, query = run_identity(config), _query(state)
+        return _loaded(*layer._beside_knowledge(query, lambda: layer.load_thread(
+            who["user_id"], state.get("messages") or [], query,
+            profile=who.get("profile"), thread_id=who.get("thread_id"),
+            agent_id=who.get("agent_id"), now=layer.now(), reinforce=False)))
+
+    async def aload_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        who, query = run_identity(config), _query(state)
+        return _loaded(*await layer._abeside_knowledge(query, layer.aload_thread(
+            who["user_id"], state.get("messages") or [], query,
+            profile=who.get("profile"), thread_id=who.get("thread_id"),
+            agent_id=who.get("agent_id"), now=layer.now(), reinforce=False)))
+
+    def assemble_context(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        run_identity(config)
+        recalled = _load(state.get("recalled") or [])
+        # The short-term tier is the checkpointed thread itself: no round trip here.
+        window = short_term(state.get("messages") or [], layer.env.settings.short_term_messages)
+        now = layer.now()
+        block = block_with_history(layer.env, recalled, recent=_unshown(state),
+                                   short_term=window,
+                                   recently_spoken=sorted(_recently_spoken(state)),
+                                   now=now, documents=load_documents(state.get("knowledge")))
+        # Due open loops surface in OPEN THREADS unasked: they too go quiet on a third turn.
+        spoken = [k for k, section in block.placements.items()
+                  if section in (RELEVANT, OPEN_THREADS)]
+        history = [*(state.get("memory_spoken") or []), spoken][-2:]
+        return {
+            "memory_context": block.text,
+            "recalled": _dump(recalled, block.placements),
+            "memory_spoken": history,
+            "memory_shown_at": now.isoformat(),
+        }
+
+    async def aassemble_context(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        # Pure computation; the async body only exists so async graphs never block.
+        return assemble_context(state, config)
+
+    def _turn(state: MemoryState) -> list[BaseMessage]:
+        messages = state.get("messages") or []
+        i = _last_human(messages)
+        return list(messages[i:]) if i is not None else []
+
+    def extract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        who, turn = run_identity(config), _turn(state)
+        if turn:
+            layer.record_turn(who["user_id"], turn, profile=who.get("profile"),
+                              thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
+                              now=layer.now(), reinforce=_recalled_keys(state))
+        return {}
+
+    async def aextract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        who, turn = run_identity(config), _turn(state)
+        if turn:
+            await layer.arecord_turn(who["user_id"], turn, profile=who.get("profile"),
+                                     thread_id=who.get("thread_id"),
+                                     agent_id=who.get("agent_id"), now=layer.now(),
+                                     reinforce=_recalled_keys(state))
+        return {}
+
+    return (
+        RunnableLambda(load_memory, afunc=aload_memory, name=LOAD),
+        RunnableLambda(assemble_context, afunc=aassemble_context, name=ASSEMBLE),
+        RunnableLambda(extract_after_turn, afunc=aextract_after_turn, name=EXTRACT),
+    )
+
+
+def memory_system_message(state: MemoryState, base: str = "") -> SystemMessage:
+    """A system message carrying the memory block (after ``base`` instructions)."""
+    block = state.get("memory_context") or ""
+    text = "\n\n".join(part for part in (base.strip(), block) if part)
+    return SystemMessage(text or "You are a helpful assistant.")
+
+
+def memory_prompt(base: str = "") -> Any:
+    """A ``prompt`` callable rendering ``state["memory_context"]`` before the messages.
+
+    It only renders the block: something must load it first. For
+    ``create_react_agent`` use ``MemoryLayer.react_hooks()`` (it loads, renders and
+    extracts); for ``langchain.agents.create_agent``, ``MemoryLayer.middleware()``.
+
+    Example:
+        >>> agent = create_react_agent(model, tools, **memory.react_hooks("Be brief."))
+    """
+
+    def prompt(state: MemoryState) -> list[BaseMessage]:
+        return [memory_system_message(state, base), *(state.get("messages") or [])]
+
+    return prompt
+
+
+def wire(layer: Wirable, builder: StateGraph, agent: str = "agent") -> StateGraph:
+    """Put the memory nodes around an existing agent node of ``builder``.
+
+    START → load_memory → assemble_context → agent → extract_after_turn → END. The
+    agent's own edges (tools, loops) are kept; only its entry from START and its exits
+    to END are re-routed.
+    """
+    if not isinstance(builder, StateGraph):
+        raise ConfigurationError(
+            f"wire() takes the StateGraph builder, before compile(), got "
+            f"{type(builder).__name__}. For a prebuilt agent pass the memory to it instead: "
+            "create_react_agent(model, tools, **memory.react_hooks()) or "
+            "create_agent(model, tools, middleware=[memory.middleware()])."
+        )
+    if agent not in builder.nodes:
+        raise ConfigurationError(
+            f"wire(): no node named {agent!r}; add your agent node first "
+            f"(nodes: {sorted(builder.nodes)})."
+        )
+    missing = {"memory_context", "recalled", "memory_spoken"} - set(builder.channels)
+    if missing:
+        raise ConfigurationError(
+            f"wire(): the graph state lacks {sorted(missing)}; use langmem_layer.MemoryState "
+            "or a TypedDict that extends it as the StateGraph schema."
+        )
+    builder.add_node(LOAD, layer.load_memory)
+    builder.add_node(ASSEMBLE, layer.assemble_context)
+    builder.add_node(EXTRACT, layer.extract_after_turn)
+    starts = {end for start, end in builder.edges if start == START}
+    builder.edges = {(s, e) for s, e in builder.edges if s != START}
+    builder.add_edge(START, LOAD)
+    builder.add_edge(LOAD, ASSEMBLE)
+    for target in starts or {agent}:
+        builder.add_edge(ASSEMBLE, target)
+    finishers = {s for s, e in builder.edges if e == END}
+    builder.edges = {(s, e) for s, e in builder.edges if e != END}
+    for source in finishers:
+        builder.add_edge(source, EXTRACT)
+    if not finishers and agent not in builder.branches:
+        builder.add_edge(agent, EXTRACT)
+    for branches in builder.branches.values():
+        for name, spec in list(branches.items()):
+            branches[name] = _reroute_end(spec)
+    builder.add_edge(EXTRACT, END)
+    return builder
+
+
+def _reroute_end(spec: Any) -> Any:
+    """Send a conditional edge's END to extract_after_turn instead."""
+    if spec.ends is not None:
+        ends = {k: (EXTRACT if v == END else v) for k, v in spec.ends.items()}
+        return spec._replace(ends=ends)
+
+    def redirect(result: Any) -> Any:
+        if isinstance(result, list):
+            return [redirect(r) for r in result]
+        return EXTRACT if result == END else result
+
+    return spec._replace(path=spec.path | RunnableLambda(redirect))

@@ -1,0 +1,193 @@
+"""The working-memory half of :class:`~langmem_layer.MemoryLayer`: what ``load_memory``
+and ``extract_after_turn`` do as direct calls, the message log and the session sweep.
+
+A mixin, so the façade stays one class for its users while each half stays one concept
+(and one screen of methods). Like the rest of the façade, every method is a one-line
+call into the layer's :class:`~langmem_layer.flow.Runner` over a flow built once.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, Unpack
+
+from langchain_core.messages import BaseMessage
+
+from langmem_layer import checks
+from langmem_layer.errors import InvalidInputError
+from langmem_layer.layer.params import (
+    ClearHistoryArgs,
+    LoadThreadArgs,
+    RecentHistoryArgs,
+    RecordTurnArgs,
+    SweepArgs,
+)
+from langmem_layer.flow import Env, Flow, Runner
+from langmem_layer.settings import MemorySettings
+from langmem_layer.store.ops import LoggedMessage
+from langmem_layer.worker import ProcessPending, WakeWorker
+from langmem_layer.working import sessions
+from langmem_layer import message_log as history
+from langmem_layer.working import trim as working
+from langmem_layer.working.sessions import PruneStrategy, SessionSweep
+from langmem_layer.working.trim import WorkingLoad
+
+__all__ = ["WorkingMemoryMethods"]
+
+
+class WorkingMemoryMethods:
+    """Working-memory methods of :class:`~langmem_layer.MemoryLayer` (R8)."""
+
+    # Provided by MemoryLayer.
+    _runner: Runner
+    env: Env
+    settings: MemorySettings
+    extraction: Literal["background", "inline"]
+
+    if TYPE_CHECKING:
+        def now(self) -> datetime: ...
+
+        def _after_enqueue(self, user_id: str, thread_id: str | None) -> Flow[None]: ...
+
+    def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
+                    query: str | None = None, **kw: Unpack[LoadThreadArgs]) -> WorkingLoad:
+        """What ``load_memory`` does, in one round trip (R8.1).
+
+        Plans the trim of ``messages`` to ``settings.history_max_tokens`` (keeping
+        ``history_min_turns``), queues each dropped turn for extraction, stamps the
+        thread's activity, recalls for ``query`` and reads the user's recent messages
+        from other threads. Remove ``result.trim.removals`` from the thread only after
+        this returns: a turn is always queued before it leaves. With
+        ``reinforce=False`` the recalled memories are not reinforced here: pass their
+        keys to :meth:`record_turn` (the nodes do).
+
+        Args:
+            user_id: The user.
+            messages: The thread's messages.
+            query: What to recall for.
+            **kw: See :class:`~langmem_layer.layer.params.LoadThreadArgs`.
+        """
+        return self._runner.run(self._load_thread(user_id, messages, query, **kw))
+
+    async def aload_thread(self, user_id: str, messages: Sequence[BaseMessage],
+                           query: str | None = None, **kw: Unpack[LoadThreadArgs]
+                           ) -> WorkingLoad:
+        """Async twin of :meth:`load_thread`."""
+        return await self._runner.arun(self._load_thread(user_id, messages, query, **kw))
+
+    def record_turn(self, user_id: str, messages: Sequence[BaseMessage],
+                    **kw: Unpack[RecordTurnArgs]) -> int | None:
+        """:meth:`submit`, plus the turn's messages into the user's message log, plus
+        the reinforcement (R4.4) of the memories keyed in ``reinforce``.
+
+        All in one transaction; what ``extract_after_turn`` does. Returns the queue
+        entry id (None when the turn was queued before).
+
+        Args:
+            user_id: The user.
+            messages: The turn.
+            **kw: See :class:`~langmem_layer.layer.params.RecordTurnArgs`.
+        """
+        return self._runner.run(self._record_turn(user_id, messages, **kw))
+
+    async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage],
+                           **kw: Unpack[RecordTurnArgs]) -> int | None:
+        """Async twin of :meth:`record_turn`."""
+        return await self._runner.arun(self._record_turn(user_id, messages, **kw))
+
+    def recent_history(self, user_id: str, **kw: Unpack[RecentHistoryArgs]
+                       ) -> builtins.list[LoggedMessage]:
+        """The user's logged messages of the last ``hours`` outside ``thread_id``, oldest first.
+
+        Defaults: ``settings.recent_history_hours`` and ``recent_history_limit``; the
+        profile's messages only; turns that are the source of an ``avoid`` memory are
+        left out.
+
+        Args:
+            user_id: The user.
+            **kw: See :class:`~langmem_layer.layer.params.RecentHistoryArgs`.
+        """
+        return self._runner.run(self._recent_history(user_id, **kw))
+
+    async def arecent_history(self, user_id: str, **kw: Unpack[RecentHistoryArgs]
+                              ) -> builtins.list[LoggedMessage]:
+        """Async twin of :meth:`recent_history`."""
+        return await self._runner.arun(self._recent_history(user_id, **kw))
+
+    def clear_history(self, user_id: str, **kw: Unpack[ClearHistoryArgs]) -> int:
+        """Delete the user's message log (one thread's, or all); returns the count.
+
+        Args:
+            user_id: The user.
+            **kw: See :class:`~langmem_layer.layer.params.ClearHistoryArgs`.
+        """
+        return self._runner.run(history.clear(user_id, **kw))
+
+    async def aclear_history(self, user_id: str, **kw: Unpack[ClearHistoryArgs]) -> int:
+        """Async twin of :meth:`clear_history`."""
+        return await self._runner.arun(history.clear(user_id, **kw))
+
+    def sweep_sessions(self, checkpointer: Any, **kw: Unpack[SweepArgs]) -> SessionSweep:
+        """Close threads idle past the session TTL and purge the message log (R8.2).
+
+        A job: call it from a scheduler, or run ``langmem-layer sweep-sessions``.
+
+        Args:
+            checkpointer: The graph's checkpointer (sync), e.g. ``PostgresSaver``.
+            **kw: See :class:`~langmem_layer.layer.params.SweepArgs`.
+        """
+        return sessions.run_sweep(self._runner, checkpointer, self._sweep(**kw))
+
+    async def asweep_sessions(self, checkpointer: Any, **kw: Unpack[SweepArgs]
+                              ) -> SessionSweep:
+        """Async twin of :meth:`sweep_sessions`, with an async checkpointer."""
+        return await sessions.arun_sweep(self._runner, checkpointer, self._sweep(**kw))
+
+    # -- the flows behind the methods -------------------------------------------------
+
+    def _record_turn(self, user_id: str, messages: Sequence[BaseMessage], *,
+                     profile: str | None = None, thread_id: str | None = None,
+                     agent_id: str | None = None, now: datetime | None = None,
+                     reinforce: Sequence[str] = ()) -> Flow[int | None]:
+        checks.check_messages(messages)
+        reinforce = checks.check_strings(reinforce, "reinforce")
+        entry = yield from working.record_turn(
+            self.env, user_id, messages, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now(), reinforce=reinforce)
+        yield from self._after_enqueue(user_id, thread_id)
+        return entry
+
+    def _load_thread(self, user_id: str, messages: Sequence[BaseMessage],
+                     query: str | None, *, profile: str | None = None,
+                     thread_id: str | None = None, agent_id: str | None = None,
+                     limit: int | None = None, now: datetime | None = None,
+                     reinforce: bool = True) -> Flow[WorkingLoad]:
+        limit = checks.check_limit(limit)
+        return working.load_thread(
+            self.env, user_id, messages, query, profile=profile, thread_id=thread_id,
+            agent_id=agent_id, now=now or self.now(), limit=limit or self.settings.recall_limit,
+            reinforce=reinforce)
+
+    def _recent_history(self, user_id: str, *, thread_id: str | None = None,
+                        profile: str | None = None, hours: float | None = None,
+                        limit: int | None = None, now: datetime | None = None
+                        ) -> Flow[builtins.list[LoggedMessage]]:
+        limit = checks.check_limit(limit)
+        if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float))
+                                  or not hours > 0):
+            raise InvalidInputError(f"hours must be a positive number, got {hours!r}.")
+        return history.recent_history(
+            self.env, user_id, profile=profile, thread_id=thread_id, now=now or self.now(),
+            hours=hours, limit=limit)
+
+    def _sweep(self, *, now: datetime | None = None, prune: PruneStrategy | None = None,
+               ttl_seconds: float | None = None, extract: bool | None = None
+               ) -> Flow[SessionSweep]:
+        result = yield from sessions.sweep(self.env, now=now or self.now(),
+                                           ttl_seconds=ttl_seconds, prune=prune)
+        if result.enqueued and extract is not False:
+            inline = extract or self.extraction == "inline"
+            yield ProcessPending() if inline else WakeWorker()
+        return result

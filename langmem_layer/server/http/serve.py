@@ -1,0 +1,72 @@
+"""Run an ASGI app under uvicorn, stopping gracefully (exit status 0) on SIGTERM or SIGINT.
+
+uvicorn's own runner shuts down gracefully on those signals and then raises the signal
+again, so its process ends "killed by SIGTERM" (status -15 / 143) even after a clean
+shutdown. A supervisor's stop is a normal end for this server: :func:`run` returns
+after the lifespan finished (extraction drained, store closed), and the process exits 0.
+
+``python -m langmem_layer.server.http.serve module:app [--host H] [--port P]`` runs an app by
+its import string.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+__all__ = ["GracefulServer", "main", "run"]
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class GracefulServer(uvicorn.Server):
+    """A ``uvicorn.Server`` that does not re-raise the signal that stopped it."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Stop gracefully on SIGINT / SIGTERM (a second SIGINT forces the exit)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach the main thread only
+            return
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in _STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+
+def run(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+        **config: Any) -> None:
+    """Serve ``app`` until SIGTERM / SIGINT, then shut down gracefully and return.
+
+    Args:
+        app: The ASGI app, or its import string (``"module:attribute"``).
+        host: The interface; the default serves loopback only.
+        port: The TCP port.
+        log_level: uvicorn's log level.
+        **config: Other ``uvicorn.Config`` arguments.
+    """
+    GracefulServer(uvicorn.Config(app, host=host, port=port, log_level=log_level,
+                                  **config)).run()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m langmem_layer.server.http.serve module:app [--host H] [--port P]``."""
+    parser = argparse.ArgumentParser(prog="python -m langmem_layer.server.http.serve")
+    parser.add_argument("app", help="the app's import string, module:attribute")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    run(args.app, host=args.host, port=args.port, log_level=args.log_level)
+
+
+if __name__ == "__main__":
+    main()
