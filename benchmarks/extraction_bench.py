@@ -29,8 +29,8 @@ from store_bench import HashEmbedder, Log
 from tqdm import tqdm
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore, RuleExtractor
-from langmem_layer.store.embedding.models import LocalEmbeddings
 from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.embedding.models import LocalEmbeddings
 
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)
 

@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
 
-from langmem_layer.server import served as serving
 from langmem_layer.environment import database_url as _database_url
+from langmem_layer.server import served as serving
 from langmem_layer.working.sessions import apostgres_checkpointer, postgres_checkpointer
 
 if TYPE_CHECKING:

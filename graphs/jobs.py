@@ -12,9 +12,9 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 
 from langmem_layer import ConfigurationError
-from langmem_layer.server import served as serving
 from langmem_layer.jobs import Job, JobContext
 from langmem_layer.jobs.graph import build_job_graph
+from langmem_layer.server import served as serving
 
 __all__ = ["build_job_graph", "make_graph"]
 

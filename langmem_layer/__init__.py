@@ -5,14 +5,6 @@ Add three nodes to a graph (``load_memory``, ``assemble_context``,
 remembers each user across threads, agents and months.
 """
 
-from langmem_layer.layer.agent_graph import AgentConfig, build_agent_graph
-from langmem_layer.layer.prebuilt import (
-    MemoryAgentState,
-    MemoryMiddleware,
-    MemoryMiddlewareState,
-    ReactHooks,
-)
-from langmem_layer.server.keys import Principal
 from langmem_layer.calibration import CalibrationProfile, apply_profile, profile_for
 from langmem_layer.compat_langmem import LangmemImport
 from langmem_layer.errors import (
@@ -36,18 +28,31 @@ from langmem_layer.errors import (
     SchemaNotReadyError,
     SyncCallOnEventLoopError,
 )
+from langmem_layer.extract.base import Extractor, MemoryOperation, OpType
+from langmem_layer.extract.gate import GateDecision, WriteGate
+from langmem_layer.extract.llm import LLMExtractor
+from langmem_layer.extract.rules import Rule, RuleExtractor
 from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult, JobRun, JobStatus, Shard
 from langmem_layer.knowledge import MemoryRetriever, knowledge_store
 from langmem_layer.layer import MemoryLayer
-from langmem_layer.server.mcp import create_mcp_server
+from langmem_layer.layer.agent_graph import AgentConfig, build_agent_graph
 from langmem_layer.layer.nodes import MemoryState, memory_prompt, memory_system_message, wire
+from langmem_layer.layer.prebuilt import (
+    MemoryAgentState,
+    MemoryMiddleware,
+    MemoryMiddlewareState,
+    ReactHooks,
+)
+from langmem_layer.layer.tools import create_memory_tools
 from langmem_layer.read.block import ContextBlock
+from langmem_layer.server.keys import Principal
+from langmem_layer.server.mcp import create_mcp_server
 from langmem_layer.settings import GateSettings, MemorySettings, RankingWeights
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
-from langmem_layer.store.options import AnnIndexConfig, PoolConfig
 from langmem_layer.store.core import MemoryIndexConfig
 from langmem_layer.store.ops import FallbackTurn, IngestLogEntry, LoggedMessage, UserDeletion
 from langmem_layer.store.ops.trust import LearnedTrust
+from langmem_layer.store.options import AnnIndexConfig, PoolConfig
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.synth import (
     Evidence,
@@ -57,7 +62,6 @@ from langmem_layer.synth import (
     SynthesisTask,
     Synthesizer,
 )
-from langmem_layer.layer.tools import create_memory_tools
 from langmem_layer.types import (
     HistoryEntry,
     Kind,
@@ -79,10 +83,6 @@ from langmem_layer.working.sessions import (
 )
 from langmem_layer.working.trim import TrimPlan, WorkingLoad, plan_trim
 from langmem_layer.write.apply import IngestResult, ProcessResult
-from langmem_layer.extract.base import Extractor, MemoryOperation, OpType
-from langmem_layer.extract.gate import GateDecision, WriteGate
-from langmem_layer.extract.llm import LLMExtractor
-from langmem_layer.extract.rules import Rule, RuleExtractor
 
 __all__ = [
     "JOBS",

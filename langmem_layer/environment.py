@@ -27,16 +27,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langmem_layer.store.embedding.models import openai_configured
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.settings import MemorySettings
+from langmem_layer.store.embedding.models import openai_configured
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
+    from langmem_layer.extract.base import Extractor
     from langmem_layer.store.sync import PostgresMemoryStore
     from langmem_layer.synth.base import Synthesizer
-    from langmem_layer.extract.base import Extractor
 
 __all__ = [
     "agent_chat_model",

@@ -18,14 +18,14 @@ from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 from langchain_core.messages import BaseMessage
 
 from langmem_layer.errors import MissingUserError
+from langmem_layer.extract.base import Extractor
+from langmem_layer.extract.gate import WriteGate
 from langmem_layer.settings import MemorySettings
 from langmem_layer.tokens import TokenCounter
 from langmem_layer.types import (
     IDENTITY_SCOPE,
     Recalled,
 )
-from langmem_layer.extract.base import Extractor
-from langmem_layer.extract.gate import WriteGate
 
 __all__ = [
     "AsyncHandlers",

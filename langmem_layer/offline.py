@@ -41,6 +41,9 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from langmem_layer.extract.base import OpType
+from langmem_layer.extract.phrases import clean, person
+from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.read.block import (
     ALWAYS_KNOWN,
     AVOID,
@@ -52,9 +55,6 @@ from langmem_layer.read.block import (
     RELEVANT,
     SILENT,
 )
-from langmem_layer.extract.base import OpType
-from langmem_layer.extract.phrases import clean, person
-from langmem_layer.extract.rules import RuleExtractor
 
 __all__ = ["OfflineChatModel"]
 

@@ -15,6 +15,7 @@ from langmem_layer import (
     PostgresMemoryStore,
     Principal,
 )
+from langmem_layer.cli import main
 from langmem_layer.server.keys import (
     acreate_key,
     alist_keys,
@@ -26,7 +27,6 @@ from langmem_layer.server.keys import (
     token_user,
     verify_key,
 )
-from langmem_layer.cli import main
 
 
 def test_create_verify_revoke(store: PostgresMemoryStore, pg_uri: str) -> None:

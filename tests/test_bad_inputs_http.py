@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from langmem_layer import PostgresMemoryStore
-from langmem_layer.server.keys import create_key
 from langmem_layer.control import EXPORT_FORMAT
 from langmem_layer.server.http.app import create_app
+from langmem_layer.server.keys import create_key
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
 

@@ -14,7 +14,6 @@ from langchain_core.embeddings import Embeddings
 
 from langmem_layer import MemoryLayer
 from langmem_layer.cli import main
-from langmem_layer.store.embedding.models import LOCAL_DIMS, LOCAL_MODEL, LocalEmbeddings
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.evals import (
     EvalReport,
@@ -25,6 +24,7 @@ from langmem_layer.evals import (
     run_fixtures,
     violations,
 )
+from langmem_layer.store.embedding.models import LOCAL_DIMS, LOCAL_MODEL, LocalEmbeddings
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind
 

@@ -13,8 +13,8 @@ import pytest
 
 import langmem_layer
 from langmem_layer import MemoryLayer
-from langmem_layer.flow import Call, Flow, Runner, StoreCall
 from langmem_layer.extract.rules import RuleExtractor
+from langmem_layer.flow import Call, Flow, Runner, StoreCall
 
 PACKAGE = Path(langmem_layer.__file__).parent
 

@@ -30,12 +30,12 @@ from langmem_layer import (
     MemorySettings,
     PostgresMemoryStore,
 )
+from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.jobs import JOBS, JobContext, register
 from langmem_layer.jobs.runs import run
 from langmem_layer.store import embedded
 from langmem_layer.store.driver import RunTransaction
 from langmem_layer.worker import WakeWorker
-from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import BagOfWordsEmbeddings, Clock
 
 ROOT = Path(__file__).resolve().parents[1] / ".langmem-test-faults"

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from langmem_layer.settings import GateSettings
-from langmem_layer.types import Kind, Layer, MemoryRecord, Recalled, Status
 from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.extract.gate import GateDecision, WriteGate
+from langmem_layer.settings import GateSettings
+from langmem_layer.types import Kind, Layer, MemoryRecord, Recalled, Status
 
 NOW = datetime(2026, 11, 18, 15, tzinfo=UTC)
 

@@ -14,8 +14,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
-from langmem_layer.server.keys import create_key
 from langmem_layer.server.http.app import create_app
+from langmem_layer.server.keys import create_key
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
 

@@ -10,10 +10,10 @@ import pytest
 from fastapi import FastAPI, HTTPException, Request
 
 from langmem_layer import MissingUserError, PostgresMemoryStore, Principal
-from langmem_layer.server.keys import create_key
 from langmem_layer.cli import main
 from langmem_layer.server.http.app import create_app
 from langmem_layer.server.http.security import current_principal
+from langmem_layer.server.keys import create_key
 from tests.http_server import serve
 
 
@@ -110,7 +110,8 @@ def test_bad_dev_user_is_refused() -> None:
 def test_live_dev_mode_and_own_store(pg_uri: str, store: PostgresMemoryStore,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The app opens its own store on the URL at startup, and closes it at shutdown."""
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index", lambda: store.index_config)
+    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+                        lambda: store.index_config)
     app = create_app(database_url=pg_uri, dev_user="demo", pool_size=2)
     with serve(app) as url:
         assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}

@@ -21,12 +21,12 @@ import httpx
 import psycopg
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langmem_layer.server.http.lifespan import memory_lifespan
+from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.layer import MemoryLayer
+from langmem_layer.server.http.lifespan import memory_lifespan
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.sync import PostgresMemoryStore
-from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import BagOfWordsEmbeddings
 from tests.langserve_app import offline_agent
 

@@ -17,9 +17,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
+from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.sql import cache, items, jobs, queue, reextract, vector, working
 from langmem_layer.store import ops as mops
-from langmem_layer.extract.rules import RuleExtractor
 from tests import audit
 from tests.fakes import Clock
 

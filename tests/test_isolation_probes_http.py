@@ -35,9 +35,9 @@ import pytest
 from hypothesis import example, given
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
-from langmem_layer.server.keys import create_key
-from langmem_layer.server.http.app import create_app
 from langmem_layer.extract.rules import RuleExtractor
+from langmem_layer.server.http.app import create_app
+from langmem_layer.server.keys import create_key
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
 from tests.langserve_app import offline_agent

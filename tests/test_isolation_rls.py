@@ -15,14 +15,14 @@ import pytest
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
+from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.sql import rls
 from langmem_layer.sql.users import USER_TABLES
 from langmem_layer.store import core
 from langmem_layer.store.driver import Fetch
-from langmem_layer.store.handlers.items import GetManyOp
-from langmem_layer.store.plan import MAINTENANCE, Binding, Query
 from langmem_layer.store.handlers.registry import Registry
-from langmem_layer.extract.rules import RuleExtractor
+from langmem_layer.store.ops import GetManyOp
+from langmem_layer.store.plan import MAINTENANCE, Binding, Query
 from tests.fakes import Clock
 
 _RLS_TABLES = """

@@ -74,25 +74,132 @@ def test_no_import_cycle_between_modules() -> None:
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
 
 
-def test_the_layers_below_never_import_the_facade() -> None:
-    graph = _graph()
-    top = {"langmem_layer.layer", "langmem_layer.cli"}
-    # Entry points above the façade, as the CLI: serving owns a server's layer for its
-    # lifetime, the MCP server one connection's.
-    allowed = {"langmem_layer", "langmem_layer.cli", "langmem_layer.layer",
-               "langmem_layer.server.served", "langmem_layer.server.mcp"}
-    for name, deps in graph.items():
-        if name in allowed or name.startswith(("langmem_layer.jobs", "langmem_layer.evals",
-                                                     "langmem_layer.calibration")):
-            # Jobs build a layer for flow-level jobs; the CLI runs them. The evaluation
-            # drives the whole facade, as the CLI does.
+#: The package's rooms (each sub-package and each top-level module), in the order a turn
+#: flows through them: a room imports only rooms above it in this list. A new room is
+#: placed here, where it belongs.
+ROOMS = (
+    # foundations: no I/O, imported everywhere
+    "errors", "types", "settings", "tokens", "sanitize", "refs", "checks",
+    # the database: SQL builders, then the LangGraph BaseStore that executes them
+    "sql", "store",
+    # pure proposal code: extractors and the write gate, synthesis, knowledge documents
+    "extract", "synth", "knowledge",
+    # flows over the store (one body for sync and async), then what they build on
+    "flow", "message_log", "trust",
+    # a turn: read (recall, rank, the block), write (apply), the user's control
+    "read", "write", "offline", "control", "compat_langmem", "worker",
+    # where configuration comes from; the thread (working memory)
+    "environment", "working",
+    # the façade: MemoryLayer and what it hands to LangGraph (nodes, hooks, tools)
+    "layer",
+    # background jobs, evaluation, calibration
+    "jobs", "evals", "calibration",
+    # front doors: HTTP, LangGraph server, MCP; the command line
+    "server", "cli",
+)
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _rooms() -> dict[str, set[str]]:
+    """Room -> the rooms it imports (any import: module level, in functions, type-only)."""
+    rooms: dict[str, set[str]] = {}
+    for module, deps in _graph().items():
+        here = _room(module)
+        if here is None:
             continue
-        if name.startswith("langmem_layer.server.http"):
-            continue  # the HTTP app sits above the façade, like the CLI
-        assert not deps & top, f"{name} imports {sorted(deps & top)}"
+        rooms.setdefault(here, set()).update(
+            r for d in deps if (r := _room(d)) is not None and r != here)
+    return rooms
+
+
+def _show(rooms: dict[str, set[str]]) -> str:
+    order = {r: i for i, r in enumerate(ROOMS)}
+    return "\n".join(f"  {r:15} -> {', '.join(sorted(rooms[r], key=lambda d: order.get(d, 99)))}"
+                     for r in sorted(rooms, key=lambda r: order.get(r, 99)))
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while (w := stack.pop()) != v:
+                group.append(w)
+            group.append(v)
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def test_no_import_cycle_between_rooms() -> None:
+    rooms = _rooms()
+    print("rooms' import graph:\n" + _show(rooms))
+    cycles = _strongly_connected(rooms)
+    assert cycles == [], f"rooms in import cycles: {cycles}\n{_show(rooms)}"
+
+
+def test_rooms_import_only_the_rooms_above_them() -> None:
+    rooms = _rooms()
+    unplaced = sorted(set(rooms) - set(ROOMS))
+    assert unplaced == [], f"rooms missing from ROOMS (place them): {unplaced}"
+    order = {r: i for i, r in enumerate(ROOMS)}
+    upward = sorted(f"{r} -> {d}" for r, deps in rooms.items() for d in deps
+                    if order[d] > order[r])
+    assert upward == [], f"imports pointing up the pipeline: {upward}\n{_show(rooms)}"
+
+
+def test_the_architecture_map_names_every_room() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## Architecture")
+    section = readme[start:readme.index("\n## ", start + 1)]
+    missing = [r for r in ROOMS if f" {r}" not in section and f"{r}/" not in section]
+    assert missing == [], f"rooms the README's architecture map leaves out: {missing}"
 
 
 def test_modules_hold_one_concept() -> None:
     big = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert big == {}, f"modules over {MAX_LINES} lines (split by concept): {big}"
+
+
+def test_nothing_outside_the_store_reaches_into_it() -> None:
+    # The store's public API (ops through batch/abatch, connection(), pinned()) is the
+    # only way in: no private name imported from store/, no private attribute of a
+    # store object touched (``store._x``, ``ctx.store._x``).
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if PACKAGE / "store" in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "langmem_layer.store"):
+                found += [f"{path.name}: imports {a.name}" for a in node.names
+                          if a.name.startswith("_")]
+            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                  and not node.attr.startswith("__")):
+                owner = node.value
+                name = owner.attr if isinstance(owner, ast.Attribute) else getattr(
+                    owner, "id", "")
+                if "store" in name.lower():
+                    found.append(f"{path.name}:{node.lineno}: {name}.{node.attr}")
+    assert found == [], f"private store attributes used outside store/: {found}"

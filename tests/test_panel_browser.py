@@ -20,8 +20,8 @@ from langchain_core.messages import HumanMessage
 from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
 
 from langmem_layer import Kind, MemoryLayer, MemoryNotFoundError, Policy, PostgresMemoryStore
-from langmem_layer.server.keys import create_key
 from langmem_layer.server.http.app import create_app
+from langmem_layer.server.keys import create_key
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
 

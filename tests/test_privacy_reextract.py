@@ -15,8 +15,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 
 from langmem_layer import JOBS, JobContext, LLMExtractor, MemoryLayer, PostgresMemoryStore
-from langmem_layer.store import ops as mops
 from langmem_layer.extract.base import FallbackOperations
+from langmem_layer.store import ops as mops
 from tests.fakes import Clock
 
 MODEL_OPS = {"operations": [

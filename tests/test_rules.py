@@ -15,9 +15,9 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langmem_layer.types import Kind, Layer, MemoryRecord, Policy, Recalled
 from langmem_layer.extract.base import Extractor, MemoryOperation, OpType
 from langmem_layer.extract.rules import RuleExtractor
+from langmem_layer.types import Kind, Layer, MemoryRecord, Policy, Recalled
 
 # Wednesday 2026-11-18 15:00 UTC.
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)

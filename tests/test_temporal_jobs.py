@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import JOBS, MemoryLayer, MemorySettings
 from langmem_layer.errors import InvalidInputError
+from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.jobs import JobContext
 from langmem_layer.jobs.runs import run
 from langmem_layer.jobs.summaries import periods_ending
@@ -23,7 +24,6 @@ from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.synth import ModelSynthesizer, OfflineSynthesizer
 from langmem_layer.types import Kind, Layer, MemoryRecord, Policy, Source, Status
 from langmem_layer.write.apply import ingest
-from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.write.profile import explicit_preference
 from tests.fakes import Clock, ScriptedStructuredModel
 from tests.test_working import build_graph

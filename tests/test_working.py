@@ -25,9 +25,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langmem_layer import MemoryLayer, MemorySettings, MemoryState, plan_trim
+from langmem_layer.message_log import short_term
 from langmem_layer.store.ops import EnqueueOp
 from langmem_layer.tokens import get_token_counter
-from langmem_layer.message_log import short_term
 from langmem_layer.working.trim import split_turns, turn_starts
 from tests.fakes import Clock
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from langmem_layer.calibration.labelled import LabelledQuery, load_labelled, measure
-from langmem_layer.settings.calibration import profile_for
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.settings import MemorySettings, RankingWeights
+from langmem_layer.settings.calibration import profile_for
 
 __all__ = ["GRID", "Calibration", "add_arguments", "calibrate", "handle"]
 

@@ -112,8 +112,8 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
         settings: ``MemorySettings`` (default: the library's, for the store's embedder).
         show: Progress bars on standard error.
     """
-    from langmem_layer.settings.calibration import profile_for
     from langmem_layer.layer import MemoryLayer
+    from langmem_layer.settings.calibration import profile_for
 
     if not getattr(store, "model_id", None):
         raise ConfigurationError("eval locomo needs a store with an embedding index; "

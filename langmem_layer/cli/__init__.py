@@ -1,4 +1,4 @@
-"""cli: re-exports."""
+"""The ``langmem-layer`` command (:mod:`.main`: the table of commands)."""
 
 from langmem_layer.cli.main import COMMANDS, Command, main
 

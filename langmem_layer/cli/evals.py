@@ -19,8 +19,8 @@ from typing import Any
 
 from langmem_layer.environment import settings_from_file
 from langmem_layer.evals.fixtures import load_fixtures
-from langmem_layer.evals.report import Thresholds, report_json, report_table, violations
 from langmem_layer.evals.play import run_fixtures
+from langmem_layer.evals.report import Thresholds, report_json, report_table, violations
 
 __all__ = ["SUITES", "EvalSuite", "add_arguments", "handle"]
 

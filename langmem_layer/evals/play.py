@@ -27,10 +27,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langmem_layer.evals.fixtures import Fixture, JobStep, MemorySpec, Probe, SeedMemory, Turn
+from langmem_layer.extract.base import Extractor
 from langmem_layer.read.block import SPEAKABLE_SECTIONS
 from langmem_layer.types import Recalled
 from langmem_layer.write.apply import IngestResult
-from langmem_layer.extract.base import Extractor
 
 __all__ = ["EvalReport", "FixtureResult", "run_fixture", "run_fixtures"]
 
@@ -396,8 +396,8 @@ def run_fixtures(store: Any, fixtures: Sequence[Fixture], *,
         settings: The layer's :class:`~langmem_layer.MemorySettings` (default: defaults).
         label: How the report names the extractor (default: its class name, or ``rules``).
     """
-    from langmem_layer.layer import MemoryLayer
     from langmem_layer.extract.rules import RuleExtractor
+    from langmem_layer.layer import MemoryLayer
 
     extractor = extractor or RuleExtractor()
     run_id = uuid.uuid4().hex[:8]

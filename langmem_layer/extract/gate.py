@@ -36,10 +36,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.sanitize import NUL
 from langmem_layer.settings import GateSettings
 from langmem_layer.types import Recalled, Status, content_hash
-from langmem_layer.extract.base import MemoryOperation, OpType
 
 __all__ = ["LEXICAL_DUPLICATE_JACCARD", "GateDecision", "WriteGate", "content_problem"]
 

@@ -82,9 +82,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langmem_layer.types import Kind, Layer, Policy, Recalled, content_hash, normalize_ref
-from langmem_layer.extract.dates import DateMatch, find_date
 from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.dates import DateMatch, find_date
 from langmem_layer.extract.loops import done_target
 from langmem_layer.extract.phrases import (
     clauses,
@@ -100,6 +99,7 @@ from langmem_layer.extract.phrases import (
 )
 from langmem_layer.extract.statements import STATEMENT_RULES, Rule
 from langmem_layer.extract.statements import rule as _rule
+from langmem_layer.types import Kind, Layer, Policy, Recalled, content_hash, normalize_ref
 
 __all__ = ["Rule", "RuleExtractor"]
 

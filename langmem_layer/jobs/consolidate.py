@@ -26,9 +26,9 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+from langmem_layer.flow import require_user
 from langmem_layer.jobs import evidence as ev
 from langmem_layer.jobs.registry import JobContext, JobOption, register
-from langmem_layer.flow import require_user
 from langmem_layer.synth.base import Evidence, SynthesisTask, central
 from langmem_layer.synth.offline import sessions, topic_label
 from langmem_layer.synth.tasks import CONSOLIDATE, ConsolidationOutput

@@ -31,8 +31,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from langmem_layer.jobs.registry import JobContext, register
 from langmem_layer.flow import require_user
+from langmem_layer.jobs.registry import JobContext, register
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store import ops as mops
 from langmem_layer.types import to_utc

@@ -22,9 +22,9 @@ from typing import Any
 
 from langgraph.store.base import PutOp
 
+from langmem_layer.flow import require_user
 from langmem_layer.jobs import evidence as ev
 from langmem_layer.jobs.registry import JobContext, JobOption, register
-from langmem_layer.flow import require_user
 from langmem_layer.sql import summaries as ssql
 from langmem_layer.store import ops as mops
 from langmem_layer.types import IDENTITY_SCOPE, MemoryRecord, memory_namespace, to_utc, utc_iso

@@ -89,7 +89,7 @@ class JobContext:
         sql, params = query
         if self.conn is not None:
             return _execute(self.conn, sql, params)
-        with self.store._connection() as conn:
+        with self.store.connection() as conn:
             return _execute(conn, sql, params)
 
     @property

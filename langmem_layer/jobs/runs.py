@@ -27,10 +27,8 @@ so "resume" means running them again, which they tolerate (each is idempotent).
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -200,14 +198,11 @@ def _session(ctx: JobContext) -> Iterator[tuple[psycopg.Connection[Any], JobCont
     that a job calling the store while the run holds a single-connection store's
     connection does not wait on itself; a layer is rebuilt on it on first use.
     """
-    with ctx.store._connection() as conn:
-        store = copy.copy(ctx.store)
-        store.conn = conn
-        store._lock = threading.Lock()
+    with ctx.store.pinned() as store:
         bound = JobContext(store, database_url=ctx.database_url, data_dir=ctx.data_dir,
                            settings=ctx.settings, synthesizer=ctx.synthesizer)
-        bound.conn = conn
-        yield conn, bound
+        bound.conn = store.conn
+        yield store.conn, bound
 
 
 def _one(conn: psycopg.Connection[Any], query: tuple[str, Any]) -> dict[str, Any] | None:

@@ -13,9 +13,9 @@ missed (a lifecycle pass over a user is the same work whichever day it runs for)
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta, tzinfo
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from langmem_layer.errors import ConfigurationError
+from langmem_layer.settings import zone
 
 __all__ = ["ON_DEMAND", "SCHEDULES", "due_period", "next_due", "parse_time_of_day", "period_of",
            "zone"]
@@ -26,20 +26,6 @@ SCHEDULES = ("daily", "weekly", "monthly")
 #: The one period of an on-demand job: a finished run of it is started over by the
 #: next, an unfinished one is resumed.
 ON_DEMAND = "on-demand"
-
-
-def zone(name: str) -> tzinfo:
-    """The timezone called ``name`` (``"UTC"``, ``"Europe/Lisbon"``).
-
-    Raises:
-        ConfigurationError: No such IANA timezone.
-    """
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigurationError(
-            f"Unknown timezone {name!r}; use an IANA name such as 'UTC' or "
-            "'Europe/Lisbon'.") from None
 
 
 def parse_time_of_day(text: str) -> time:

@@ -30,10 +30,10 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from langmem_layer.flow import require_user
 from langmem_layer.jobs import evidence as ev
 from langmem_layer.jobs.registry import JobContext, JobOption, register
 from langmem_layer.read.narrative import SUMMARY
-from langmem_layer.flow import require_user
 from langmem_layer.sql import summaries as ssql
 from langmem_layer.synth.base import Evidence, SynthesisTask
 from langmem_layer.synth.periodic import SUMMARIZE, SummaryOutput

@@ -1,4 +1,4 @@
-"""layer: re-exports."""
+"""The façade: :class:`MemoryLayer` (:mod:`.core`) and what it hands to LangGraph."""
 
 from langmem_layer.layer.core import MemoryLayer
 

@@ -15,10 +15,10 @@ from langchain_core.tools import BaseTool
 
 from langmem_layer import checks
 from langmem_layer import compat_langmem as langmem
-from langmem_layer.layer.prebuilt import MemoryMiddleware, ReactHooks, react_hooks
 from langmem_layer.compat_langmem import LangmemImport
-from langmem_layer.layer.params import LangmemImportArgs
 from langmem_layer.flow import Env, Flow, Runner
+from langmem_layer.layer.params import LangmemImportArgs
+from langmem_layer.layer.prebuilt import MemoryMiddleware, ReactHooks, react_hooks
 from langmem_layer.layer.tools import create_memory_tools
 from langmem_layer.types import Kind
 

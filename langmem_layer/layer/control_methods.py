@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from langmem_layer import checks, control
 from langmem_layer.errors import InvalidInputError
-from langmem_layer.layer.params import BrowseArgs, SurfaceArgs
 from langmem_layer.flow import Flow, Runner
+from langmem_layer.layer.params import BrowseArgs, SurfaceArgs
 from langmem_layer.settings import MemorySettings
 from langmem_layer.types import Kind, Layer, Policy, Recalled
 

@@ -21,12 +21,14 @@ from langgraph.graph import StateGraph
 from langgraph.store.base import BaseStore
 
 from langmem_layer import checks, control
+from langmem_layer.environment import default_extractor
+from langmem_layer.extract.base import Extractor
+from langmem_layer.extract.gate import WriteGate
+from langmem_layer.flow import AsyncHandlers, Env, Flow, Handlers, Runner
+from langmem_layer.knowledge import knowledge_retriever
 from langmem_layer.layer import nodes
 from langmem_layer.layer.agent_methods import AgentMethods
-from langmem_layer.settings.calibration import apply_profile
-from langmem_layer.environment import default_extractor
 from langmem_layer.layer.control_methods import ControlMethods
-from langmem_layer.knowledge import knowledge_retriever
 from langmem_layer.layer.knowledge_methods import KnowledgeMethods
 from langmem_layer.layer.params import (
     ContextBlockArgs,
@@ -40,21 +42,19 @@ from langmem_layer.layer.params import (
     RememberArgs,
     TurnArgs,
 )
+from langmem_layer.layer.trust_methods import TrustMethods
+from langmem_layer.layer.working_methods import WorkingMemoryMethods
 from langmem_layer.read import recall as read
 from langmem_layer.read.block import ContextBlock
-from langmem_layer.flow import AsyncHandlers, Env, Flow, Handlers, Runner
 from langmem_layer.settings import MemorySettings
+from langmem_layer.settings.calibration import apply_profile
 from langmem_layer.store.ops import IngestLogEntry, UserDeletion
 from langmem_layer.tokens import get_token_counter
-from langmem_layer.layer.trust_methods import TrustMethods
 from langmem_layer.types import HistoryEntry, Kind, Layer, Policy, Recalled
 from langmem_layer.worker import Worker
-from langmem_layer.layer.working_methods import WorkingMemoryMethods
 from langmem_layer.write import apply as write
 from langmem_layer.write import memory as write_memory
 from langmem_layer.write.apply import IngestResult, Leases, ProcessResult
-from langmem_layer.extract.base import Extractor
-from langmem_layer.extract.gate import WriteGate
 
 __all__ = ["MemoryLayer"]
 

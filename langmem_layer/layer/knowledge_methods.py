@@ -19,11 +19,11 @@ from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
 
 from langmem_layer import checks
+from langmem_layer.flow import Env, Flow, Runner, require_user
 from langmem_layer.knowledge import MemoryRetriever
 from langmem_layer.layer.params import ContextBlockArgs
 from langmem_layer.read import recall as read
 from langmem_layer.read.block import ContextBlock
-from langmem_layer.flow import Env, Flow, Runner, require_user
 
 __all__ = ["KnowledgeMethods"]
 

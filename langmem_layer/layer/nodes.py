@@ -23,11 +23,11 @@ from langmem_layer import flow as runner
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.knowledge import dump_documents, load_documents
 from langmem_layer.layer.params import LoadThreadArgs, RecordTurnArgs
+from langmem_layer.message_log import short_term
 from langmem_layer.read.block import OPEN_THREADS, RELEVANT
 from langmem_layer.read.recall import context_block as block_with_history
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
-from langmem_layer.message_log import short_term
 from langmem_layer.working.trim import WorkingLoad
 
 __all__ = [

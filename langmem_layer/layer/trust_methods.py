@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Unpack
 
 from langmem_layer import checks, trust
 from langmem_layer.errors import InvalidInputError
-from langmem_layer.layer.params import FeedbackArgs
 from langmem_layer.flow import Flow, Runner
+from langmem_layer.layer.params import FeedbackArgs
 from langmem_layer.store.ops.trust import LearnedTrust
 
 __all__ = ["TrustMethods"]

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack
 from langchain_core.messages import BaseMessage
 
 from langmem_layer import checks
+from langmem_layer import message_log as history
 from langmem_layer.errors import InvalidInputError
+from langmem_layer.flow import Env, Flow, Runner
 from langmem_layer.layer.params import (
     ClearHistoryArgs,
     LoadThreadArgs,
@@ -24,12 +26,10 @@ from langmem_layer.layer.params import (
     RecordTurnArgs,
     SweepArgs,
 )
-from langmem_layer.flow import Env, Flow, Runner
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.worker import ProcessPending, WakeWorker
 from langmem_layer.working import sessions
-from langmem_layer import message_log as history
 from langmem_layer.working import trim as working
 from langmem_layer.working.sessions import PruneStrategy, SessionSweep
 from langmem_layer.working.trim import WorkingLoad

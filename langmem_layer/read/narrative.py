@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from langmem_layer.read.query import TimeWindow, time_window
 from langmem_layer.flow import Env, scopes_for
+from langmem_layer.read.query import TimeWindow, time_window
 from langmem_layer.store.ops import SummaryCandidatesOp
 from langmem_layer.store.ops.trust import LearnedTrust, TrustOp
 from langmem_layer.types import MemoryRecord, Recalled, memory_namespace, utc_iso

@@ -42,9 +42,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
+from langmem_layer.extract.dates import find_date
 from langmem_layer.refs import extract_refs
 from langmem_layer.sanitize import clean
-from langmem_layer.extract.dates import find_date
 
 __all__ = ["QueryInfo", "TimeWindow", "asks_upcoming", "is_broad", "time_window",
            "understand"]

@@ -10,16 +10,16 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 
+from langmem_layer.flow import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.knowledge import document_lines
+from langmem_layer.message_log import recent_lines, recent_op, short_term
 from langmem_layer.read.block import ContextBlock, build_context_block
 from langmem_layer.read.narrative import pick_summary, turn_ops, with_narrative
 from langmem_layer.read.query import asks_upcoming, is_broad, understand
 from langmem_layer.read.rank import rank_candidates
-from langmem_layer.flow import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.trust import LearnedTrust
 from langmem_layer.types import Kind, Layer, Policy, Recalled, memory_namespace, normalize_ref
-from langmem_layer.message_log import recent_lines, recent_op, short_term
 
 __all__ = ["BlockInputs", "block_inputs_flow", "broad_ops", "context_block",
            "context_block_flow", "rank", "recall", "recall_op", "with_core_facts"]

@@ -9,14 +9,30 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import tzinfo
 from typing import Annotated, Any, Literal, get_origin
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from langmem_layer.errors import ConfigurationError
 
-__all__ = ["GateSettings", "MemorySettings", "RankingWeights"]
+__all__ = ["GateSettings", "MemorySettings", "RankingWeights", "zone"]
 
+
+
+def zone(name: str) -> tzinfo:
+    """The timezone called ``name`` (``"UTC"``, ``"Europe/Lisbon"``).
+
+    Raises:
+        ConfigurationError: No such IANA timezone.
+    """
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigurationError(
+            f"Unknown timezone {name!r}; use an IANA name such as 'UTC' or "
+            "'Europe/Lisbon'.") from None
 
 class RankingWeights(BaseModel):
     """Weights of the composite ranking score (R4.2)."""
@@ -291,8 +307,6 @@ class MemorySettings(BaseModel):
     @field_validator("jobs_timezone")
     @classmethod
     def _known_timezone(cls, name: str) -> str:
-        from langmem_layer.jobs.schedule import zone
-
         zone(name)  # raises ConfigurationError (a ValueError) naming the fix
         return name
 

@@ -29,7 +29,6 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError, SyncCallOnEventLoopError
-from langmem_layer.store.options import PoolConfig, pool_options, sweep_interval
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
 from langmem_layer.store.driver import (
     IO,
@@ -42,8 +41,8 @@ from langmem_layer.store.driver import (
     Stepper,
 )
 from langmem_layer.store.embedded import embedded_uri
-from langmem_layer.store.handlers.items import GetManyOp
-from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
+from langmem_layer.store.ops import GetManyOp, PurgeEmbeddingCacheOp, SweepExpiredOp
+from langmem_layer.store.options import PoolConfig, pool_options, sweep_interval
 from langmem_layer.store.plan import Binding
 
 __all__ = ["AsyncPostgresMemoryStore"]

@@ -23,9 +23,20 @@ from typing import Any, Literal, cast
 
 from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp, ensure_embeddings
 
-from langmem_layer.store.embedding import models as embeddings
 from langmem_layer.sql.rls import APP_ROLE
 from langmem_layer.store import ops as mops
+from langmem_layer.store.embedding import models as embeddings
+from langmem_layer.store.embedding.work import RETRY_BASE_DELAY, default_max_input_tokens
+from langmem_layer.store.handlers.items import listing_user
+from langmem_layer.store.handlers.keys import KeyHandlers
+from langmem_layer.store.handlers.lifecycle import LifecycleHandlers
+from langmem_layer.store.handlers.memory import MemoryHandlers
+from langmem_layer.store.handlers.queue import QueueHandlers
+from langmem_layer.store.handlers.trust import TrustHandlers
+from langmem_layer.store.handlers.users import UserHandlers
+from langmem_layer.store.handlers.working import WorkingHandlers
+from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
+from langmem_layer.store.ops import GetManyOp
 from langmem_layer.store.options import (
     MemoryIndexConfig,
     check_index_config,
@@ -34,17 +45,7 @@ from langmem_layer.store.options import (
     model_name,
     rls_enabled,
 )
-from langmem_layer.store.embedding.work import RETRY_BASE_DELAY, default_max_input_tokens
-from langmem_layer.store.handlers.items import GetManyOp, listing_user
-from langmem_layer.store.handlers.keys import KeyHandlers
-from langmem_layer.store.handlers.lifecycle import LifecycleHandlers
-from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
-from langmem_layer.store.handlers.memory import MemoryHandlers
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
-from langmem_layer.store.handlers.queue import QueueHandlers
-from langmem_layer.store.handlers.trust import TrustHandlers
-from langmem_layer.store.handlers.users import UserHandlers
-from langmem_layer.store.handlers.working import WorkingHandlers
 from langmem_layer.types import MEMORY_ROOT
 
 __all__ = ["ANN_MIN_USER_VECTORS", "MAINTENANCE_OPS", "OWNER_OPS", "MemoryIndexConfig", "Plan",
@@ -71,7 +72,8 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
     Args:
         conn: The connection or pool the executing subclass uses.
         index: Embedding configuration, ``"default"`` for the default model
-            (:func:`langmem_layer.store.embedding.models.default_index`), or ``None`` for no vectors.
+            (:func:`langmem_layer.store.embedding.models.default_index`), or ``None`` for
+            no vectors.
         ttl: LangGraph ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``).
         tenant_roots: First namespace labels whose second label is the user id.
             Items elsewhere belong to the shared tenant ``""``.

@@ -15,12 +15,12 @@ from langmem_layer.sql import memory as msql
 from langmem_layer.sql import migrations as migsql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.store import ops as mops
-from langmem_layer.store.options import hnsw_params
 from langmem_layer.store.driver import Execution, Job
 from langmem_layer.store.embedding.work import CACHE_TTL
 from langmem_layer.store.handlers.items import ItemHandlers
-from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 from langmem_layer.store.handlers.registry import handles
+from langmem_layer.store.options import hnsw_params
+from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 
 __all__ = ["ANN_MIN_USER_VECTORS", "Maintenance"]
 

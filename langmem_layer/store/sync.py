@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import logging
 import threading
 import time
@@ -19,7 +20,6 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
-from langmem_layer.store.options import PoolConfig, pool_options, sweep_interval
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
 from langmem_layer.store.driver import (
     IO,
@@ -33,6 +33,7 @@ from langmem_layer.store.driver import (
 )
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
+from langmem_layer.store.options import PoolConfig, pool_options, sweep_interval
 from langmem_layer.store.plan import Binding
 
 __all__ = ["PostgresMemoryStore"]
@@ -137,6 +138,33 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         """Open a store on the embedded PostgreSQL in ``path`` (started if needed)."""
         with cls.from_conn_string(embedded_uri(path), **kwargs) as store:
             yield store
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the store for the block: one of the pool's, or the store's
+        single connection (held under the store's lock, reopened if the server broke it).
+
+        For code that sends its own statements beside the store's, such as a job's SQL
+        (:meth:`langmem_layer.jobs.JobContext.execute`).
+        """
+        with self._connection() as conn:
+            yield conn
+
+    @contextmanager
+    def pinned(self) -> Iterator[PostgresMemoryStore]:
+        """A copy of this store working on one connection for the block.
+
+        Everything the copy runs goes through that connection (``copy.conn``), in order,
+        so statements sent on it directly (a session's advisory lock, a transaction
+        around a user's work) and the store's own batches share one session. The copy has
+        a lock of its own: a store call made while the caller holds the connection does
+        not wait on itself. The connection returns to the pool when the block ends.
+        """
+        with self._connection() as conn:
+            pinned = copy.copy(self)
+            pinned.conn = conn
+            pinned._lock = threading.Lock()
+            yield pinned
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:

@@ -39,12 +39,12 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from langmem_layer.read import recall as read
 from langmem_layer.flow import Env, Flow, StoreCall, require_user
+from langmem_layer.message_log import log_op, recent_op
+from langmem_layer.read import recall as read
 from langmem_layer.store import ops as mops
 from langmem_layer.tokens import TokenCounter
 from langmem_layer.types import Recalled
-from langmem_layer.message_log import log_op, recent_op
 from langmem_layer.write import apply as write
 
 __all__ = [

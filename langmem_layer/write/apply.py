@@ -32,9 +32,12 @@ from langmem_layer.errors import (
     InvalidInputError,
     PoolTimeoutError,
 )
+from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.fallback import fallback_ops
+from langmem_layer.extract.gate import GateDecision
+from langmem_layer.flow import Env, ExtractCall, Flow, StoreCall, require_user
 from langmem_layer.read.rank import rank_candidates
 from langmem_layer.read.recall import recall_op
-from langmem_layer.flow import Env, ExtractCall, Flow, StoreCall, require_user
 from langmem_layer.sanitize import clean, clean_deep, clean_messages
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.trust import TrustOp
@@ -47,9 +50,6 @@ from langmem_layer.types import (
     Status,
     to_utc,
 )
-from langmem_layer.extract.base import MemoryOperation, OpType
-from langmem_layer.extract.fallback import fallback_ops
-from langmem_layer.extract.gate import GateDecision
 from langmem_layer.write.memory import memory_ops
 from langmem_layer.write.profile import apply_explicit, explicit_preference
 

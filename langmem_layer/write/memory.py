@@ -12,8 +12,9 @@ from typing import Any
 from langgraph.store.base import PutOp
 
 from langmem_layer.errors import InvalidContentError
-from langmem_layer.refs import extract_refs
+from langmem_layer.extract.gate import content_problem
 from langmem_layer.flow import Env, Flow, StoreCall, require_user
+from langmem_layer.refs import extract_refs
 from langmem_layer.sanitize import reject_nul
 from langmem_layer.store import ops as mops
 from langmem_layer.types import (
@@ -27,7 +28,6 @@ from langmem_layer.types import (
     Source,
     memory_namespace,
 )
-from langmem_layer.extract.gate import content_problem
 
 __all__ = [
     "check_content", "memory_ops", "new_record", "put_record", "remember", "thread_link_ops",

@@ -9,7 +9,8 @@ agent routes. Needs the ``server`` extra (FastAPI, uvicorn); nothing here is imp
 - :mod:`langmem_layer.server.http.models`: their request and response models;
 - :mod:`langmem_layer.server.http.problems`: errors as RFC 9457 problem documents;
 - :mod:`langmem_layer.server.http.agent_route`: the memory agent through LangServe;
-- :mod:`langmem_layer.server.http.lifespan`: the server's lifetime (store, layer, extraction worker);
+- :mod:`langmem_layer.server.http.lifespan`: the server's lifetime (store, layer,
+  extraction worker);
 - :mod:`langmem_layer.server.http.serve`: uvicorn with a clean exit on SIGTERM;
 - :mod:`langmem_layer.server.http.panel`: the memory panel page at ``/panel`` (static files in
   ``static/``, plain JavaScript over the ``/v1`` routes).

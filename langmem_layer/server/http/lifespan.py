@@ -180,8 +180,8 @@ async def memory_lifespan(
     Yields:
         The :class:`MemoryService`: store, layer, compiled agent and worker.
     """
-    from langmem_layer.layer.agent_graph import build_agent_graph
     from langmem_layer.environment import settings_from_env
+    from langmem_layer.layer.agent_graph import build_agent_graph
 
     async with contextlib.AsyncExitStack() as stack:
         url = None

@@ -17,8 +17,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
 
-from langmem_layer.server.keys import Principal
 from langmem_layer.errors import InvalidContentError
+from langmem_layer.layer import MemoryLayer
 from langmem_layer.server.http.models import (
     Admission,
     CorrectRequest,
@@ -38,7 +38,7 @@ from langmem_layer.server.http.models import (
 from langmem_layer.server.http.problems import PROBLEM_JSON
 from langmem_layer.server.http.security import current_principal
 from langmem_layer.server.http.state import layer_of, state_of
-from langmem_layer.layer import MemoryLayer
+from langmem_layer.server.keys import Principal
 from langmem_layer.types import HistoryEntry, Kind, Layer, Status
 
 __all__ = ["router"]

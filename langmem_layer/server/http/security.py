@@ -15,8 +15,8 @@ import ipaddress
 from fastapi import HTTPException, Query, Request, Security
 from fastapi.security import HTTPBearer
 
-from langmem_layer.server.keys import Principal, averify_key, token_user
 from langmem_layer.server.http.state import state_of
+from langmem_layer.server.keys import Principal, averify_key, token_user
 
 __all__ = ["bearer", "current_principal", "is_loopback"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from langmem_layer.server.keys import Principal
 from langmem_layer.layer import MemoryLayer
+from langmem_layer.server.keys import Principal
 from langmem_layer.settings import MemorySettings
 
 __all__ = ["Authenticate", "ServerState", "layer_of", "state_of"]

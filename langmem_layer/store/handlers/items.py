@@ -30,6 +30,8 @@ from langmem_layer.sql import memory as msql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
 from langmem_layer.store import ops as mops
+from langmem_layer.store.handlers.registry import Registry, handles
+from langmem_layer.store.ops import GetManyOp
 from langmem_layer.store.options import (
     FieldPath,
     distance_type,
@@ -38,11 +40,10 @@ from langmem_layer.store.options import (
     vector_type,
 )
 from langmem_layer.store.plan import Embed, Handler, Query
-from langmem_layer.store.handlers.registry import Registry, handles
 from langmem_layer.store.tenancy import Tenancy, match_namespace, ns_text, ns_tuple
 from langmem_layer.types import MEMORY_ROOT, Kind, MemoryRecord
 
-__all__ = ["GetManyOp", "ItemHandlers", "Write", "listing_user", "row_to_item"]
+__all__ = ["ItemHandlers", "Write", "listing_user", "row_to_item"]
 
 
 class Write(NamedTuple):
@@ -55,16 +56,6 @@ class Write(NamedTuple):
     ttl: float | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
-
-
-class GetManyOp(NamedTuple):
-    """Gets of several keys of one namespace as one statement; the result is a dict of
-    key -> ``Item`` of the keys found. The async store turns concurrent ``aget`` calls
-    into these (see :mod:`langmem_layer.store.aio`)."""
-
-    namespace: tuple[str, ...]
-    keys: tuple[str, ...]
-    refresh_ttl: bool = True
 
 
 def _record_expiry(value: Mapping[str, Any]) -> datetime | None:

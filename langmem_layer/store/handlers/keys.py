@@ -10,9 +10,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from langmem_layer.sql import keys as ksql
+from langmem_layer.store.handlers.registry import Registry, handles
 from langmem_layer.store.ops import keys as kops
 from langmem_layer.store.plan import Handler, Query
-from langmem_layer.store.handlers.registry import Registry, handles
 
 __all__ = ["KeyHandlers"]
 

@@ -13,8 +13,8 @@ from datetime import datetime
 
 from langmem_layer.sql import lifecycle as lsql
 from langmem_layer.store import ops as mops
-from langmem_layer.store.plan import Handler, Query
 from langmem_layer.store.handlers.registry import Registry, handles
+from langmem_layer.store.plan import Handler, Query
 from langmem_layer.types import HistoryEntry
 
 __all__ = ["LifecycleHandlers"]

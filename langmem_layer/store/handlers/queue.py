@@ -13,8 +13,8 @@ from typing import Any
 
 from langmem_layer.sql import queue as qsql
 from langmem_layer.store import ops as mops
-from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 from langmem_layer.store.handlers.registry import Registry, handles
+from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 
 __all__ = ["QueueHandlers", "combine"]
 

@@ -7,9 +7,9 @@ and never do I/O themselves.
 from __future__ import annotations
 
 from langmem_layer.sql import trust as tsql
+from langmem_layer.store.handlers.registry import Registry, handles
 from langmem_layer.store.ops import trust as tops
 from langmem_layer.store.plan import Handler, Query
-from langmem_layer.store.handlers.registry import Registry, handles
 
 __all__ = ["TrustHandlers"]
 

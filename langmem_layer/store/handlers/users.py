@@ -12,8 +12,8 @@ from datetime import datetime
 from langmem_layer.sql import reextract as rsql
 from langmem_layer.sql import users as usql
 from langmem_layer.store import ops as mops
-from langmem_layer.store.plan import Handler, Query
 from langmem_layer.store.handlers.registry import Registry, handles
+from langmem_layer.store.plan import Handler, Query
 
 __all__ = ["UserHandlers"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from langmem_layer.sql import working as wsql
 from langmem_layer.store import ops as mops
-from langmem_layer.store.plan import Binding, Handler, Query
 from langmem_layer.store.handlers.registry import Registry, handles
+from langmem_layer.store.plan import Binding, Handler, Query
 
 __all__ = ["WorkingHandlers"]
 

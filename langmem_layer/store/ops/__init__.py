@@ -1,10 +1,75 @@
-"""ops: re-exports."""
+"""The store's memory-specific requests: NamedTuple ops that ``batch``/``abatch`` take
+beside LangGraph's own, and their results. One module per family; all re-exported here
+(``from langmem_layer.store import ops as mops``)."""
 
-from langmem_layer.store.ops.memory import AddMemoryOp, AddOutcome, ApplyOnceOp, AsOfOp, Candidate, ClaimOp, CompleteEntryOp, DeleteMemoryOp, EnqueueOp, ExportOp, ExportedItem, FailEntryOp, FindMemoryOp, ImportOp, IndexUserOp, IngestLogEntry, IngestLogOp, LargeUsersOp, Link, LinkManyOp, LinkOp, LinkThreadTailOp, LinksOp, LockUserWritesOp, LogIngestOp, MatchOp, ParkEntryOp, ParkedEntriesOp, ParkedEntry, PendingOp, PurgeEmbeddingCacheOp, QueueEntry, RecallOp, ReinforceOp, RenewLeaseOp, SetStatusOp, SummaryCandidatesOp, SweepExpiredOp, TouchOp, UserExport
+from langmem_layer.store.ops.items import GetManyOp
 from langmem_layer.store.ops.keys import ApiKey, CreateKeyOp, DeleteKeyOp, FindKeyOp, ListKeysOp
-from langmem_layer.store.ops.lifecycle import DeleteUserOp, FallbackTurn, FallbackTurnsOp, LifecycleOp, MemoryHistoryOp, PurgeExpiredMemoriesOp, RecordFallbackOp, RecordOutcomeOp, ResolveFallbackOp, UserDeletion
+from langmem_layer.store.ops.lifecycle import (
+    DeleteUserOp,
+    FallbackTurn,
+    FallbackTurnsOp,
+    LifecycleOp,
+    MemoryHistoryOp,
+    PurgeExpiredMemoriesOp,
+    RecordFallbackOp,
+    RecordOutcomeOp,
+    ResolveFallbackOp,
+    UserDeletion,
+)
+from langmem_layer.store.ops.memory import (
+    AddMemoryOp,
+    AddOutcome,
+    ApplyOnceOp,
+    AsOfOp,
+    Candidate,
+    ClaimOp,
+    CompleteEntryOp,
+    DeleteMemoryOp,
+    EnqueueOp,
+    ExportedItem,
+    ExportOp,
+    FailEntryOp,
+    FindMemoryOp,
+    ImportOp,
+    IndexUserOp,
+    IngestLogEntry,
+    IngestLogOp,
+    LargeUsersOp,
+    Link,
+    LinkManyOp,
+    LinkOp,
+    LinksOp,
+    LinkThreadTailOp,
+    LockUserWritesOp,
+    LogIngestOp,
+    MatchOp,
+    ParkedEntriesOp,
+    ParkedEntry,
+    ParkEntryOp,
+    PendingOp,
+    PurgeEmbeddingCacheOp,
+    QueueEntry,
+    RecallOp,
+    ReinforceOp,
+    RenewLeaseOp,
+    SetStatusOp,
+    SummaryCandidatesOp,
+    SweepExpiredOp,
+    TouchOp,
+    UserExport,
+)
 from langmem_layer.store.ops.trust import LearnedTrust, TrustCountOp, TrustOp
-from langmem_layer.store.ops.working import ClearMessagesOp, CloseThreadOp, IdleThreadsOp, LogMessagesOp, LoggedMessage, PurgeMessagesOp, RecentMessagesOp, ThreadActivity, TouchThreadOp
+from langmem_layer.store.ops.working import (
+    ClearMessagesOp,
+    CloseThreadOp,
+    IdleThreadsOp,
+    LoggedMessage,
+    LogMessagesOp,
+    PurgeMessagesOp,
+    RecentMessagesOp,
+    ThreadActivity,
+    TouchThreadOp,
+)
 
 __all__ = [
     "AddMemoryOp",
@@ -29,6 +94,7 @@ __all__ = [
     "FallbackTurnsOp",
     "FindKeyOp",
     "FindMemoryOp",
+    "GetManyOp",
     "IdleThreadsOp",
     "ImportOp",
     "IndexUserOp",
