@@ -544,6 +544,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     line = "; ".join(part.strip() for part in message.splitlines() if part.strip())
     print(f"{PROG}: {line}", file=sys.stderr)
     return 1
-
-if __name__ == "__main__":
-    raise SystemExit(main())
