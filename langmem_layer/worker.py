@@ -12,10 +12,11 @@ yield these requests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +27,7 @@ from langmem_layer.settings import MemorySettings
 from langmem_layer.store.ops import QueueEntry
 from langmem_layer.write.apply import IngestResult, Leases, ProcessResult, release_leased
 
-__all__ = ["ProcessPending", "WakeWorker", "Worker"]
+__all__ = ["ExtractionLoop", "ProcessPending", "WakeWorker", "Worker"]
 
 logger = logging.getLogger("langmem_layer")
 
@@ -322,3 +323,66 @@ class Worker:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+
+class ExtractionLoop:
+    """Extracts queued turns in a task on a server's loop, every ``poll_seconds``.
+
+    The memory nodes wake extraction after each turn themselves (:class:`Worker`); a
+    server also runs this loop, which picks up what they leave: turns queued before the
+    server started (or by another process), retries that came due, and turns between
+    ``extract_every_n_turns``.
+
+    Args:
+        process: One pass over the queue (``MemoryLayer.aprocess_pending``).
+        poll_seconds: Pause between passes.
+    """
+
+    def __init__(self, process: Callable[[], Awaitable[object]], *,
+                 poll_seconds: float = 5.0) -> None:
+        self.process = process
+        self.poll_seconds = poll_seconds
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the loop is running."""
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Start the loop on the running event loop (its first pass runs at once)."""
+        if not self.running:
+            self._stop.clear()
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="langmem-extraction")
+
+    def wake(self) -> None:
+        """Run a pass now instead of at the next poll."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()  # a wake during the pass runs another one at once
+            try:
+                await self.process()
+            except Exception:  # the turns stay queued; the next pass retries them
+                logger.exception("Background extraction pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wait(), self.poll_seconds)
+
+    async def _wait(self) -> None:
+        stop, wake = (asyncio.ensure_future(e.wait()) for e in (self._stop, self._wake))
+        try:
+            await asyncio.wait({stop, wake}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            wake.cancel()
+
+    async def stop(self) -> None:
+        """Stop after the current pass; it is awaited, never cancelled."""
+        self._stop.set()
+        if self._task is not None:
+            await asyncio.shield(self._task)
+            self._task = None

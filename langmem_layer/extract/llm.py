@@ -10,7 +10,6 @@ Every failure is logged with the raw output.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Generator, Sequence
 from datetime import datetime
@@ -189,7 +188,3 @@ class LLMExtractor(Extractor):
                 return self._fell_back(done.value, await self.fallback.aextract(
                     messages, existing=existing, now=now))
 
-
-def dumps_operations(ops: Sequence[MemoryOperation]) -> str:
-    """Operations as JSON (for logs and the demo)."""
-    return json.dumps([o.model_dump(mode="json", exclude_defaults=True) for o in ops])

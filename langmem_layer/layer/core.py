@@ -71,8 +71,6 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         settings: Thresholds, weights and budgets; fields left unset take the calibration
             profile of the store's embedding model (:mod:`langmem_layer.calibration`),
             else the specification's defaults.
-        embeddings: Unused when the store already embeds (it does); kept for symmetry
-            with LangMem so a caller may pass the model explicitly.
         extractor: Proposes memory operations. Default: an LLM extractor on
             ``chat_model`` (or OpenAI when ``OPENAI_API_KEY`` is set), else the rules.
         chat_model: Chat model for the default LLM extractor.
@@ -96,7 +94,6 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         store: BaseStore,
         *,
         settings: MemorySettings | None = None,
-        embeddings: Any = None,
         extractor: Extractor | None = None,
         chat_model: BaseChatModel | None = None,
         extraction: Literal["background", "inline"] = "background",
@@ -107,7 +104,6 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         self.store = store
         # Retrieval values that fit the store's embedder fill what the caller left unset.
         self.settings = apply_profile(settings, getattr(store, "model_id", None))
-        self.embeddings = embeddings
         self.extractor = extractor or default_extractor(chat_model)
         self.extraction = extraction
         self.knowledge = knowledge_retriever(knowledge, k=self.settings.knowledge_k)

@@ -120,9 +120,7 @@ class KnowledgeMethods:
         args, spoken, now = _split(kw, self.now())
         inputs, documents = self._beside_knowledge(
             query, lambda: self._runner.run(self._block_inputs(user_id, query, now=now, **args)))
-        return read.context_block(self.env, inputs.recalled, recent=inputs.recent,
-                                  short_term=inputs.short_term, recently_spoken=spoken,
-                                  now=now, documents=documents)
+        return self._render(inputs, documents, spoken, now)
 
     async def _ablock_beside_knowledge(self, user_id: str, query: str | None,
                                        kw: ContextBlockArgs) -> ContextBlock:
@@ -130,6 +128,11 @@ class KnowledgeMethods:
         args, spoken, now = _split(kw, self.now())
         inputs, documents = await self._abeside_knowledge(
             query, self._runner.arun(self._block_inputs(user_id, query, now=now, **args)))
+        return self._render(inputs, documents, spoken, now)
+
+    def _render(self, inputs: read.BlockInputs, documents: list[Document], spoken: list[str],
+                now: datetime) -> ContextBlock:
+        """The block of what the read and the knowledge query found (sync and async)."""
         return read.context_block(self.env, inputs.recalled, recent=inputs.recent,
                                   short_term=inputs.short_term, recently_spoken=spoken,
                                   now=now, documents=documents)

@@ -15,13 +15,13 @@ shows in its own section:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from langmem_layer.flow import Env, scopes_for
 from langmem_layer.read.query import TimeWindow, time_window
 from langmem_layer.store.ops import SummaryCandidatesOp
-from langmem_layer.store.ops.trust import LearnedTrust, TrustOp
+from langmem_layer.store.ops.trust import TrustOp
 from langmem_layer.types import MemoryRecord, Recalled, memory_namespace, utc_iso
 
 __all__ = ["RECENT_DAYS", "SUMMARY", "pick_summary", "turn_ops", "with_narrative"]
@@ -91,12 +91,3 @@ def with_narrative(ranked: list[Recalled], summary: Recalled | None) -> list[Rec
         return ranked
     return [*ranked, summary]
 
-
-def learned_of(found: Sequence[Any]) -> LearnedTrust | None:
-    """The :class:`LearnedTrust` among a batch's results (None: not read)."""
-    return next((f for f in found if isinstance(f, LearnedTrust)), None)
-
-
-def utc_now(now: datetime) -> datetime:
-    """``now`` as an aware UTC datetime."""
-    return now if now.tzinfo is not None else now.replace(tzinfo=UTC)

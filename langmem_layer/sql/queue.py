@@ -217,11 +217,3 @@ def ingest_log(user_id: str, limit: int, thread_id: str | None = None) -> Sql:
         {"user_id": user_id, "limit": limit, "thread_id": thread_id},
     )
 
-
-def entries_done(user_id: str, ids: Sequence[int]) -> Sql:
-    """Which of these entries are done."""
-    return (
-        """SELECT id FROM langmem_extraction_queue
-        WHERE user_id = %(user_id)s AND id = ANY(%(ids)s::bigint[]) AND done_at IS NOT NULL""",
-        {"user_id": user_id, "ids": list(ids)},
-    )

@@ -223,15 +223,20 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         else:
             async with self._lock:
                 if self.conn.broken and self._reconnect is not None:
-                    # The server died under the connection (and may be back); a closed
-                    # (not broken) connection was closed on purpose and stays closed.
-                    try:
-                        self.conn = await psycopg.AsyncConnection.connect(
-                            self._reconnect, autocommit=True)
-                    except psycopg.OperationalError as e:
-                        raise DatabaseUnavailableError(
-                            f"PostgreSQL is still unreachable; nothing was run: {e}") from e
+                    self.conn = await self._open_again(self._reconnect)
                 yield self.conn
+
+    async def _open_again(self, conn_string: str) -> psycopg.AsyncConnection[Any]:
+        # The server died under the connection (and may be back): open a new one rather
+        # than fail every call until the process restarts. A closed (not broken)
+        # connection was closed on purpose and stays closed.
+        try:
+            conn = await psycopg.AsyncConnection.connect(conn_string, autocommit=True)
+        except psycopg.OperationalError as e:
+            raise DatabaseUnavailableError(
+                f"PostgreSQL is still unreachable; nothing was run: {e}") from e
+        logger.info("reconnected to PostgreSQL after the connection broke")
+        return conn
 
     async def _io(self, io: IO) -> Any:
         """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""

@@ -25,12 +25,13 @@ from langgraph.store.base import BaseStore
 
 from langmem_layer.layer import MemoryLayer
 from langmem_layer.settings import MemorySettings
+from langmem_layer.worker import ExtractionLoop
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from langgraph.graph.state import CompiledStateGraph
 
-__all__ = ["ExtractionWorker", "MemoryService", "agent_lifespan", "memory_lifespan",
+__all__ = ["MemoryService", "agent_lifespan", "memory_lifespan",
            "served_agent"]
 
 logger = logging.getLogger("langmem_layer")
@@ -38,67 +39,6 @@ logger = logging.getLogger("langmem_layer")
 #: Builds the agent for a layer: an uncompiled ``StateGraph`` (compiled here with the
 #: store) or a compiled graph.
 GraphFactory = Callable[[MemoryLayer], "StateGraph | CompiledStateGraph"]
-
-
-class ExtractionWorker:
-    """Extracts queued turns in a task on the server's loop, every ``poll_seconds``.
-
-    The memory nodes wake extraction after each turn themselves; this loop also picks
-    up what they leave: turns queued before the server started (or by another
-    process), retries that came due, and turns between ``extract_every_n_turns``.
-
-    Args:
-        layer: The memory layer whose queue is worked.
-        poll_seconds: Pause between passes.
-    """
-
-    def __init__(self, layer: MemoryLayer, *, poll_seconds: float = 5.0) -> None:
-        self.layer = layer
-        self.poll_seconds = poll_seconds
-        self._stop = asyncio.Event()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def running(self) -> bool:
-        """Whether the loop is running."""
-        return self._task is not None and not self._task.done()
-
-    def start(self) -> None:
-        """Start the loop on the running event loop (its first pass runs at once)."""
-        if not self.running:
-            self._stop.clear()
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="langmem-extraction")
-
-    def wake(self) -> None:
-        """Run a pass now instead of at the next poll."""
-        self._wake.set()
-
-    async def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()  # a wake during the pass runs another one at once
-            try:
-                await self.layer.aprocess_pending()
-            except Exception:  # the turns stay queued; the next pass retries them
-                logger.exception("Background extraction pass failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wait(), self.poll_seconds)
-
-    async def _wait(self) -> None:
-        stop, wake = (asyncio.ensure_future(e.wait()) for e in (self._stop, self._wake))
-        try:
-            await asyncio.wait({stop, wake}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            wake.cancel()
-
-    async def stop(self) -> None:
-        """Stop after the current pass; it is awaited, never cancelled."""
-        self._stop.set()
-        if self._task is not None:
-            await asyncio.shield(self._task)
-            self._task = None
 
 
 @dataclass
@@ -116,7 +56,7 @@ class MemoryService:
     store: BaseStore
     layer: MemoryLayer
     graph: CompiledStateGraph | None
-    worker: ExtractionWorker
+    worker: ExtractionLoop
     database_url: str | None = None
 
 
@@ -191,7 +131,7 @@ async def memory_lifespan(
         layer = MemoryLayer(store, settings=settings or settings_from_env(),
                             **dict(layer_options or {}))
         graph = _compile((graph_factory or build_agent_graph)(layer), store) if agent else None
-        worker = ExtractionWorker(layer, poll_seconds=poll_seconds)
+        worker = ExtractionLoop(layer.aprocess_pending, poll_seconds=poll_seconds)
         worker.start()
         try:
             yield MemoryService(store=store, layer=layer, graph=graph, worker=worker,
