@@ -46,8 +46,8 @@ def test_a_failed_run_resumes_from_the_command_line(pg_uri, people, touch: Touch
                                                     capsys) -> None:
     url = ["--database-url", pg_uri, "jobs", "run", JOB, "--now", AT]
     touch.fail_after = 4
-    with pytest.raises(RuntimeError, match="stopped at user-04"):
-        main(url)
+    assert main(url) == 1
+    assert capsys.readouterr().err == "langmem-layer: stopped at user-04\n"
     touch.fail_after = None
     assert main(url) == 0
     resumed = table(capsys)
@@ -114,5 +114,5 @@ def test_worker_reports_a_failing_job_and_goes_on(pg_uri, store, people, touch: 
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert captured.err == (
-        f"langmem-layer: job {JOB} failed: RuntimeError: stopped at user-02\n")
+        f"langmem-layer: job {JOB} failed: DatabaseUnavailableError: stopped at user-02\n")
     assert captured.out.startswith("sweep-ttl [2026-11-23, shard 0/1]")

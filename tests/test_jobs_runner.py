@@ -10,7 +10,7 @@ from datetime import UTC, datetime, time, timedelta
 import psycopg
 import pytest
 
-from langmem_layer import ConfigurationError, MemorySettings
+from langmem_layer import ConfigurationError, DatabaseUnavailableError, MemorySettings
 from langmem_layer.jobs import JOBS, JobContext, register
 from langmem_layer.jobs import schedule as sched
 from langmem_layer.jobs.runs import ALL, Shard, run, run_due, run_users, status
@@ -24,7 +24,8 @@ USERS = [f"user-{n:02d}" for n in range(12)]
 
 
 class Touch:
-    """A per-user job that marks each user once per call, and can fail midway."""
+    """A per-user job that marks each user once per call, and can stop midway as a run
+    stops when the database goes away (a user's own failure does not stop a run)."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -33,7 +34,7 @@ class Touch:
     def __call__(self, ctx: JobContext, user_id: str, *, now: datetime,
                  dry_run: bool = False) -> dict[str, int]:
         if self.fail_after is not None and len(self.calls) >= self.fail_after:
-            raise RuntimeError(f"stopped at {user_id}")
+            raise DatabaseUnavailableError(f"stopped at {user_id}")
         self.calls.append(user_id)
         (n,) = (r["n"] for r in ctx.execute((
             "SELECT count(*) AS n FROM langmem_items WHERE user_id = %s", [user_id])))
@@ -109,11 +110,11 @@ def test_a_period_runs_once_and_again_only_when_forced(store, people, touch, pg_
 def test_a_run_killed_midway_resumes_after_its_cursor(store, people, touch, pg_uri) -> None:
     ctx = ctx_of(store)
     touch.fail_after = 5
-    with pytest.raises(RuntimeError, match="stopped at user-05"):
+    with pytest.raises(DatabaseUnavailableError, match="stopped at user-05"):
         run(ctx, JOB, now=NOW)
     (row,) = runs(pg_uri)
     assert row == (JOB, "2026-11-23", "0/1", "user-04", 5, False,
-                   "RuntimeError: stopped at user-05")
+                   "DatabaseUnavailableError: stopped at user-05")
     assert marks(pg_uri) == dict.fromkeys(people[:5], 1)
     touch.fail_after = None
     resumed = run(ctx, JOB, now=NOW)
@@ -124,20 +125,46 @@ def test_a_run_killed_midway_resumes_after_its_cursor(store, people, touch, pg_u
     assert runs(pg_uri)[0][5:] == (True, None)
 
 
-def test_a_user_whose_work_fails_is_rolled_back(store, people, pg_uri, touch) -> None:
+def test_a_user_whose_work_fails_is_rolled_back_and_the_others_go_on(
+        store, people, pg_uri, touch) -> None:
     def half_then_fail(ctx, user_id, *, now, dry_run=False):
         touch(ctx, user_id, now=now)
-        if user_id == "user-03":
-            raise ValueError("bad data")
+        if user_id in ("user-03", "user-07"):
+            raise ValueError(f"bad data of {user_id}")
         return {"touched": 1}
 
-    register("half-fails", "fails on user-03", per_user=True, schedule="daily")(half_then_fail)
+    register("half-fails", "fails on two users", per_user=True,
+             schedule="daily")(half_then_fail)
     try:
-        with pytest.raises(ValueError, match="bad data"):
-            run(ctx_of(store), "half-fails", now=NOW)
+        done = run(ctx_of(store), "half-fails", now=NOW)
+        again = run(ctx_of(store), "half-fails", now=NOW)
+        shown = {s.job: s for s in status(ctx_of(store), now=NOW)}["half-fails"]
     finally:
         del JOBS["half-fails"]
-    assert marks(pg_uri) == dict.fromkeys(people[:3], 1)  # user-03's mark was rolled back
+    # Their marks were rolled back; every other user's work is done and kept.
+    assert marks(pg_uri) == {u: 1 for u in people if u not in ("user-03", "user-07")}
+    assert (done.status, done.users, done.counts) == ("done", 10, {"touched": 10, "failed": 2})
+    assert done.failures == {"user-03": "ValueError: bad data of user-03",
+                             "user-07": "ValueError: bad data of user-07"}
+    assert done.error is not None and done.error.startswith("2 user(s) failed")
+    assert "user-03: ValueError: bad data of user-03" in done.error
+    assert "2 user(s) failed" in done.summary()
+    # The period is finished: the failures are recorded, not retried forever.
+    assert again.status == "skipped"
+    (row,) = [r for r in runs(pg_uri) if r[0] == "half-fails"]
+    assert row[5:] == (True, done.error)
+    assert shown.error == done.error
+
+
+def test_a_job_misconfigured_for_every_user_stops_the_run(store, people, pg_uri) -> None:
+    # A job that returns no counts is a bug of the job, not of one user's data.
+    register("no-counts", "returns nothing", per_user=True, schedule="daily")(
+        lambda ctx, user_id, *, now, dry_run=False: None)
+    try:
+        with pytest.raises(ConfigurationError, match="must return a dict"):
+            run(ctx_of(store), "no-counts", now=NOW)
+    finally:
+        del JOBS["no-counts"]
 
 
 def test_two_workers_run_each_period_once(pg_uri, index, people, touch) -> None:
@@ -324,23 +351,24 @@ def test_the_store_of_a_per_user_job_writes_in_the_users_transaction(store, peop
 
     register("note-test", "note each user", per_user=True, schedule="daily")(note)
     try:
-        with pytest.raises(RuntimeError, match="after the put"):
-            run(ctx_of(store), "note-test", now=NOW)
+        done = run(ctx_of(store), "note-test", now=NOW)
     finally:
         del JOBS["note-test"]
+    assert done.failures == {"user-02": "RuntimeError: after the put"}
+    # user-02's put was rolled back with its transaction; the others' are kept.
     noted = [u for u in people if store.get(("memories", u, "work"), "checked")]
-    assert noted == ["user-00", "user-01"]
+    assert noted == [u for u in people if u != "user-02"]
 
 
 def test_status_of_a_sharded_period(store, people, touch) -> None:
     ctx = ctx_of(store)
     run(ctx, JOB, now=NOW, shard=Shard(0, 2))
     touch.fail_after = 0
-    with pytest.raises(RuntimeError):
+    with pytest.raises(DatabaseUnavailableError):
         run(ctx, JOB, now=NOW, shard=Shard(1, 2))
     mine = {s.job: s for s in status(ctx, now=NOW)}[JOB]
     assert (mine.shard, mine.due_now) == ("1/2", True)
-    assert mine.error == "RuntimeError: stopped at " + min(
+    assert mine.error == "DatabaseUnavailableError: stopped at " + min(
         u for u in people if shard_of(u, 2) == 1)
     touch.fail_after = None
     run(ctx, JOB, now=NOW, shard=Shard(1, 2))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -38,12 +39,20 @@ from typing import Any, Literal, TextIO
 
 import psycopg
 
-from langmem_layer.errors import ConcurrencyError, ConfigurationError
+from langmem_layer.errors import (
+    ConcurrencyError,
+    ConfigurationError,
+    DatabaseUnavailableError,
+    PoolTimeoutError,
+    SchemaNotReadyError,
+)
 from langmem_layer.jobs import schedule as sched
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobResult, _execute
 from langmem_layer.settings import MemorySettings
 from langmem_layer.sql import jobs as sql
 from langmem_layer.sql import rls
+
+logger = logging.getLogger("langmem_layer.jobs")
 
 __all__ = ["ALL", "JobRun", "JobStatus", "Shard", "run", "run_due", "run_users", "status"]
 
@@ -105,9 +114,13 @@ class JobRun:
         counts: Outcomes summed over those users (or the whole-store job's counts).
         resumed_after: The cursor this run started after, when it resumed.
         finished_at: When the period's run finished (for ``skipped``: that earlier run).
-        error: The recorded error of a whole-store run whose result had failures.
+        error: The recorded error of a run with failures: a whole-store job's failed
+            count, or the users whose part failed (their work rolled back, the others
+            done).
         result: A whole-store job's own :class:`JobResult` (None per user).
         tokens: Tokens the run's users' work sent to a chat model so far.
+        failures: A per-user run's failed users and each one's error (the first
+            :data:`~langmem_layer.sql.jobs.KEPT_FAILURES`).
     """
 
     job: str
@@ -121,6 +134,7 @@ class JobRun:
     error: str | None = None
     result: JobResult | None = None
     tokens: int = 0
+    failures: dict[str, str] = field(default_factory=dict)
 
     @property
     def failed(self) -> int:
@@ -141,7 +155,8 @@ class JobRun:
         if self.tokens:
             outcomes += f"{', ' if outcomes else ''}{self.tokens} tokens sent to a model"
         dry = " (dry run, nothing written)" if self.status == "dry-run" else ""
-        return f"{head}: {self.users} users{', ' + outcomes if outcomes else ''}{dry}"
+        failed = f"; {self.error}" if self.failures and self.error else ""
+        return f"{head}: {self.users} users{', ' + outcomes if outcomes else ''}{dry}{failed}"
 
     def table(self) -> str:
         """A per-user run's summary table: users and each outcome's count."""
@@ -286,26 +301,19 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     done, totals, last = 0, dict[str, int](), None
     with _progress(total, job.name, progress, out) as bar:
         for user_id in users:
-            with conn.transaction():
-                # The user's transaction acts for the user only (sql/rls.py), whatever
-                # the job's function sends.
-                _rows(conn, rls.bind(user_id, role=bound.store.rls_role, switch_role=True))
-                if record is not None:
-                    _rows(conn, sql.relaxed_commit())
-                counts = _counts(job.function(bound, user_id, now=now, dry_run=dry_run,
-                                              **options), job, user_id)
-                # Tokens sent to a model have a column of their own, not an outcome.
-                tokens = counts.pop(TOKENS, 0)
-                if dry_run:
-                    # Whatever the function wrote despite dry_run is undone.
-                    raise psycopg.Rollback()
-                if record is not None and not _rows(
-                        conn, sql.advance(*record, user_id, counts, tokens)):
-                    raise ConcurrencyError(
-                        f"Job {job.name}: user {user_id!r} was already done for "
-                        f"{record[1]} (shard {record[2]}) by another runner; nothing "
-                        "was applied twice. Run again to continue after it.")
-            done += 1
+            try:
+                counts = _one_user(conn, bound, job, user_id, now=now, record=record,
+                                   dry_run=dry_run, options=options)
+            except _STOPS_THE_RUN:
+                raise
+            except Exception as e:
+                if conn.broken:
+                    raise
+                # The user's work rolled back with its transaction; the others go on.
+                _user_failed(conn, job, user_id, e, record)
+                counts = {FAILED: 1}
+            else:
+                done += 1
             last = user_id
             for k, n in counts.items():
                 totals[k] = totals.get(k, 0) + n
@@ -314,6 +322,56 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
                 # Between users, outside any transaction: nothing held while waiting.
                 time.sleep(pause)
     return done, totals, last
+
+
+#: Errors that stop a whole run rather than one user's part of it: the database is
+#: gone or busy, another runner took the period, the job itself is misconfigured.
+_STOPS_THE_RUN = (ConcurrencyError, ConfigurationError, DatabaseUnavailableError,
+                  PoolTimeoutError, SchemaNotReadyError, psycopg.OperationalError,
+                  psycopg.InterfaceError)
+#: The outcome counting users whose part failed.
+FAILED = "failed"
+#: Characters of a user's error kept in the run's row.
+_ERROR_CHARS = 500
+
+
+def _one_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, user_id: str, *,
+              now: datetime, record: tuple[str, str, str] | None, dry_run: bool,
+              options: Mapping[str, Any]) -> dict[str, int]:
+    """Run ``job`` for one user in its own transaction; returns its counts."""
+    with conn.transaction():
+        # The user's transaction acts for the user only (sql/rls.py), whatever
+        # the job's function sends.
+        _rows(conn, rls.bind(user_id, role=bound.store.rls_role, switch_role=True))
+        if record is not None:
+            _rows(conn, sql.relaxed_commit())
+        counts = _counts(job.function(bound, user_id, now=now, dry_run=dry_run,
+                                      **options), job, user_id)
+        # Tokens sent to a model have a column of their own, not an outcome.
+        tokens = counts.pop(TOKENS, 0)
+        if dry_run:
+            # Whatever the function wrote despite dry_run is undone.
+            raise psycopg.Rollback()
+        if record is not None and not _rows(
+                conn, sql.advance(*record, user_id, counts, tokens)):
+            raise ConcurrencyError(
+                f"Job {job.name}: user {user_id!r} was already done for "
+                f"{record[1]} (shard {record[2]}) by another runner; nothing "
+                "was applied twice. Run again to continue after it.")
+    return counts
+
+
+def _user_failed(conn: psycopg.Connection[Any], job: Job, user_id: str, error: Exception,
+                 record: tuple[str, str, str] | None) -> None:
+    """Log a user's failure and, in a recorded run, move past the user keeping its error."""
+    text = f"{type(error).__name__}: {error}"[:_ERROR_CHARS]
+    logger.warning("job %s failed for user %r (the run goes on): %s", job.name, user_id, text)
+    if record is not None:
+        with conn.transaction():
+            if not _rows(conn, sql.user_failed(*record, user_id, text)):
+                raise ConcurrencyError(
+                    f"Job {job.name}: user {user_id!r} was already done for {record[1]} "
+                    f"(shard {record[2]}) by another runner. Run again to continue after it.")
 
 
 def run(ctx: JobContext, job: Job | str, *, now: datetime | None = None,
@@ -416,9 +474,21 @@ def _recorded(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
         raise
     final = _one(conn, sql.finish(*record))
     assert final is not None
+    failures = dict(final["failures"] or {})
+    if failures:
+        final = _one(conn, sql.finish(*record, error=failures_text(
+            final["counts"].get(FAILED, len(failures)), failures)))
+        assert final is not None
     return JobRun(job.name, period, label, "done", final["users"], dict(final["counts"]),
                   resumed_after=after, finished_at=final["finished_at"],
-                  tokens=final["tokens"])
+                  tokens=final["tokens"], error=final["error"], failures=failures)
+
+
+def failures_text(count: int, failures: Mapping[str, str]) -> str:
+    """The run's error when some users failed: how many, and the first ones' errors."""
+    shown = "; ".join(f"{user}: {error}" for user, error in list(failures.items())[:3])
+    more = f" (and {count - 3} more)" if count > 3 else ""
+    return f"{count} user(s) failed, the others were done: {shown}{more}"
 
 
 def _record_failure(conn: psycopg.Connection[Any], record: tuple[str, str, str],

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from langmem_layer.settings import MemorySettings
-from langmem_layer.sql.lifecycle import HALF_LIFE_KINDS
+from langmem_layer.sql.lifecycle import HALF_LIFE_KINDS, MAX_DECAY_EXPONENT, MAX_HALVINGS
 from langmem_layer.sql.sources import RECALL_SOURCES
 from langmem_layer.store.ops import Candidate
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Recalled, to_utc
@@ -146,9 +146,9 @@ def decay_score(record: Rankable, now: datetime, *, half_life_days: float = 180.
         return record.confidence
     t = _days(now, record.last_accessed_at)
     if record.kind in HALF_LIFE_KINDS:
-        return record.confidence * 0.5 ** (t / half_life_days)
+        return record.confidence * 0.5 ** min(t / half_life_days, MAX_HALVINGS)
     stability = 1.0 + 0.5 * record.access_count
-    return record.confidence * math.exp(-t / stability)
+    return record.confidence * math.exp(-min(t / stability, MAX_DECAY_EXPONENT))
 
 
 def decay_weight(record: Rankable, now: datetime, *, half_life_days: float = 180.0) -> float:

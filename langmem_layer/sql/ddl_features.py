@@ -184,4 +184,9 @@ FEATURES: list[str] = [
         ON langmem_items (user_id, updated_at DESC)
         WHERE is_memory AND (value ->> 'kind') = 'temporal_summary';
     """,
+    # A per-user job records a user's failure and goes on to the next user.
+    """
+    ALTER TABLE langmem_job_runs ADD COLUMN IF NOT EXISTS failures jsonb NOT NULL
+        DEFAULT '{}'::jsonb;
+    """,
 ]

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "KEPT_FAILURES",
     "advance",
     "claim",
     "count_users",
@@ -32,6 +33,7 @@ __all__ = [
     "resume",
     "shard_of",
     "unlock",
+    "user_failed",
     "users",
 ]
 
@@ -46,7 +48,9 @@ _SHARD = "(('x' || substr(md5({col}), 1, 8))::bit(32)::bigint %% %(shards)s)"
 _RUN = "job = %(job)s AND period = %(period)s AND shard = %(shard)s"
 
 _COLUMNS = ("job, period, shard, cursor, users, counts, started_at, finished_at, error, "
-            "tokens")
+            "tokens, failures")
+#: Per-user errors kept in a run's row (the ``failed`` count keeps counting past them).
+KEPT_FAILURES = 100
 
 
 def shard_of(user_id: str, shards: int) -> int:
@@ -148,7 +152,8 @@ def restart(job: str, period: str, shard: str) -> Sql:
     """Start the run over (``--force``): no cursor, no counts, not finished."""
     return (
         f"""UPDATE langmem_job_runs SET cursor = NULL, users = 0, counts = '{{}}'::jsonb,
-            tokens = 0, started_at = clock_timestamp(), finished_at = NULL, error = NULL
+            tokens = 0, started_at = clock_timestamp(), finished_at = NULL, error = NULL,
+            failures = '{{}}'::jsonb
         WHERE {_RUN} RETURNING {_COLUMNS}""",
         _run(job, period, shard),
     )
@@ -181,6 +186,29 @@ def advance(job: str, period: str, shard: str, user_id: str,
         RETURNING r.cursor""",
         {**_run(job, period, shard), "user_id": user_id, "counts": json.dumps(dict(counts)),
          "tokens": tokens},
+    )
+
+
+def user_failed(job: str, period: str, shard: str, user_id: str, error: str) -> Sql:
+    """Move the cursor past ``user_id``, whose work failed and was rolled back: count it
+    as ``failed`` and keep its error (the first :data:`KEPT_FAILURES` users').
+
+    Returns no row when the cursor is already at or past the user (another runner).
+    """
+    return (
+        f"""UPDATE langmem_job_runs r SET cursor = %(user_id)s,
+            counts = jsonb_set(r.counts, '{{failed}}',
+                               to_jsonb(coalesce((r.counts ->> 'failed')::bigint, 0) + 1)),
+            failures = CASE WHEN (SELECT count(*) FROM jsonb_object_keys(r.failures))
+                                 < %(kept)s
+                            THEN r.failures || jsonb_build_object(%(user_id)s::text,
+                                                                  %(error)s::text)
+                            ELSE r.failures END
+        WHERE {_RUN} AND r.finished_at IS NULL
+          AND (r.cursor IS NULL OR r.cursor < %(user_id)s)
+        RETURNING r.cursor""",
+        {**_run(job, period, shard), "user_id": user_id, "error": error,
+         "kept": KEPT_FAILURES},
     )
 
 

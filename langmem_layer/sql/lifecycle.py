@@ -22,6 +22,8 @@ from langmem_layer.types import Kind, utc_iso
 
 __all__ = [
     "HALF_LIFE_KINDS",
+    "MAX_DECAY_EXPONENT",
+    "MAX_HALVINGS",
     "Transition",
     "apply_transition",
     "decay_expression",
@@ -38,6 +40,11 @@ Sql = tuple[str, dict[str, Any]]
 
 #: Kinds that decay by half-life instead of by Ebbinghaus stability (R5.1).
 HALF_LIFE_KINDS = frozenset({Kind.TEMPORAL_SUMMARY, Kind.REFLECTION})
+#: The largest exponent decay takes: e^-700 and 0.5^1000 are ~1e-304, nothing in any
+#: ranking, while PostgreSQL's exp() and power() raise "underflow" past ~e^-708 (a
+#: memory untouched for about two years). Clamped in SQL and in Python alike.
+MAX_DECAY_EXPONENT = 700.0
+MAX_HALVINGS = 1000.0
 
 _MINE = "i.user_id = %(user_id)s AND i.is_memory"
 _NOT_PINNED = "(i.value -> 'pinned') IS DISTINCT FROM 'true'::jsonb"
@@ -68,7 +75,9 @@ def decay_expression() -> str:
     The same formula as :func:`langmem_layer.read.rank.decay_score` (tests hold them
     equal): episodic memories keep their confidence; summaries and reflections
     ``confidence × 0.5^(t / %(half_life)s)``; the rest ``confidence × e^(−t/S)`` with
-    ``S = 1 + 0.5 × access_count``; ``t`` days since last access, never negative.
+    ``S = 1 + 0.5 × access_count``; ``t`` days since last access, never negative. The
+    exponents are clamped (:data:`MAX_DECAY_EXPONENT`, :data:`MAX_HALVINGS`) so no age
+    underflows.
     Needs the parameters ``now`` and ``half_life``.
     """
     kinds = ", ".join(f"'{k.value}'" for k in sorted(HALF_LIFE_KINDS))
@@ -77,8 +86,10 @@ def decay_expression() -> str:
     return f"""(CASE
         WHEN i.value ->> 'layer' = 'episodic' THEN {conf}
         WHEN i.value ->> 'kind' IN ({kinds})
-            THEN {conf} * power(0.5, {_DAYS_SINCE_ACCESS} / %(half_life)s::float8)
-        ELSE {conf} * exp(-{_DAYS_SINCE_ACCESS} / (1.0 + 0.5 * {count}))
+            THEN {conf} * power(0.5, least({_DAYS_SINCE_ACCESS} / %(half_life)s::float8,
+                                            {MAX_HALVINGS}))
+        ELSE {conf} * exp(-least({_DAYS_SINCE_ACCESS} / (1.0 + 0.5 * {count}),
+                                 {MAX_DECAY_EXPONENT}))
     END)"""
 
 

@@ -41,6 +41,19 @@ _SHUTDOWN = frozenset({"57P01", "57P02", "57P03"})  # admin/crash shutdown, cann
 _INPUT_TOO_LARGE = "54"  # program_limit_exceeded: stack depth, row or statement too big
 _INVALID_DATA = "22"  # data_exception: NUL bytes, bad encodings, values out of range
 _UNDEFINED_TABLE = "42P01"
+#: What each data exception means for the caller; the hint names its own cause.
+_DATA_HINT = "a value does not fit its column or type: check the value's type and size."
+_NUL_HINT = "text may not contain NUL (\\x00) characters."
+_DATA_HINTS = {
+    "": _NUL_HINT,  # psycopg's own refusal of a NUL byte, before the server sees it
+    "22021": _NUL_HINT,  # character_not_in_repertoire: a NUL or invalid UTF-8
+    "22P05": _NUL_HINT,  # untranslatable_character: \u0000 in jsonb
+    "22003": "a number is out of range (too large, too small, or underflowing to zero).",
+    "22P02": "a value is malformed for its type (a number, UUID or JSON that does not parse).",
+    "22007": "a date or time is malformed.",
+    "22008": "a date or time is out of range.",
+    "22001": "a text is longer than its column allows.",
+}
 
 
 def retryable(exc: BaseException) -> bool:
@@ -102,7 +115,7 @@ def translate(exc: BaseException, *, pool: Any = None) -> BaseException:
     if state.startswith(_INVALID_DATA) or (not state and isinstance(exc, psycopg.DataError)):
         return InvalidInputError(
             f"PostgreSQL refused the input as invalid (SQLSTATE {state or 'n/a'}: {exc}); "
-            "text may not contain NUL (\\x00) characters. Nothing was written."
+            f"{_DATA_HINTS.get(state, _DATA_HINT)} Nothing was written."
         )
     if state == _UNDEFINED_TABLE:
         return SchemaNotReadyError(
