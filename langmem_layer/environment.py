@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.embedding.models import openai_configured
+from langmem_layer.store.options import check_conninfo
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -63,8 +64,13 @@ _data_dir = data_dir  # database_url() takes a parameter of the same name
 
 
 def configured_url(url: str | None = None) -> str | None:
-    """``url`` or ``LANGMEM_DATABASE_URL``; None means the embedded server."""
-    return url or os.environ.get("LANGMEM_DATABASE_URL") or None
+    """``url`` or ``LANGMEM_DATABASE_URL``; None means the embedded server.
+
+    Raises:
+        ConfigurationError: The URL is not a PostgreSQL connection string.
+    """
+    found = url or os.environ.get("LANGMEM_DATABASE_URL") or None
+    return None if found is None else check_conninfo(found)
 
 
 def database_url(url: str | None = None, *, data_dir: str | Path | None = None) -> str:

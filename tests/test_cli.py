@@ -174,7 +174,7 @@ def test_import_of_json_that_is_not_an_export(pg_uri: str, store, tmp_path: Path
 
 
 def test_library_errors_are_one_line(pg_uri: str, capsys) -> None:
-    assert main(["--database-url", pg_uri, "export", ""]) == 1
+    assert main(["--database-url", pg_uri, "get", "u1", "no-such-memory"]) == 1
     captured = capsys.readouterr()
     assert captured.err.startswith("langmem-layer: ") and captured.err.count("\n") == 1
     # An unreachable server is a DatabaseUnavailableError, not a traceback.

@@ -74,14 +74,18 @@ def test_jobs_status_shows_the_runs(pg_uri, people, touch: Touch, capsys,
     capsys.readouterr()
     assert main([*url, "jobs", "status", "--now", AT]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = {line.split()[0]: re.split(r"\s{2,}", line) for line in lines}
-    assert rows["JOB"][-1] == "NEXT DUE (UTC)"
+    rows = {line.split()[0]: re.split(r"\s{2,}", line) for line in lines
+            if not line.startswith(" ")}
+    details = {line.split()[0]: lines[n + 1].strip() for n, line in enumerate(lines[:-1])
+               if not line.startswith(" ") and lines[n + 1].startswith(" ")}
+    assert rows["JOB"] == ["JOB", "PERIOD", "SHARD", "LAST RUN", "USERS", "NEXT DUE (UTC)"]
     mine = rows[JOB]
     assert mine[1:3] == ["2026-11-23", "0/1"]
-    assert mine[5:] == ["12", '{"items":12,"touched":12}', "0", "-", "2026-11-24 03:00"]
-    assert rows["sweep-ttl"][5:] == ["0", '{"deleted":0}', "0", "-", "2026-11-24 03:00"]
-    assert rows["purge-embedding-cache"][1:] == ["never", "-", "-", "-", "-", "-", "-", "-",
-                                                 "now"]
+    assert mine[4:] == ["12", "2026-11-24 03:00"]
+    assert details[JOB] == 'counts: {"items":12,"touched":12}'
+    assert rows["sweep-ttl"][4:] == ["0", "2026-11-24 03:00"]
+    assert details["sweep-ttl"] == 'counts: {"deleted":0}'
+    assert rows["purge-embedding-cache"][1:] == ["never", "-", "-", "-", "now (2026-W48)"]
     assert rows["extract"][-1] == "on demand"
 
 

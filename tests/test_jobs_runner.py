@@ -13,7 +13,8 @@ import pytest
 from langmem_layer import ConfigurationError, DatabaseUnavailableError, MemorySettings
 from langmem_layer.jobs import JOBS, JobContext, register
 from langmem_layer.jobs import schedule as sched
-from langmem_layer.jobs.runs import ALL, Shard, run, run_due, run_users, status
+from langmem_layer.jobs.runs import ALL, Shard, run, run_due, run_users
+from langmem_layer.jobs.status import status
 from langmem_layer.sql.jobs import shard_of
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, MemoryRecord

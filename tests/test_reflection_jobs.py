@@ -11,7 +11,8 @@ import pytest
 
 from langmem_layer import JOBS
 from langmem_layer.jobs import JobContext
-from langmem_layer.jobs.runs import run, status
+from langmem_layer.jobs.runs import run
+from langmem_layer.jobs.status import status
 from langmem_layer.store import ops as mops
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.synth import ModelSynthesizer, OfflineSynthesizer

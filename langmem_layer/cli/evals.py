@@ -125,7 +125,7 @@ def handle(args: argparse.Namespace, ctx: Any) -> int:
     extractor, label = _extractor(args)
     ctx.store.setup()
     report = run_fixtures(ctx.store, fixtures, extractor=extractor, label=label,
-                          settings=settings_from_file(args.settings))
+                          settings=settings_from_file(args.settings), progress=True)
     if args.json:
         print(json.dumps(report_json(report), indent=2))
     else:

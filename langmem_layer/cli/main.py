@@ -12,13 +12,14 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from langmem_layer.cli import memories
+from langmem_layer.cli.commands import Command, Failure, always, user_id
 from langmem_layer.cli.server import (
     keys_create,
     keys_create_arguments,
@@ -32,9 +33,10 @@ from langmem_layer.cli.server import (
 from langmem_layer.environment import open_store, settings_from_env
 from langmem_layer.errors import LangmemError
 from langmem_layer.jobs import JOBS, Job, JobContext
-from langmem_layer.jobs.runs import Shard, counts_json, run_due, status
+from langmem_layer.jobs.runs import Shard, run_due
 from langmem_layer.jobs.runs import run as run_job
 from langmem_layer.jobs.schedule import zone
+from langmem_layer.jobs.status import counts_json, status
 
 __all__ = ["COMMANDS", "Command", "main"]
 
@@ -42,36 +44,6 @@ PROG = "langmem-layer"
 #: SQLSTATE ``undefined_table``: the schema was never created in this database.
 _UNDEFINED_TABLE = "42P01"
 
-def _always(args: argparse.Namespace) -> bool:
-    return True
-
-
-def _never(args: argparse.Namespace) -> bool:
-    return False
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One subcommand.
-
-    Attributes:
-        help: One line for ``--help``.
-        add_arguments: Adds the command's own arguments to its parser.
-        handler: Runs the command on an open store; returns the exit code.
-        needs_embeddings: Whether the store needs its embedding index for these
-            arguments (opening without one loads no model).
-        uses_store: False for commands that never touch the database.
-    """
-
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    handler: Callable[[argparse.Namespace, JobContext | None], int]
-    needs_embeddings: Callable[[argparse.Namespace], bool] = _never
-    uses_store: bool = True
-
-
-class _Failure(Exception):
-    """A one-line error for the user (no traceback)."""
 
 
 # -- commands -------------------------------------------------------------------------
@@ -89,40 +61,47 @@ def _setup(args: argparse.Namespace, ctx: JobContext | None) -> int:
 
 
 def _export_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("user_id")
+    parser.add_argument("user_id", metavar="USER", type=user_id)
     parser.add_argument("-o", "--output", help="file (default: standard output)")
 
 
 def _export(args: argparse.Namespace, ctx: JobContext | None) -> int:
     assert ctx is not None
-    text = json.dumps(ctx.layer.export(args.user_id), indent=2, ensure_ascii=False)
+    exported = ctx.layer.export(args.user_id)
+    if not exported.get("items"):
+        print(f"{PROG}: user {args.user_id!r} has no memories here (an empty export)",
+              file=sys.stderr)
+    text = json.dumps(exported, indent=2, ensure_ascii=False)
     if args.output:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        try:
+            Path(args.output).write_text(text + "\n", encoding="utf-8")
+        except OSError as e:
+            raise Failure(f"cannot write {args.output}: {e.strerror or e}") from None
     else:
         sys.stdout.write(text + "\n")
     return 0
 
 
 def _import_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("user_id")
+    parser.add_argument("user_id", metavar="USER", type=user_id)
     parser.add_argument("file")
 
 
 def _read_export(path: str) -> dict[str, Any]:
-    """The JSON object in ``path``; a :class:`_Failure` when it cannot be one."""
+    """The JSON object in ``path``; a :class:`Failure` when it cannot be one."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise _Failure(f"no such file: {path}") from None
+        raise Failure(f"no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise _Failure(f"cannot read {path}: {e}") from None
+        raise Failure(f"cannot read {path}: {e}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise _Failure(f"{path} is not valid JSON: {e}") from None
+        raise Failure(f"{path} is not valid JSON: {e}") from None
     # The library checks the format marker; a non-object has no marker to check.
     if not isinstance(data, dict):
-        raise _Failure(f"{path} is not a langmem_layer export (expected a JSON object)")
+        raise Failure(f"{path} is not a langmem_layer export (expected a JSON object)")
     return data
 
 
@@ -134,14 +113,14 @@ def _import(args: argparse.Namespace, ctx: JobContext | None) -> int:
         count = ctx.layer.import_(args.user_id, data)
     except (KeyError, TypeError, AttributeError) as e:
         # The format marker was right but an item or link is malformed.
-        raise _Failure(f"{args.file} is not a valid langmem_layer export: "
+        raise Failure(f"{args.file} is not a valid langmem_layer export: "
                        f"{type(e).__name__}: {e}") from None
     print(f"imported {count} items")
     return 0
 
 
 def _import_langmem_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("user_id")
+    parser.add_argument("user_id", metavar="USER", type=user_id)
     parser.add_argument("--namespace", nargs="+", metavar="LABEL",
                         help="LangMem's namespace prefix (default: memories USER_ID)")
     parser.add_argument("--profile", help="where the memories go (default: work)")
@@ -160,7 +139,7 @@ def _import_langmem(args: argparse.Namespace, ctx: JobContext | None) -> int:
 
 
 def _delete_user_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("user_id")
+    parser.add_argument("user_id", metavar="USER", type=user_id)
     parser.add_argument("--yes", action="store_true",
                         help="confirm: the user's data cannot be recovered")
 
@@ -168,7 +147,7 @@ def _delete_user_arguments(parser: argparse.ArgumentParser) -> None:
 def _delete_user(args: argparse.Namespace, ctx: JobContext | None) -> int:
     assert ctx is not None
     if not args.yes:
-        raise _Failure(f"delete-user erases everything stored for {args.user_id!r} and "
+        raise Failure(f"delete-user erases everything stored for {args.user_id!r} and "
                        "cannot be undone: run it again with --yes")
     deleted = ctx.layer.delete_user(args.user_id)
     rows = ", ".join(f"{table} {n}" for table, n in deleted.counts.items() if n)
@@ -206,7 +185,7 @@ def _mcp(args: argparse.Namespace, ctx: JobContext | None) -> int:
     try:
         from langmem_layer.server.mcp import serve
     except ImportError as e:  # the optional extra is missing
-        raise _Failure(f"the MCP server needs the mcp extra: pip install "
+        raise Failure(f"the MCP server needs the mcp extra: pip install "
                        f"'langmem-layer[mcp]' ({e})") from None
     # SIGTERM (a client or supervisor stopping the server) shuts down as Ctrl-C does, so
     # the store closes and an embedded PostgreSQL stops with the server.
@@ -355,7 +334,7 @@ def _jobs_run_options(args: argparse.Namespace) -> dict[str, Any]:
     for pair in args.option:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise _Failure(f"an option is KEY=VALUE, got {pair!r}")
+            raise Failure(f"an option is KEY=VALUE, got {pair!r}")
         options[key] = job.option(key.replace("-", "_")).parse(value)
     return options
 
@@ -390,20 +369,45 @@ def _jobs_status(args: argparse.Namespace, ctx: JobContext | None) -> int:
     assert ctx is not None
     settings = settings_from_env()
     tz = zone(settings.jobs_timezone)
-    rows = [("JOB", "PERIOD", "SHARD", "STARTED", "FINISHED", "USERS", "COUNTS", "TOKENS",
-             "ERROR", f"NEXT DUE ({settings.jobs_timezone})")]
+    rows = [("JOB", "PERIOD", "SHARD", "LAST RUN", "USERS",
+             f"NEXT DUE ({settings.jobs_timezone})")]
+    details: list[list[str]] = [[]]
     for st in status(JobContext(ctx.store, settings=settings), now=args.now):
-        due = "now" if st.due_now else _when(st.next_due, tz)
-        rows.append((st.job, st.period or "never", st.shard or "-", _when(st.started_at, tz),
-                     _when(st.finished_at, tz) if st.started_at else "-",
-                     str(st.users) if st.started_at else "-",
-                     counts_json(st.counts) if st.started_at else "-",
-                     str(st.tokens) if st.started_at else "-", st.error or "-",
-                     due if st.schedule else "on demand"))
+        due = _due(st, tz)
+        last = ("-" if st.started_at is None else _when(st.finished_at, tz)
+                if st.finished_at else f"running since {_when(st.started_at, tz)}")
+        rows.append((st.job, st.period or "never", st.shard or "-", last,
+                     str(st.users) if st.started_at else "-", due))
+        lines = []
+        if st.started_at and (st.counts or st.tokens):
+            tokens = f", {st.tokens} tokens" if st.tokens else ""
+            lines.append(f"counts: {counts_json(st.counts)}{tokens}")
+        if st.error:
+            lines.append(f"error: {st.error}")
+        details.append(lines)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
+    for row, lines in zip(rows, details, strict=True):
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        for line in lines:  # one indented line each, cut to the table's 100 columns
+            print(_fit(f"    {line}"))
     return 0
+
+
+#: The widest line ``jobs status`` prints.
+STATUS_COLUMNS = 100
+
+
+def _fit(line: str) -> str:
+    return line if len(line) <= STATUS_COLUMNS else line[: STATUS_COLUMNS - 1] + "…"
+
+
+def _due(st: Any, tz: Any) -> str:
+    """When a job is next due; "now" says which period is waiting for the worker."""
+    if not st.schedule:
+        return "on demand"
+    if st.due_now:
+        return f"now ({st.due_period})"
+    return _when(st.next_due, tz)
 
 
 def _jobs_run_embeds(args: argparse.Namespace) -> bool:
@@ -439,16 +443,17 @@ COMMANDS: dict[str, Command] = {
     "setup": Command("create or upgrade the schema (idempotent)", _no_arguments, _setup),
     "export": Command("write a user's memory as JSON", _export_arguments, _export),
     "import": Command("load a JSON export into a user (re-embeds)", _import_arguments,
-                      _import, _always),
+                      _import, always),
     "import-langmem": Command("write the memories LangMem stored for a user as typed "
                               "memories (idempotent)", _import_langmem_arguments,
-                              _import_langmem, _always),
+                              _import_langmem, always),
     "delete-user": Command("erase everything stored for a user (needs --yes)",
                            _delete_user_arguments, _delete_user),
+    **memories.COMMANDS,
     **{name: _job_command(JOBS[name]) for name in
        ("sweep-ttl", "purge-embedding-cache", "sweep-sessions", "index-large-users")},
     "worker": Command("extract queued turns and run the scheduled jobs as they fall due "
-                      "(until interrupted)", _work_arguments, _work, _always),
+                      "(until interrupted)", _work_arguments, _work, always),
     "mcp": Command("serve one user's memory to MCP clients (stdio or streamable HTTP)",
                    _mcp_arguments, _mcp, uses_store=False),
     "jobs list": Command("list the maintenance jobs: name, schedule, summary",
@@ -465,10 +470,10 @@ COMMANDS: dict[str, Command] = {
     "serve": Command("run the HTTP app: the memory agent (LangServe) and the REST API",
                      serve_http_arguments, serve_http, uses_store=False),
     "eval": Command("run the evaluation fixtures (or a named suite) and check thresholds",
-                    _eval_arguments, _eval, _always),
+                    _eval_arguments, _eval, always),
     "calibrate": Command("derive retrieval settings for the embedder from labelled queries "
                          "(LoCoMo or fixtures) and show what they would change",
-                         _calibrate_arguments, _calibrate, _always),
+                         _calibrate_arguments, _calibrate, always),
 }
 
 _GROUP_HELP = {"jobs": "list the maintenance jobs, run one by name, or show their runs",
@@ -478,14 +483,22 @@ _GROUP_HELP = {"jobs": "list the maintenance jobs, run one by name, or show thei
 # -- main -----------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
     # None: resolved by langmem_layer.environment (environment, then the embedded server).
-    parser.add_argument("--database-url", default=None,
+    parser.add_argument("--database-url", default=default,
                         help="PostgreSQL URL (default: LANGMEM_DATABASE_URL, else embedded)")
-    parser.add_argument("--data-dir", default=None,
+    parser.add_argument("--data-dir", default=default,
                         help="the embedded server's directory (default: LANGMEM_DATA_DIR, "
                         "else .langmem)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    _global_options(parser, None)
+    # The same options after the command (`export ann --data-dir X`): SUPPRESS keeps a
+    # value given before the command when none is given after it.
+    after = argparse.ArgumentParser(add_help=False)
+    _global_options(after, argparse.SUPPRESS)
     groups: dict[tuple[str, ...], Any] = {
         (): parser.add_subparsers(dest="command", required=True, metavar="COMMAND")}
     for name, command in COMMANDS.items():
@@ -497,7 +510,7 @@ def _parser() -> argparse.ArgumentParser:
                 groups[tuple(path[:depth + 1])] = group.add_subparsers(
                     dest=f"command_{depth + 1}", required=True, metavar="COMMAND")
         sub = groups[tuple(path)].add_parser(leaf, help=command.help,
-                                             description=command.help)
+                                             description=command.help, parents=[after])
         command.add_arguments(sub)
         sub.set_defaults(command_name=name)
     return parser
@@ -533,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = COMMANDS[args.command_name]
     try:
         return _execute(command, args)
-    except (_Failure, LangmemError, psycopg.Error) as e:
+    except (Failure, LangmemError, psycopg.Error) as e:
         if _missing_schema(e):
             message = f"the database has no langmem schema; run `{PROG} setup` first"
         elif isinstance(e, psycopg.Error):

@@ -61,7 +61,12 @@ def keys_list(args: argparse.Namespace, ctx: JobContext | None) -> int:
     assert ctx is not None
     from langmem_layer.server.keys import list_keys
 
-    for key in list_keys(ctx.store, args.user):
+    keys = list_keys(ctx.store, args.user)
+    if not keys:
+        print(f"langmem-layer: user {args.user!r} has no API keys "
+              f"(create one with `langmem-layer keys create --user {args.user}`)",
+              file=sys.stderr)
+    for key in keys:
         role = "admin" if key.admin else "user"
         print(f"{key.key_id}  {role:<5}  {key.created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
     return 0

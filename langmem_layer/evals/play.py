@@ -386,7 +386,7 @@ def run_fixture(layer: Any, fixture: Fixture, *, prefix: str | None = None,
 
 def run_fixtures(store: Any, fixtures: Sequence[Fixture], *,
                  extractor: Extractor | None = None, settings: Any = None,
-                 label: str | None = None) -> EvalReport:
+                 label: str | None = None, progress: bool = False) -> EvalReport:
     """Run every fixture on ``store``, each with a layer of its own (its agents' trust).
 
     Args:
@@ -395,14 +395,18 @@ def run_fixtures(store: Any, fixtures: Sequence[Fixture], *,
         extractor: Default: the offline :class:`~langmem_layer.RuleExtractor`.
         settings: The layer's :class:`~langmem_layer.MemorySettings` (default: defaults).
         label: How the report names the extractor (default: its class name, or ``rules``).
+        progress: Show a progress bar on standard error (when it is a terminal).
     """
+    from tqdm import tqdm
+
     from langmem_layer.extract.rules import RuleExtractor
     from langmem_layer.layer import MemoryLayer
 
     extractor = extractor or RuleExtractor()
     run_id = uuid.uuid4().hex[:8]
     results = []
-    for fixture in fixtures:
+    for fixture in tqdm(fixtures, desc="fixtures", unit="fixture", leave=False,
+                        disable=None if progress else True):
         # Inline extraction never starts the worker, so there is nothing to close.
         layer = MemoryLayer(store, extractor=extractor, settings=settings, extraction="inline",
                             trust=fixture.trust)

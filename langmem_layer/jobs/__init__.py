@@ -28,7 +28,8 @@ from langmem_layer.jobs import (  # noqa: F401
     summaries,
 )
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobOption, JobResult, register
-from langmem_layer.jobs.runs import JobRun, JobStatus, Shard, run, run_due, status
+from langmem_layer.jobs.runs import JobRun, Shard, run, run_due
+from langmem_layer.jobs.status import JobStatus, status
 
 __all__ = ["JOBS", "Job", "JobContext", "JobOption", "JobResult", "JobRun", "JobStatus", "Shard",
            "register", "run", "run_due", "status"]

@@ -27,7 +27,6 @@ so "resume" means running them again, which they tolerate (each is idempotent).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import sys
 import time
@@ -54,7 +53,7 @@ from langmem_layer.sql import rls
 
 logger = logging.getLogger("langmem_layer.jobs")
 
-__all__ = ["ALL", "JobRun", "JobStatus", "Shard", "run", "run_due", "run_users", "status"]
+__all__ = ["ALL", "JobRun", "Shard", "run", "run_due", "run_users"]
 
 #: Users fetched per page of the walk (the cursor moves per user, not per page).
 PAGE = 500
@@ -170,27 +169,6 @@ class JobRun:
             rows.append(("tokens", str(self.tokens)))
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
-
-@dataclass(slots=True)
-class JobStatus:
-    """A job's latest recorded run and when it is next due (``jobs status``)."""
-
-    job: str
-    schedule: str | None
-    period: str | None = None
-    shard: str | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    users: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
-    error: str | None = None
-    #: When the next period is due; None for on-demand jobs.
-    next_due: datetime | None = None
-    #: Whether the latest due period has not finished (the worker would run it now).
-    due_now: bool = False
-    #: Tokens the latest run sent to a chat model.
-    tokens: int = 0
 
 
 # -- running ---------------------------------------------------------------------------
@@ -374,6 +352,17 @@ def _user_failed(conn: psycopg.Connection[Any], job: Job, user_id: str, error: E
                     f"(shard {record[2]}) by another runner. Run again to continue after it.")
 
 
+def _period(job: Job, now: datetime, settings: MemorySettings) -> str:
+    """The period a run at ``now`` covers: for a scheduled job, the one the scheduler
+    holds due (:func:`~langmem_layer.jobs.schedule.due_period`), so that a manual run
+    and the worker's agree: before the day's ``jobs_time_of_day`` that is still the
+    previous day's period, which the manual run then covers (the worker skips it)."""
+    if job.schedule is None:
+        return sched.ON_DEMAND
+    return sched.due_period(job.schedule, now, sched.zone(settings.jobs_timezone),
+                            sched.parse_time_of_day(settings.jobs_time_of_day))
+
+
 def run(ctx: JobContext, job: Job | str, *, now: datetime | None = None,
         period: str | None = None, user: str | None = None, shard: Shard | None = None,
         dry_run: bool = False, force: bool = False, progress: bool = False,
@@ -384,7 +373,8 @@ def run(ctx: JobContext, job: Job | str, *, now: datetime | None = None,
         ctx: The store (and settings: ``jobs_timezone``) to run against.
         job: The job or its registered name.
         now: The time to run at (default: the store's clock); passed to the job.
-        period: The period to record (default: the one holding ``now``).
+        period: The period to record (default: the one the scheduler holds due at
+            ``now``, so a manual run covers what the worker would run).
         user: Run a per-user job for this user only (recorded as shard ``user:U``).
         shard: Run a per-user job for this shard of users (default: every user).
         dry_run: Run a per-user job with ``dry_run=True``, each user's transaction
@@ -416,7 +406,7 @@ def run(ctx: JobContext, job: Job | str, *, now: datetime | None = None,
         raise ConfigurationError("The user id is empty; give the id of a user.")
     settings = _settings(ctx)
     now = now or ctx.store.now()
-    period = period or sched.period_of(job.schedule, now, sched.zone(settings.jobs_timezone))
+    period = period or _period(job, now, settings)
     shard = shard or ALL
     label = f"user:{user}" if user is not None else shard.label
     key = f"langmem_layer.job:{job.name}:{period}:{label}"
@@ -578,38 +568,3 @@ def run_due(ctx: JobContext, *, now: datetime | None = None, jobs: Iterable[str]
             if result.status == "done":
                 ran.append(result)
     return ran
-
-
-def status(ctx: JobContext, *, now: datetime | None = None) -> list[JobStatus]:
-    """Every registered job's latest recorded run, and when it is next due.
-
-    ``due_now`` is set when the job's latest due period has no run, or a run of some
-    shard not finished (shards never started are not known here).
-    """
-    settings = _settings(ctx)
-    tz = sched.zone(settings.jobs_timezone)
-    at = sched.parse_time_of_day(settings.jobs_time_of_day)
-    now = now or ctx.store.now()
-    with _session(ctx) as (conn, _):
-        latest = {r["job"]: r for r in _rows(conn, sql.last_runs())}
-        out = []
-        for job in sorted(JOBS.values(), key=lambda j: j.name):
-            st = JobStatus(job.name, job.schedule)
-            row = latest.get(job.name)
-            if row is not None:
-                st.period, st.shard = row["period"], row["shard"]
-                st.started_at, st.finished_at = row["started_at"], row["finished_at"]
-                st.users, st.counts, st.error = row["users"], dict(row["counts"]), row["error"]
-                st.tokens = row["tokens"]
-            if job.schedule is not None:
-                st.next_due = sched.next_due(job.schedule, now, tz, at)
-                due = _rows(conn, sql.period_runs(
-                    job.name, sched.due_period(job.schedule, now, tz, at)))
-                st.due_now = not due or any(r["finished_at"] is None for r in due)
-            out.append(st)
-    return out
-
-
-def counts_json(counts: Mapping[str, int]) -> str:
-    """Counts as compact JSON, for a status line."""
-    return json.dumps(dict(sorted(counts.items())), separators=(",", ":"))

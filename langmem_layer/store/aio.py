@@ -42,7 +42,7 @@ from langmem_layer.store.driver import (
 )
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import GetManyOp, PurgeEmbeddingCacheOp, SweepExpiredOp
-from langmem_layer.store.options import PoolConfig, pool_options, sweep_interval
+from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
 from langmem_layer.store.plan import Binding
 
 __all__ = ["AsyncPostgresMemoryStore"]
@@ -171,6 +171,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                 that cannot work.
             DatabaseUnavailableError: PostgreSQL cannot be reached.
         """
+        check_conninfo(conn_string)
         pool = pool_options(pool_size, pool_config, pipeline=pipeline, deserializer=deserializer)
         try:
             if pool is not None:

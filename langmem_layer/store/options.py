@@ -24,6 +24,7 @@ __all__ = [
     "HnswParams",
     "MemoryIndexConfig",
     "PoolConfig",
+    "check_conninfo",
     "check_index_config",
     "check_ttl_config",
     "distance_type",
@@ -301,3 +302,26 @@ def field_path(path: str) -> FieldPath:
     """A field to embed, as given and as ``get_text_at_path`` takes it."""
     # "$" (the whole value) must stay a string: tokenized, it matches nothing.
     return path, path if path == "$" else tokenize_path(path)
+
+
+def check_conninfo(conn_string: Any) -> str:
+    """``conn_string`` when it is a PostgreSQL connection string (a ``postgresql://``
+    URI or libpq's ``key=value`` form).
+
+    Raises:
+        ConfigurationError: It is not one (``not-a-url``, ``mysql://...``), saying what
+            one looks like.
+    """
+    import psycopg.conninfo
+
+    try:
+        if not isinstance(conn_string, str) or not conn_string.strip():
+            raise ValueError("empty")
+        psycopg.conninfo.conninfo_to_dict(conn_string)
+    except (psycopg.ProgrammingError, ValueError) as e:
+        raise ConfigurationError(
+            f"{conn_string!r} is not a PostgreSQL connection string "
+            f"({str(e).strip().splitlines()[0] if str(e).strip() else 'empty'}); use "
+            "postgresql://USER:PASSWORD@HOST:PORT/DATABASE (or libpq's "
+            "'host=... dbname=...').") from None
+    return conn_string

@@ -33,7 +33,7 @@ from langmem_layer.store.driver import (
 )
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
-from langmem_layer.store.options import PoolConfig, pool_options, sweep_interval
+from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
 from langmem_layer.store.plan import Binding
 
 __all__ = ["PostgresMemoryStore"]
@@ -103,6 +103,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                 that cannot work (see :func:`~langmem_layer.store.options.pool_options`).
             DatabaseUnavailableError: PostgreSQL cannot be reached.
         """
+        check_conninfo(conn_string)
         pool = pool_options(pool_size, pool_config, pipeline=pipeline, deserializer=deserializer)
         try:
             if pool is not None:

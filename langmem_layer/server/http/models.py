@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from langmem_layer.jobs.runs import JobStatus
+from langmem_layer.jobs.status import JobStatus
 from langmem_layer.store.ops import IngestLogEntry
 from langmem_layer.types import (
     HistoryEntry,

