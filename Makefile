@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # torch first: pinning 2.13.0 keeps pip on the CPU build instead of the CUDA one.
 TORCH := torch==2.13.0
 
-.PHONY: demo test lint bench clean install
+.PHONY: demo test lint bench clean install serve dev browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,17 +31,42 @@ $(DEV_VENV)/.installed: pyproject.toml
 	$(DEV_VENV)/bin/pip install --quiet -e ".[local,dev-server]"
 	touch $@
 
-# The panel's browser tests drive Debian's Chromium (Playwright cannot download browsers here).
-CHROMIUM := /usr/bin/chromium
-$(CHROMIUM):
-	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+# The panel's browser tests drive a Chromium that is already there (Playwright's own
+# download cannot be relied on): $CHROMIUM, or one on PATH; as root on Debian, make
+# installs the distribution's; otherwise it stops with one line saying what to install.
+browser:
+	@if [ -n "$$CHROMIUM" ] || command -v chromium >/dev/null 2>&1 \
+	    || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+	    echo "make test needs Chromium for the panel's browser tests: install it (Debian/Ubuntu: sudo apt-get install chromium) or set CHROMIUM=/path/to/chrome"; exit 1; \
+	fi
+
+# `make serve`: the HTTP app (REST API, panel, agent) on loopback, as USER_ID without a key.
+USER_ID ?= alice
+PORT ?= 8000
+$(VENV)/.installed-server: pyproject.toml $(VENV)/.installed-local
+	$(BIN)/pip install --quiet -e ".[local,server]"
+	touch $@
+
+serve: $(VENV)/.installed-server
+	HF_HUB_OFFLINE=1 $(BIN)/langmem-layer serve --dev-user $(USER_ID) --port $(PORT)
+
+# `make dev`: `langgraph dev` (Studio) from its own environment, offline, without reloading
+# on every file written in the repository (RELOAD=1 to reload).
+RELOAD ?=
+dev: $(DEV_VENV)/.installed
+	HF_HUB_OFFLINE=1 LANGSMITH_TRACING=false LANGCHAIN_TRACING_V2=false \
+	    LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_DISABLE_FILE_PERSISTENCE=true \
+	    $(DEV_VENV)/bin/langgraph dev --no-browser $(if $(RELOAD),,--no-reload)
 
 install: $(VENV)/.installed-local
 
 demo: $(VENV)/.installed-local
 	HF_HUB_OFFLINE=1 $(BIN)/python examples/demo.py
 
-test: $(VENV)/.installed-test $(DEV_VENV)/.installed $(CHROMIUM)
+test: $(VENV)/.installed-test $(DEV_VENV)/.installed browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 	# The isolation tests again with row-level security on (off by default, README).
 	LANGMEM_RLS=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/test_isolation_rls.py tests/test_isolation_audit.py tests/test_isolation_schema.py

@@ -45,10 +45,10 @@ SCRIPT: list[tuple[str, str, list[str]]] = [
 
 STUDIO_AND_PANEL = """
 Open the same memory (in {data_dir}/) from the repository root:
-  Studio: .venv-dev/bin/langgraph dev    (the dev server's venv, made by `make test`),
-          then the Studio URL it prints
-  Panel:  .venv/bin/langmem-layer serve --dev-user alice
-          then http://127.0.0.1:8000/panel"""
+  Panel:  make serve      (installs the server extra), then http://127.0.0.1:8000/panel
+  Studio: make dev        (installs langgraph-cli in .venv-dev), then the Studio URL it
+          prints, sending a key from: .venv/bin/langmem-layer keys create --user alice
+  Shell:  .venv/bin/langmem-layer list alice"""
 
 
 def new_lines(block: str, seen: set[str]) -> str:

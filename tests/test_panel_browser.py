@@ -1,9 +1,9 @@
-"""The memory panel in a real browser: headless Chromium (Debian's, driven by Playwright)
-against a real uvicorn server on loopback and the real database.
+"""The memory panel in a real browser: headless Chromium (driven by Playwright) against
+a real uvicorn server on loopback and the real database.
 
 Each action taken in the page is checked in the database through the library. The
-browser must start: a machine without ``/usr/bin/chromium`` fails these tests (``make
-test`` installs it). Screenshots go to ``test-output/panel/``.
+browser must start: a machine without a Chromium (``tests/browser.py``) fails these
+tests with one line saying what to install. Screenshots go to ``test-output/panel/``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwrig
 from langmem_layer import Kind, MemoryLayer, MemoryNotFoundError, Policy, PostgresMemoryStore
 from langmem_layer.server.http.app import create_app
 from langmem_layer.server.keys import create_key
+from tests.browser import chromium_path
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
 
-CHROMIUM = "/usr/bin/chromium"
 OUTPUT = Path(__file__).resolve().parents[1] / "test-output" / "panel"
 # Generous: the machine is shared; these are waits for the page, not timed assertions.
 expect.set_options(timeout=20_000)
@@ -66,7 +66,7 @@ def playwright() -> Iterator[Playwright]:
 @pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     # No skip: a browser that cannot start fails the module.
-    b = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+    b = playwright.chromium.launch(executable_path=chromium_path(), headless=True,
                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
     yield b
     b.close()
