@@ -23,10 +23,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+from common import Log, add_noise_option, header
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import HumanMessage
-from store_bench import HashEmbedder, Log
 from tqdm import tqdm
+from workload import HashEmbedder
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore, RuleExtractor
 from langmem_layer.store.embedded import embedded_uri
@@ -134,7 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="repeats of the rule timing")
     parser.add_argument("--data-dir", default=None, help="embedded PostgreSQL data dir "
                         "(default: a fresh temporary directory)")
+    add_noise_option(parser)
     args = parser.parse_args(argv)
+    header("extraction_bench", allow_noisy=args.allow_noisy)
     log = Log()
     texts = messages(args.messages)
     rule_rate, proposed = rule_throughput(texts, args.runs)

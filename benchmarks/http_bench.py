@@ -31,7 +31,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,61 +44,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-ROOT = Path(__file__).resolve().parents[1]
-HOST = "127.0.0.1"  # loopback only
-MEMORY_ROUTE = "/v1/memories"
-
-SCRIPT = (
-    "I live in Lisbon", "I am allergic to peanuts", "Where do I live?", "I work at Acme",
-    "My sister is called Ana", "What do you know about me?", "I prefer green tea",
-    "Remind me to call the dentist tomorrow", "Am I allergic to anything?", "I love jazz",
+from common import add_noise_option, header, summary
+from served_app import (
+    HOST,
+    MEMORY_ROUTE,
+    ROOT,
+    SCRIPT,
+    free_port,
+    layer_options,
+    make_keys,
+    offline_agent,
+    store_options,
+    wait_ready,
 )
-
-
-# -- the default app: create_app with offline parts ----------------------------------
-
-def _store_options() -> dict[str, Any]:
-    return {"index": None, "pool_size": int(os.environ.get("BENCH_POOL_SIZE", "8"))}
-
-
-def _offline_agent(layer: Any) -> Any:
-    from langmem_layer.layer.agent_graph import build_agent_graph
-    from langmem_layer.offline import OfflineChatModel
-
-    return build_agent_graph(layer, model=OfflineChatModel())
-
-
-def _layer_options() -> dict[str, Any]:
-    from langmem_layer.extract.rules import RuleExtractor
-
-    return {"extractor": RuleExtractor()}
-
-
-def make_app() -> Any:
-    """The bench's app on ``LANGMEM_DATABASE_URL``: the real app, offline parts."""
-    from langmem_layer.server.http.app import create_app
-
-    options = _store_options()
-    return create_app(database_url=os.environ["LANGMEM_DATABASE_URL"],
-                      pool_size=options.pop("pool_size"), store_options=options,
-                      layer_options=_layer_options(), graph_factory=_offline_agent)
-
-
-def make_keys(uri: str, users: Sequence[str]) -> dict[str, str]:
-    """An API key for each user (as ``langmem-layer keys create`` makes them)."""
-    from langmem_layer.server.keys import create_key
-    from langmem_layer.store.sync import PostgresMemoryStore
-
-    with PostgresMemoryStore.from_conn_string(uri, index=None) as store:
-        return {user: create_key(store, user) for user in users}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "app":  # ``http_bench:app`` for the server process
-        return make_app()
-    raise AttributeError(name)
-
 
 # -- measuring ---------------------------------------------------------------------------
 
@@ -118,9 +75,9 @@ class Phase:
         for route in sorted(set(self.latencies) | set(self.errors)):
             ms = sorted(x * 1000 for x in self.latencies[route])
             if ms:
-                q = statistics.quantiles(ms, n=100) if len(ms) > 1 else [ms[0]] * 99
-                lines.append(f"    {route:<22} n={len(ms):<6} p50 {q[49]:7.1f} ms  "
-                             f"p95 {q[94]:7.1f} ms  p99 {q[98]:7.1f} ms  "
+                q = summary(ms)
+                lines.append(f"    {route:<22} n={len(ms):<6} p50 {q['p50']:7.1f} ms  "
+                             f"p95 {q['p95']:7.1f} ms  p99 {q['p99']:7.1f} ms  "
                              f"errors {self.errors[route]}")
             else:
                 lines.append(f"    {route:<22} n=0  errors {self.errors[route]}")
@@ -198,9 +155,9 @@ async def _inprocess_phase(uri: str, args: argparse.Namespace, run_id: str) -> P
 
     phase = Phase("in-process (graph.ainvoke, same lifespan)")
     os.environ["BENCH_POOL_SIZE"] = str(args.pool_size)
-    async with memory_lifespan(database_url=uri, store_options=_store_options(),
-                               layer_options=_layer_options(),
-                               graph_factory=_offline_agent) as service:
+    async with memory_lifespan(database_url=uri, store_options=store_options(),
+                               layer_options=layer_options(),
+                               graph_factory=offline_agent) as service:
         async def turn(u: int, text: str) -> None:
             await service.graph.ainvoke({"messages": [HumanMessage(text)]}, {
                 "configurable": {"user_id": f"{run_id}-proc-{u}", "thread_id": f"t{u}"}})
@@ -208,12 +165,6 @@ async def _inprocess_phase(uri: str, args: argparse.Namespace, run_id: str) -> P
         await _drive(phase, args.users, args.duration, args.max_requests, turn, None,
                      args.read_every)
     return phase
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def _start_server(uri: str, args: argparse.Namespace, port: int) -> subprocess.Popen[str]:
@@ -226,21 +177,6 @@ def _start_server(uri: str, args: argparse.Namespace, port: int) -> subprocess.P
         cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
 
 
-def _wait_ready(base: str, proc: subprocess.Popen[str], limit: float = 180.0) -> float:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < limit:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited at startup:\n{proc.communicate()[1]}")
-        try:
-            if httpx.get(f"{base}/openapi.json", timeout=5).status_code == 200:
-                return time.monotonic() - t0
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"the server did not start in time:\n{proc.communicate()[1]}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -250,10 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--read-every", type=int, default=3,
                         help=f"turns between reads of {MEMORY_ROUTE}, when served")
     parser.add_argument("--pool-size", type=int, default=8)
-    parser.add_argument("--app", default="http_bench:app")
+    parser.add_argument("--app", default="served_app:app")
     parser.add_argument("--header", default="authorization=Bearer {key}")
     parser.add_argument("--database-url", default=None)
+    add_noise_option(parser)
     args = parser.parse_args(argv)
+    header("http_bench", allow_noisy=args.allow_noisy)
 
     data_dir = None
     if args.database_url:
@@ -264,14 +202,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_dir = Path(tempfile.mkdtemp(prefix="langmem-http-bench-"))
         uri = embedded_uri(data_dir)
     run_id = uuid.uuid4().hex[:6]
-    port = _free_port()
+    port = free_port()
     base = f"http://{HOST}:{port}"
-    print(f"http_bench  machine: {os.cpu_count()} cores  users {args.users}  "
+    print(f"http_bench  users {args.users}  "
           f"{args.duration:.0f} s per phase  pool {args.pool_size}  app {args.app}")
     try:
         proc = _start_server(uri, args, port)
         try:
-            started = _wait_ready(base, proc)
+            started = wait_ready(base, proc)
             print(f"  server ready in {started:.1f} s")
             keys = make_keys(uri, [f"{run_id}-http-{u}" for u in range(args.users)])
             http = asyncio.run(_http_phase(base, args, run_id, keys))

@@ -7,7 +7,7 @@ server-side SQL (``INSERT ... SELECT FROM generate_series``, the value built as 
 mention + 30 days), the rest profile facts, preferences and habits with outcomes, open
 loops with and without due dates, reflections and summaries; last access 0-200 days
 before ``now``, written when last seen, 1 % pinned. The users the read path is
-measured on get their vectors (the fake hash embedder of ``store_bench.py``, through
+measured on get their vectors (the fake hash embedder of ``workload.py``, through
 ``COPY``); the others have none, which the lifecycle never reads.
 
 Then prints, in one run on the same data:
@@ -51,9 +51,11 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from common import add_noise_option, header, load_average
+from common import percentile as pct
 from langchain_core.messages import HumanMessage
 from psycopg.conninfo import make_conninfo
-from store_bench import CachedEmbeddings, HashEmbedder
+from workload import CachedEmbeddings, HashEmbedder
 
 from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
 from langmem_layer.jobs import JOBS, JobContext, register
@@ -146,20 +148,20 @@ FROM (
 """
 
 
-def machine(conn: psycopg.Connection[Any]) -> str:
+def server(conn: psycopg.Connection[Any]) -> str:
     row = conn.execute("SELECT current_setting('server_version'), "
                        "current_setting('shared_buffers')").fetchone()
     assert row is not None
-    return (f"machine: {os.cpu_count()} cores, PostgreSQL {row[0]} (embedded, "
-            f"shared_buffers={row[1]}), load average {load()}")
+    return (f"PostgreSQL {row[0]} (embedded, shared_buffers={row[1]}), "
+            f"load average {load()}")
 
 
 def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    """The load average now (each phase prints it beside its figure)."""
+    return " ".join(f"{x:.2f}" for x in load_average())
 
 
-def pct(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
+
 
 
 # -- data -------------------------------------------------------------------------------
@@ -441,7 +443,7 @@ def lifecycle_bench(args: argparse.Namespace) -> int:
                 uri, index=None)) for _ in range(args.shards)]
             lo, mid, hi, largest, n_users = sizes(store.conn)
             print(f"  {n_users} users of {lo}..{hi} memories (median {mid}); "
-                  + machine(store.conn))
+                  + server(store.conn))
             if args.explain:
                 explain(uri, largest, NOW)
             layer = MemoryLayer(store, extraction="inline")
@@ -516,7 +518,7 @@ def runner_bench(args: argparse.Namespace) -> int:
                     [users, args.items])
                 conn.execute("ANALYZE langmem_items")
             print(f"jobs_bench --runner-only: {users} users x {args.items} items; "
-                  f"page {PAGE}; {machine(store.conn)}")
+                  f"page {PAGE}; {server(store.conn)}")
             ctx = JobContext(store, settings=MemorySettings())
 
             def walk() -> int:
@@ -578,7 +580,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="measure the runner's overhead per user instead")
     ap.add_argument("--runner-users", type=int, default=20_000)
     ap.add_argument("--items", type=int, default=5, help="items per user (--runner-only)")
+    add_noise_option(ap)
     args = ap.parse_args(argv)
+    header("jobs_bench", allow_noisy=args.allow_noisy)
     if args.users < 1 or args.memories < args.users or args.read_users < 1 or args.shards < 1:
         ap.error("--users, --read-users and --shards are positive; --memories >= --users")
     return runner_bench(args) if args.runner_only else lifecycle_bench(args)

@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
+from common import add_noise_option, header
 from langgraph.store.base import PutOp
 from psycopg import conninfo
 
@@ -66,7 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--users", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--data-dir", help="embedded server directory (default: a temporary one)")
+    add_noise_option(ap)
     args = ap.parse_args(argv)
+    header("lifecycle_bench", allow_noisy=args.allow_noisy)
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="langmem-lifecycle-bench-"))
     db = "langmem_lifecycle_bench"
     try:

@@ -77,6 +77,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from common import add_noise_option, header, percentile
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import SearchOp
 from psycopg.conninfo import make_conninfo
@@ -327,11 +328,7 @@ class Result:
         return sum(vals) / len(vals) if vals else float("nan")
 
 
-def pct(values: Sequence[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
 
 
 # --------------------------------------------------------------------------------------
@@ -469,6 +466,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--large-path", action="store_true",
                    help="then give every user the large-user indexes (index_large_users, "
                         "threshold 1) and run the configurations again on that path")
+    add_noise_option(p)
     return p.parse_args(argv)
 
 
@@ -491,13 +489,14 @@ def print_table(results: Sequence[Result], labels: dict[str, str], title: str,
         line += "".join(f"{fmt(r.mean(10, c)):>7}" for c in CATEGORIES)
         if timing and r.seconds:
             ms = [x * 1000 for x in r.seconds]
-            line += f"{pct(ms, 0.5):8.1f}{pct(ms, 0.95):8.1f}"
+            line += f"{percentile(ms, 50):8.1f}{percentile(ms, 95):8.1f}"
         print(line)
     print()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    header("locomo_retrieval", allow_noisy=args.allow_noisy)
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
     started = time.perf_counter()
     convs, questions, dropped = load_data(args.data)
@@ -612,8 +611,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for what, secs in latency.items():
         ms = [x * 1000 for x in secs]
         mean = statistics.fmean(ms) if ms else float("nan")
-        print(f"  question embedding {what:<18} p50 {pct(ms, 0.5):7.1f}   "
-              f"p95 {pct(ms, 0.95):7.1f}   mean {mean:7.1f}")
+        print(f"  question embedding {what:<18} p50 {percentile(ms, 50):7.1f}   "
+              f"p95 {percentile(ms, 95):7.1f}   mean {mean:7.1f}")
     print(f"total run time {time.perf_counter() - started:.0f}s")
     return 0
 

@@ -22,52 +22,21 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
 import psycopg
+from common import Log, add_noise_option, header
+from common import percentile as pct
 from langchain_core.messages import HumanMessage
-from langgraph.store.base import PutOp
 from langgraph.store.postgres import PostgresStore
-from store_bench import CachedEmbeddings, HashEmbedder, Log, TextGen, embed_all
-from tqdm import tqdm
+from workload import BIG, NOW, CachedEmbeddings, HashEmbedder, TextGen, embed_all, load, owner
 
-from langmem_layer import Kind, Layer, MemoryLayer, MemoryRecord, PostgresMemoryStore
+from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.sql.vector import index_name
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import TouchOp
 
-BIG = "big-user"
-NOW = datetime(2026, 11, 18, tzinfo=UTC)
 TARGET_P95_MS = 15.0
-
-
-def record(text: str) -> dict:
-    return MemoryRecord(content=text, kind=Kind.EPISODIC_EVENT, layer=Layer.EPISODIC,
-                        occurred_at=NOW, last_accessed_at=NOW).to_value()
-
-
-def owner(i: int, big: int, small_size: int) -> str:
-    return BIG if i < big else f"user{(i - big) // small_size:05d}"
-
-
-def load(store: object, texts: list[str], big: int, small_size: int, chunk: int,
-         label: str) -> float:
-    """Put every memory; returns items/s inside store.batch."""
-    spent = 0.0
-    for lo in tqdm(range(0, len(texts), chunk), desc=f"load {label}", file=sys.stderr,
-                   leave=False):
-        ops = [PutOp(("memories", owner(i, big, small_size), "work"), f"m{i}", record(texts[i]))
-               for i in range(lo, min(len(texts), lo + chunk))]
-        t0 = time.perf_counter()
-        store.batch(ops)  # type: ignore[attr-defined]
-        spent += time.perf_counter() - t0
-    return len(texts) / spent
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(values, q))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,7 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--vector-type", choices=("vector", "halfvec"), default="vector",
                         help="ann_index_config vector_type of large users' indexes")
+    add_noise_option(parser)
     args = parser.parse_args(argv)
+    header("read_path_bench", allow_noisy=args.allow_noisy)
     log = Log()
     gen = TextGen(seed=23)
     texts = gen.unique(args.total)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from common import add_noise_option, header, load_average
 from langchain_core.embeddings import Embeddings
 from psycopg import conninfo
 
@@ -281,7 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="comma-separated jobs to run (default all four)")
     ap.add_argument("--torch-threads", type=int,
                     help="torch intra-op threads for the local model (default: torch's)")
+    add_noise_option(ap)
     args = ap.parse_args(argv)
+    header("reflection_bench", allow_noisy=args.allow_noisy)
     jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="langmem-reflection-bench-"))
     db = "langmem_reflection_bench"
@@ -365,8 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import torch
 
         print(f"torch threads: {torch.get_num_threads()}")
-        print(f"machine: {os.cpu_count()} cores, load average "
-              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"load average now: {' '.join(f'{x:.2f}' for x in load_average())}")
     finally:
         if not args.data_dir:
             shutil.rmtree(data_dir, ignore_errors=True)

@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
+from common import add_noise_option, header
+from common import percentile as pct
 from langchain_core.messages import HumanMessage
-from read_path_bench import BIG, load, owner, pct
-from store_bench import CachedEmbeddings, HashEmbedder, TextGen, embed_all
+from workload import BIG, CachedEmbeddings, HashEmbedder, TextGen, embed_all, load, owner
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.store.embedded import embedded_uri
@@ -47,7 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--chunk", type=int, default=5000)
     parser.add_argument("--data-dir", default="/tmp/langmem-rls-bench")
+    add_noise_option(parser)
     args = parser.parse_args(argv)
+    header("rls_bench", allow_noisy=args.allow_noisy)
     gen = TextGen(seed=29)
     texts = gen.unique(args.total)
     queries = gen.unique(args.queries, exclude=set(texts))

@@ -1,6 +1,6 @@
 """Soak: 50 concurrent users through the HTTP app for 10 minutes, with jobs running.
 
-The app (``create_app`` as in ``http_bench.py``: the agent through LangServe, the REST
+The app (``create_app`` as in ``served_app.py``: the agent through LangServe, the REST
 API, API keys, background extraction; offline model, rule extractor, no embedding
 model) runs in a uvicorn subprocess on 127.0.0.1 through
 :mod:`langmem_layer.server.http.serve`. N users (default 50), each with its own API key, hold
@@ -24,7 +24,6 @@ import asyncio
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,9 +38,8 @@ from typing import Any
 import httpx
 import psutil
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from http_bench import HOST, ROOT, SCRIPT, _free_port, _wait_ready, make_keys
+from common import add_noise_option, header, percentile
+from served_app import HOST, ROOT, SCRIPT, free_port, make_keys, wait_ready
 
 ROUTES = ("agent/invoke", "GET /v1/memories")
 
@@ -69,9 +67,6 @@ class Samples:
         else:
             self.ok[(minute, route)].append((time.perf_counter() - start) * 1000)
 
-
-def _p95(ms: list[float]) -> float:
-    return statistics.quantiles(ms, n=100)[94] if len(ms) > 1 else (ms[0] if ms else 0.0)
 
 
 def _connections(uri: str) -> int:
@@ -158,7 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pool-size", type=int, default=8)
     parser.add_argument("--job", default="lifecycle", help="the job run in a loop")
     parser.add_argument("--database-url", default=None)
+    add_noise_option(parser)
     args = parser.parse_args(argv)
+    header("soak_bench", allow_noisy=args.allow_noisy)
 
     data_dir = None
     if args.database_url:
@@ -169,19 +166,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_dir = Path(tempfile.mkdtemp(prefix="langmem-soak-"))
         uri = embedded_uri(data_dir)
     run_id = uuid.uuid4().hex[:6]
-    port = _free_port()
+    port = free_port()
     base = f"http://{HOST}:{port}"
-    print(f"soak_bench  machine: {os.cpu_count()} cores  users {args.users}  "
+    print(f"soak_bench  users {args.users}  "
           f"{args.duration:.0f} s  pool {args.pool_size}  job loop: {args.job}")
     env = {**os.environ, "LANGMEM_DATABASE_URL": uri, "BENCH_POOL_SIZE": str(args.pool_size),
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")])}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "langmem_layer.server.http.serve", "http_bench:app", "--host", HOST,
+        [sys.executable, "-m", "langmem_layer.server.http.serve", "served_app:app", "--host", HOST,
          "--port", str(port), "--log-level", "warning"],
         cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     jobs = JobLoop(uri, args.job)
     try:
-        started = _wait_ready(base, proc)
+        started = wait_ready(base, proc)
         server = psutil.Process(proc.pid)
         keys = make_keys(uri, [f"{run_id}-{u}" for u in range(args.users)])
         print(f"  server ready in {started:.1f} s")
@@ -195,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gauges.append((minute, _rss_mb(server), _connections(uri)))
             ms = {r: samples.ok.get((minute - 1, r), []) for r in ROUTES}
             print(f"  minute {minute:>2}: " + "  ".join(
-                f"{r} n={len(v)} p95 {_p95(v):.0f} ms" for r, v in ms.items())
+                f"{r} n={len(v)} p95 {percentile(v, 95):.0f} ms" for r, v in ms.items())
                 + f"  RSS {gauges[-1][1]:.0f} MB  connections {gauges[-1][2]}", flush=True)
 
         asyncio.run(_users(base, args, keys, samples, on_minute))
@@ -220,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for route in ROUTES:
         minutes = sorted(m for (m, r) in samples.ok if r == route)
         print(f"    {route:<18} " + " ".join(
-            f"{_p95(samples.ok[(m, route)]):.0f}" for m in minutes))
+            f"{percentile(samples.ok[(m, route)], 95):.0f}" for m in minutes))
     print(f"  server RSS: start {gauges[0][1]:.0f} MB, end {end[1]:.0f} MB  "
           f"(max {max(g[1] for g in [*gauges, end]):.0f} MB)")
     print(f"  database connections: start {gauges[0][2]}, end {end[2]}  "

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 import warnings
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from common import add_noise_option, header
 from langgraph.store.base import BaseStore
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg.conninfo import make_conninfo
@@ -107,6 +107,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--items", type=int, default=200, help="read-heavy items")
     p.add_argument("--repeat", type=int, default=2, help="runs per store; best is kept")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    add_noise_option(p)
     return p.parse_args(argv)
 
 
@@ -121,7 +122,7 @@ async def run(args: argparse.Namespace) -> int:
             admin.execute(f"CREATE DATABASE {db}")
     uris = {name: make_conninfo(base_uri, dbname=db) for name, db in DBS.items()}
     total = args.n * args.m * 6
-    print(f"store_concurrency_bench  machine: {os.cpu_count()} cores  PostgreSQL "
+    print(f"store_concurrency_bench  PostgreSQL "
           f"{version[0] if version else '?'} (embedded, Unix socket)  pool={POOL}  "
           f"gather={total} calls  read-heavy={args.rounds * 5} calls over {args.items} "
           f"items  repeat={args.repeat} (best kept)")
@@ -174,7 +175,9 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return asyncio.run(run(parse_args(argv)))
+    args = parse_args(argv)
+    header("store_concurrency_bench", allow_noisy=args.allow_noisy)
+    return asyncio.run(run(args))
 
 
 if __name__ == "__main__":

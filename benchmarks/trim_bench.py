@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psycopg
+from common import add_noise_option, header, percentile
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from psycopg.conninfo import make_conninfo
 
@@ -61,14 +62,12 @@ def make_turns(n: int, seed: int = 1) -> list[list[BaseMessage]]:
     return turns
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
 
 
 def line(name: str, values: list[float]) -> str:
-    return (f"{name:<12} n={len(values):>3}  p50 {pct(values, 0.50):7.2f} ms  "
-            f"p95 {pct(values, 0.95):7.2f} ms  mean {statistics.fmean(values):7.2f} ms")
+    return (f"{name:<12} n={len(values):>3}  p50 {percentile(values, 50):7.2f} ms  "
+            f"p95 {percentile(values, 95):7.2f} ms  mean {statistics.fmean(values):7.2f} ms")
 
 
 def main() -> int:
@@ -76,7 +75,9 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--data-dir", default=".langmem",
                         help="embedded PostgreSQL data dir (a database of its own is made)")
+    add_noise_option(parser)
     args = parser.parse_args()
+    header("trim_bench", allow_noisy=args.allow_noisy)
 
     base = embedded_uri(args.data_dir)
     with psycopg.connect(base, autocommit=True) as admin:
@@ -123,7 +124,7 @@ def main() -> int:
 
     print(f"trim_bench: {args.turns}-turn thread, budget {settings.history_max_tokens} "
           f"tokens ({settings.encoding}), min {settings.history_min_turns} turns; "
-          f"window at load p50 {pct(window, 0.5):.0f} / max {max(window)} tokens")
+          f"window at load p50 {percentile(window, 50):.0f} / max {max(window)} tokens")
     print(line("plan", plan_ms))
     print(line("handoff", handoff_ms))
     print(line("load_thread", load_ms))

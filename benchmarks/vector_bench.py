@@ -21,9 +21,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
+from common import Log, add_noise_option, header
+from common import percentile as pct
 from langgraph.store.base import PutOp, SearchOp
-from store_bench import CachedEmbeddings, HashEmbedder, Log, TextGen, embed_all
 from tqdm import tqdm
+from workload import CachedEmbeddings, HashEmbedder, TextGen, embed_all
 
 from langmem_layer import Kind, Layer, MemoryRecord, PostgresMemoryStore
 from langmem_layer.sql import vector as vsql
@@ -52,9 +54,7 @@ def timed_search(store: PostgresMemoryStore, queries: Sequence[str]) -> tuple[li
     return lat, keys
 
 
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,7 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,5000,20000,100000")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--data-dir", default=None)
+    add_noise_option(parser)
     args = parser.parse_args(argv)
+    header("vector_bench", allow_noisy=args.allow_noisy)
     sizes = [int(s) for s in args.sizes.split(",")]
     log = Log()
     gen = TextGen(seed=11)

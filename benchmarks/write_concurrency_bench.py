@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
+from common import add_noise_option, header
 from langchain_core.messages import HumanMessage
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
@@ -32,7 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--remembers", type=int, default=100)
+    add_noise_option(parser)
     args = parser.parse_args(argv)
+    header("write_concurrency_bench", allow_noisy=args.allow_noisy)
     data_dir = Path(tempfile.mkdtemp(prefix="langmem-write-concurrency-"))
     try:
         uri = embedded_uri(data_dir)

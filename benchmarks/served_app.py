@@ -1,0 +1,94 @@
+"""The app the HTTP benchmarks serve, and what starting it takes: ``create_app`` with the
+offline parts (no embedding model, the rule extractor, the offline chat model), API
+keys for the users, a free loopback port, and the wait until it answers.
+
+A server process imports it as ``served_app:app`` (``benchmarks/`` on its path)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = ["HOST", "MEMORY_ROUTE", "ROOT", "SCRIPT", "free_port", "layer_options", "make_app",
+           "make_keys", "offline_agent", "store_options", "wait_ready"]
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"  # loopback only
+MEMORY_ROUTE = "/v1/memories"
+
+SCRIPT = (
+    "I live in Lisbon", "I am allergic to peanuts", "Where do I live?", "I work at Acme",
+    "My sister is called Ana", "What do you know about me?", "I prefer green tea",
+    "Remind me to call the dentist tomorrow", "Am I allergic to anything?", "I love jazz",
+)
+
+# -- the default app: create_app with offline parts ----------------------------------
+
+def store_options() -> dict[str, Any]:
+    return {"index": None, "pool_size": int(os.environ.get("BENCH_POOL_SIZE", "8"))}
+
+
+def offline_agent(layer: Any) -> Any:
+    from langmem_layer.layer.agent_graph import build_agent_graph
+    from langmem_layer.offline import OfflineChatModel
+
+    return build_agent_graph(layer, model=OfflineChatModel())
+
+
+def layer_options() -> dict[str, Any]:
+    from langmem_layer.extract.rules import RuleExtractor
+
+    return {"extractor": RuleExtractor()}
+
+
+def make_app() -> Any:
+    """The bench's app on ``LANGMEM_DATABASE_URL``: the real app, offline parts."""
+    from langmem_layer.server.http.app import create_app
+
+    options = store_options()
+    return create_app(database_url=os.environ["LANGMEM_DATABASE_URL"],
+                      pool_size=options.pop("pool_size"), store_options=options,
+                      layer_options=layer_options(), graph_factory=offline_agent)
+
+
+def make_keys(uri: str, users: Sequence[str]) -> dict[str, str]:
+    """An API key for each user (as ``langmem-layer keys create`` makes them)."""
+    from langmem_layer.server.keys import create_key
+    from langmem_layer.store.sync import PostgresMemoryStore
+
+    with PostgresMemoryStore.from_conn_string(uri, index=None) as store:
+        return {user: create_key(store, user) for user in users}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # ``served_app:app`` for the server process
+        return make_app()
+    raise AttributeError(name)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_ready(base: str, proc: subprocess.Popen[str], limit: float = 180.0) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited at startup:\n{proc.communicate()[1]}")
+        try:
+            if httpx.get(f"{base}/openapi.json", timeout=5).status_code == 200:
+                return time.monotonic() - t0
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"the server did not start in time:\n{proc.communicate()[1]}")
