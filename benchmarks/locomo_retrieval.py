@@ -1,4 +1,4 @@
-"""Benchmark: evidence recall@k of the memory layer's retrieval on LoCoMo (R10.2).
+"""Benchmark: evidence recall@k of the memory layer's retrieval on LoCoMo.
 
 Data: ``../shared/data/locomo-dev.json`` (5 LoCoMo conversations, 2,760 turns, 759
 answerable questions of categories 1-4; see that directory's README). Only the dialog
@@ -373,7 +373,7 @@ def ingest(store: PostgresMemoryStore, convs: Sequence[Conversation]) -> dict[st
 
 #: The retrieval as it was before this benchmark: ts_rank_cd keywords, no query
 #: references, no time window, no link walk — with the spec's defaults (RRF k = 60,
-#: floors 0.70 / 0.72, composite weights of R4.2).
+#: floors 0.70 / 0.72, the composite weights).
 SHIPPED: dict[str, Any] = {
     "keyword_ranking": "cover_density", "query_refs": False, "temporal_window": False,
     "link_types": (), "open_question_limit": 0,

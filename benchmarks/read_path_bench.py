@@ -6,7 +6,7 @@ by other users. Each timed turn runs the real nodes, `layer.load_memory` then
 and reports p50/p95 against the target (p95 <= 15 ms on 2 cores). Side by side in the
 same run: LangGraph's PostgresStore (exact search, `ann_index_config kind=flat`) doing
 the comparable step, a `search(limit=10)` plus joining the hits into a prompt string.
-The nodes write the turn's reinforcement (R4.4) with extract_after_turn, after the read
+The nodes write the turn's reinforcement with extract_after_turn, after the read
 path; it is timed on its own row (a `TouchOp` of the recalled memories).
 
     .venv/bin/python benchmarks/read_path_bench.py [--total 1000000 --big 100000]
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = layer.load_memory.invoke(state, config)
             out = layer.assemble_context.invoke({**state, **out}, config)
             ms = (time.perf_counter() - t0) * 1000
-            # The nodes leave reinforcement (R4.4) to extract_after_turn's transaction;
+            # The nodes leave reinforcement to extract_after_turn's transaction;
             # timed here on its own (its own BEGIN/COMMIT, so an upper bound).
             t0 = time.perf_counter()
             store.batch([TouchOp(BIG, tuple(r["key"] for r in out["recalled"]), NOW)])

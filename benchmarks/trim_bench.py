@@ -1,4 +1,4 @@
-"""Benchmark: per-turn overhead of working-memory trimming (R8.1) on a 200-turn thread.
+"""Benchmark: per-turn overhead of working-memory trimming on a 200-turn thread.
 
 One thread of 200 turns (human 40-120 words, assistant 80-250 words, every 5th turn a
 tool call with a 150-word result), trimmed every turn to the default budget (12,000

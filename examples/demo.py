@@ -8,21 +8,15 @@ real chat model for the agent and for extraction, and OpenAI embeddings.
 from __future__ import annotations
 
 import argparse
-import sys
 import textwrap
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.postgres import PostgresSaver
 
-from graphs.agent import build_agent_graph
-from langmem_layer import MemoryLayer, PostgresMemoryStore
+from langmem_layer import MemoryLayer, PostgresMemoryStore, build_agent_graph
 from langmem_layer.environment import data_dir, database_url, settings_from_env
 from langmem_layer.store.embedding.models import openai_configured
-from langmem_layer.store.ops import ClearMessagesOp, ExportOp
 
 SCRIPT: list[tuple[str, str, list[str]]] = [
     ("alice", "thread-1", [
@@ -82,13 +76,11 @@ def main() -> None:
             PostgresSaver.from_conn_string(uri) as checkpointer:
         store.setup()
         checkpointer.setup()
+        layer = MemoryLayer(store, settings=settings_from_env())
         if not args.keep:  # start from an empty memory, so every run shows the same story
             for user in ("alice", "bob"):
-                for item in store.batch([ExportOp(user)])[0].items:
-                    store.delete(item.namespace, item.key)
-                store.batch([ClearMessagesOp(user)])  # and their message log
+                layer.delete_user(user)
         run_id = time.strftime("%Y%m%d%H%M%S")
-        layer = MemoryLayer(store, settings=settings_from_env())
         graph = build_agent_graph(layer).compile(store=store, checkpointer=checkpointer)
         shown: dict[str, set[str]] = {thread: set() for _, thread, _ in SCRIPT}
         for user, thread, turns in SCRIPT:

@@ -1,4 +1,4 @@
-"""Control of a user's memory (R9.1): get, list, correct, forget, export, import, and
+"""Control of a user's memory: get, list, correct, forget, export, import, and
 the decision log. Written once as flows for sync and async.
 """
 
@@ -89,7 +89,7 @@ def mops_search(namespace: tuple[str, ...], statuses: Sequence[str] | None, limi
 
 def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: datetime
             ) -> Flow[Recalled]:
-    """Change a memory's content in place; it is re-embedded in the same write (R9.1).
+    """Change a memory's content in place; it is re-embedded in the same write.
 
     The previous text stays in the memory's history (event ``"content"``).
     """
@@ -104,7 +104,7 @@ def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: dateti
         update={"content": new_content, "content_hash": "", "history": history}
     )
     record = MemoryRecord.model_validate(record.model_dump())
-    # R7.2: a write the user corrects counts against the agent that wrote it.
+    # A write the user corrects counts against the agent that wrote it.
     blame = trust_count(user_id, previous, confirmed=False, now=now) \
         if new_content != previous.content else []
     yield StoreCall([mops.AsOfOp(
@@ -223,7 +223,7 @@ def record_outcome(user_id: str, memory_id: str, *, success: bool, now: datetime
 
 
 def export(user_id: str) -> Flow[dict[str, Any]]:
-    """All of a user's items and links as JSON-ready data (R9.1)."""
+    """All of a user's items and links as JSON-ready data."""
     (data,) = yield StoreCall([mops.ExportOp(require_user(user_id))])
     return {
         "format": EXPORT_FORMAT,

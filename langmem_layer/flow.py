@@ -89,7 +89,7 @@ class Env:
 
     def trust_of(self, agent_id: str | None, learned: Any = None, kind: str | None = None
                  ) -> float:
-        """An agent's trust (R7.2): confirmed / total of its checkable writes when
+        """An agent's trust: confirmed / total of its checkable writes when
         ``learned`` (a :class:`~langmem_layer.store.ops.trust.LearnedTrust`) has a history
         for it (per ``kind`` when known), else the configured trust, else 0.5."""
         default = self.trust.get(agent_id or "", 0.5)

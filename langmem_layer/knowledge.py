@@ -2,7 +2,7 @@
 
 A :class:`~langmem_layer.MemoryLayer` built with ``knowledge=`` (any LangChain
 ``BaseRetriever`` or ``VectorStore``) asks it for documents on each turn, at the same
-time as it reads memory (seed 000: memory assembly runs "in parallel with retrieval"),
+time as it reads memory (memory assembly runs in parallel with retrieval),
 and ``assemble_context`` renders them in their own block section,
 ``RELEVANT DOCUMENTS (knowledge base)``, inside the same token budget
 (:mod:`langmem_layer.read.block`). :func:`knowledge_store` builds langchain-postgres's

@@ -1,11 +1,11 @@
-"""The per-user message log across threads (seed 001's long-term tier).
+"""The per-user message log across threads (the long-term tier).
 
 ``extract_after_turn`` logs each finished turn's human and assistant messages (tool
 traffic and system prompts are not logged) in the same transaction that queues the
 turn for extraction. ``load_memory`` reads the user's newest messages from their
 OTHER threads (same profile, last 24 h, at most 20) in its round trip, and
 ``assemble_context`` adds them to the memory block after the memories, with whatever
-budget the memories left (seed 001's priority 4), leaving out what the active thread's
+budget the memories left (the fourth priority), leaving out what the active thread's
 short-term window (:func:`short_term`, from the graph state) already shows; the block
 is rendered by :func:`langmem_layer.read.recall.context_block`. The session sweeper
 deletes messages older than the retention (90 days).
@@ -95,7 +95,7 @@ def clear(user_id: str, *, thread_id: str | None = None) -> Flow[int]:
 
 
 def short_term(messages: Sequence[BaseMessage], n: int) -> list[BaseMessage]:
-    """The last ``n`` messages of the thread (seed 001's short-term tier), from state.
+    """The last ``n`` messages of the thread (the short-term tier), from state.
 
     No database round trip: the checkpointer already loaded them. A window that would
     start with tool results whose call fell outside it starts after them instead. The

@@ -1,4 +1,4 @@
-"""References (entities) in free text, for exact-match lookup (R2.3, R4.1).
+"""References (entities) in free text, for exact-match lookup.
 
 One extractor shared by the write path (a memory's ``refs``) and the read path (the
 references of a question, see :mod:`langmem_layer.read.query`), so both sides produce the

@@ -1,4 +1,4 @@
-"""Learned agent trust (R7.2): flows that count an agent's checkable writes and read the
+"""Learned agent trust: flows that count an agent's checkable writes and read the
 trust learned from them.
 
 An agent's trust is confirmed / total of its checkable writes for the user (0.5 with no

@@ -46,7 +46,7 @@ IDENTITY_SCOPE = "identity"
 
 
 class Layer(StrEnum):
-    """Where a memory lives in the model (R2.1). Working memory is the checkpointer's."""
+    """Where a memory lives in the model. Working memory is the checkpointer's."""
 
     EPISODIC = "episodic"
     SEMANTIC = "semantic"
@@ -55,7 +55,7 @@ class Layer(StrEnum):
 
 
 class Kind(StrEnum):
-    """Finer typing inside the layers (R2.2)."""
+    """Finer typing inside the layers."""
 
     PROFILE_FACT = "profile_fact"
     PREFERENCE = "preference"
@@ -68,7 +68,7 @@ class Kind(StrEnum):
 
 
 class Policy(StrEnum):
-    """How a recalled memory may surface in the reply (R6.2). Pinned is a flag, not a policy."""
+    """How a recalled memory may surface in the reply. Pinned is a flag, not a policy."""
 
     SPEAK = "speak"
     ADAPT = "adapt"
@@ -78,7 +78,7 @@ class Policy(StrEnum):
 
 
 class Status(StrEnum):
-    """Lifecycle status (R2.3). Only ``active`` memories are retrieved."""
+    """Lifecycle status. Only ``active`` memories are retrieved."""
 
     ACTIVE = "active"
     STALE = "stale"
@@ -96,7 +96,7 @@ class LoopStatus(StrEnum):
 
 
 class LinkType(StrEnum):
-    """Typed links between memories (R2.5)."""
+    """Typed links between memories."""
 
     CONTRADICTS = "contradicts"
     SUPERSEDES = "supersedes"
@@ -140,7 +140,7 @@ def memory_namespace(user_id: str, scope: str) -> tuple[str, str, str]:
 
 
 class Source(BaseModel):
-    """Where a memory came from (R1.3): the authoring agent, thread and message."""
+    """Where a memory came from: the authoring agent, thread and message."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -151,7 +151,7 @@ class Source(BaseModel):
 
 
 class HistoryEntry(BaseModel):
-    """One change in a memory's life (R5.2), kept in :attr:`MemoryRecord.history`.
+    """One change in a memory's life, kept in :attr:`MemoryRecord.history`.
 
     Attributes:
         at: When it happened.
@@ -182,7 +182,7 @@ class HistoryEntry(BaseModel):
 
 
 class MemoryRecord(BaseModel):
-    """The stored schema of one typed memory (R2.3).
+    """The stored schema of one typed memory.
 
     Timestamps are serialised as fixed-width UTC strings (see :func:`utc_iso`).
     Unknown keys are rejected so a typo never silently becomes metadata; free-form
@@ -214,11 +214,11 @@ class MemoryRecord(BaseModel):
     content_hash: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
     success_count: int = Field(
-        default=0, ge=0, description="Procedural habits: times following it worked (R5.2).")
+        default=0, ge=0, description="Procedural habits: times following it worked.")
     failure_count: int = Field(
-        default=0, ge=0, description="Procedural habits: times following it failed (R5.2).")
+        default=0, ge=0, description="Procedural habits: times following it failed.")
     history: list[HistoryEntry] = Field(
-        default_factory=list, description="Lifecycle changes, oldest first (R5.2).")
+        default_factory=list, description="Lifecycle changes, oldest first.")
 
     @field_validator("content")
     @classmethod
@@ -268,7 +268,7 @@ class Recalled:
         similarity: Cosine similarity to the query, when it was found by vector search.
         sources: Ranks by strategy, e.g. ``{"vector": 0, "keyword": 3}`` (0-based).
         section: Where the context block placed it, once assembled.
-        decayed: Its decay score (R5.1) fell below ``decay_flag_below``: it is
+        decayed: Its decay score fell below ``decay_flag_below``: it is
             deprioritised, not hidden, and a lifecycle job may review it.
     """
 

@@ -1,4 +1,4 @@
-"""Embedding calls (R3.5): per-user cache for 30 days, truncation, retries, batches of 100.
+"""Embedding calls: per-user cache for 30 days, truncation, retries, batches of 100.
 
 The database tests run on both stores (``impl``): PostgresMemoryStore through its async
 methods (``abatch`` → ``batch`` in a worker thread) and AsyncPostgresMemoryStore. The

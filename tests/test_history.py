@@ -1,4 +1,4 @@
-"""The per-user message log (seed 001's long-term tier) and the short-term window:
+"""The per-user message log (the long-term tier) and the short-term window:
 recent history from other threads in the memory block, its budget, boundaries,
 profiles, retention."""
 

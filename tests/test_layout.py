@@ -4,6 +4,7 @@ modules stay small enough to hold one concept."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "langmem_layer"
@@ -203,3 +204,16 @@ def test_nothing_outside_the_store_reaches_into_it() -> None:
                 if "store" in name.lower():
                     found.append(f"{path.name}:{node.lineno}: {name}.{node.attr}")
     assert found == [], f"private store attributes used outside store/: {found}"
+
+
+def test_no_reference_to_documents_outside_the_repository() -> None:
+    # Requirement numbers and source documents of a specification that is not in the
+    # repository tell a reader nothing: say what is meant instead.
+    cited = re.compile(r"\bR\d+\.\d+[a-z]?\b|\bseed ?0\d\d\b", re.I)
+    root = PACKAGE.parent
+    found = [f"{p.relative_to(root)}:{n}" for folder in ("langmem_layer", "tests", "benchmarks",
+                                                          "graphs", "checkpointers", "examples")
+             for p in (root / folder).rglob("*.py")
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if cited.search(line) and "cited = re.compile" not in line]
+    assert found == [], found

@@ -1,4 +1,4 @@
-"""The memory lifecycle (R5.1, R5.2) on the real database: decay scores computed in SQL,
+"""The memory lifecycle on the real database: decay scores computed in SQL,
 status transitions over 120 days of moved time, history, habits, purge."""
 
 from __future__ import annotations

@@ -203,5 +203,5 @@ def test_a_due_loop_goes_quiet_on_the_third_turn_of_a_thread(
         state = graph.invoke({**state, "messages": [*state["messages"], HumanMessage(text)]},
                              config)
         sections.append({r["key"]: r["section"] for r in state["recalled"]}.get(key))
-    # Surfaced unasked twice, then used silently (R6.3), as a "speak" memory would be.
+    # Surfaced unasked twice, then used silently, as a "speak" memory would be.
     assert sections == [OPEN_THREADS, OPEN_THREADS, SILENT]

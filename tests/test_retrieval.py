@@ -259,7 +259,7 @@ def test_composite_weights_change_the_order(store: PostgresMemoryStore, clock: C
     assert keys(focused.recall("u1", "trip budget dollars")) == [relevant, salient]
 
 
-# -- decay (R5.1) ----------------------------------------------------------------------
+# -- decay ----------------------------------------------------------------------
 
 
 def _record(kind: Kind, layer_: Layer, *, confidence: float = 1.0, access_count: int = 0,
@@ -340,7 +340,7 @@ def test_pinned_always_included_first_even_beyond_the_limit(layer: MemoryLayer) 
     assert keys(layer.recall("u1", "quantum chromodynamics"))[0] == pin
 
 
-# -- open questions (R4.5) -------------------------------------------------------------
+# -- open questions -------------------------------------------------------------
 
 
 def test_open_questions_are_surfaced_when_references_overlap(layer: MemoryLayer,

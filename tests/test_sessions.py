@@ -1,4 +1,4 @@
-"""Session close (R8.2): the idle sweeper on the real database with LangGraph's own
+"""Session close: the idle sweeper on the real database with LangGraph's own
 PostgreSQL checkpointer, pruning with the checkpointer's own prune, the CLI job and
 the checkpointer wiring for code and ``langgraph.json``."""
 

@@ -1,5 +1,5 @@
-"""Temporal summaries (R7.4), the procedural profile (R7.5) and learned agent trust
-(R7.2) on the real database: offline and with a scripted chat model, privacy, the
+"""Temporal summaries, the procedural profile and learned agent trust
+ on the real database: offline and with a scripted chat model, privacy, the
 narrative arc in the block, and a 90-day scenario through the graph."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def test_a_weekly_summary_is_written_decays_and_reaches_the_block(
     assert "still open: wonders whether to hire a painter" in text
     # A synthesis, not a concatenation of what was said.
     assert "I want to repaint" not in text
-    # Half-life decay (R5.1): half the score after 180 days without access.
+    # Half-life decay: half the score after 180 days without access.
     later = now + timedelta(days=180)
     assert decay_score(week, later) == pytest.approx(week.confidence * 0.5, rel=1e-3)
     # Re-run: nothing new, nothing written.

@@ -1,4 +1,4 @@
-"""Working memory (R8.1): history trimming on the real database with LangGraph's own
+"""Working memory: history trimming on the real database with LangGraph's own
 PostgreSQL checkpointer; every trimmed turn handed to extraction exactly once."""
 
 from __future__ import annotations

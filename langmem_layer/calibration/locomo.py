@@ -1,5 +1,5 @@
-"""``langmem-layer eval locomo PATH``: LoCoMo evidence recall@k through the public API
-(R10.2), against the vector-only baseline on the same embedder in the same run.
+"""``langmem-layer eval locomo PATH``: LoCoMo evidence recall@k through the public API,
+against the vector-only baseline on the same embedder in the same run.
 
 Every turn of the chosen conversations is written with ``MemoryLayer.remember(...,
 thread_id=<session>)`` as a memory of its conversation's user; every question of

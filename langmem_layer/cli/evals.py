@@ -57,7 +57,7 @@ def _locomo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 SUITES["locomo"] = EvalSuite(
-    "LoCoMo evidence recall@k through the public API vs vector-only (R10.2)",
+    "LoCoMo evidence recall@k through the public API vs vector-only",
     _locomo, _locomo_arguments)
 
 

@@ -1,4 +1,4 @@
-"""Fixture-driven evaluation of the whole memory pipeline (R10.1): see
+"""Fixture-driven evaluation of the whole memory pipeline: see
 :mod:`langmem_layer.evals.fixtures` for the fixture format and
 :mod:`langmem_layer.evals.play` for the phases and measures."""
 

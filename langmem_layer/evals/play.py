@@ -1,6 +1,6 @@
 """Run evaluation fixtures through the whole pipeline and measure what happened.
 
-Three phases per fixture (seed 003, R10.1), each on the fixture's own user ids in the
+Three phases per fixture, each on the fixture's own user ids in the
 store it is given, which are deleted afterwards:
 
 1. **Extraction & retrieval.** Seed memories, turns (ingested inline: extractor, gate,

@@ -21,7 +21,7 @@ __all__ = ["Extractor", "FallbackOperations", "MemoryOperation", "OpType", "fall
 
 
 class OpType(StrEnum):
-    """What an operation does to the store (R3.2)."""
+    """What an operation does to the store."""
 
     ADD = "add"
     UPDATE = "update"

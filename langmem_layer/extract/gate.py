@@ -1,4 +1,4 @@
-"""The write gate (R3.4): decide which proposed memory operations are applied.
+"""The write gate: decide which proposed memory operations are applied.
 
 Extractors propose loosely; the gate is the one place that says no. It is pure: the
 caller fetches each operation's nearest existing memories (``neighbors``) and the gate
@@ -101,7 +101,7 @@ class GateDecision:
 
 
 class WriteGate:
-    """Accepts, rejects or rewrites proposed memory operations (R3.4).
+    """Accepts, rejects or rewrites proposed memory operations.
 
     Args:
         settings: The thresholds; the defaults of :class:`GateSettings` when omitted.

@@ -1,4 +1,4 @@
-"""Consolidation (R7.1): episodic memories → one semantic record per topic.
+"""Consolidation: episodic memories → one semantic record per topic.
 
 Nightly, per user. A topic is a cluster of the user's active episodic memories of the
 last ``window_days`` (90) in one profile, found by embedding similarity and shared

@@ -33,7 +33,7 @@ __all__ = ["AVOID_SIMILARITY", "Boundaries", "Loaded", "Writes", "evidence_of", 
 
 #: Cosine at or above which a statement counts as covered by a boundary.
 AVOID_SIMILARITY = 0.6
-#: Statements that report a conclusion the user reached (R7.1's "explicit conclusion").
+#: Statements that report a conclusion the user reached (an "explicit conclusion").
 CONCLUSION = re.compile(
     r"\b(decided|concluded|settled on|settled that|agreed|chose|made up (?:his|her|their) "
     r"mind|landed on|will go with|went with|committed to)\b", re.IGNORECASE)

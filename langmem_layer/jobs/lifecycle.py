@@ -1,4 +1,4 @@
-"""The memory lifecycle (R5.1, R5.2) as per-user jobs.
+"""The memory lifecycle as per-user jobs.
 
 ``lifecycle`` (daily) recomputes each memory's stored decay score (in ``langmem_decay``,
 one narrow row per memory, so the nightly rescore never rewrites a memory) and moves

@@ -1,4 +1,4 @@
-"""The procedural profile (R7.5): how a user works with the assistant, always loaded.
+"""The procedural profile: how a user works with the assistant, always loaded.
 
 One small memory per user and profile (key derived from both), kind ``protocol``, layer
 procedural, policy ``adapt``, pinned, so recall brings it back every turn in the round
@@ -44,7 +44,7 @@ def _time_of_day(hours: list[int]) -> str | None:
 
 @register(
     "procedural-profile",
-    "the procedural profile (R7.5): topics, session length, time of day, follow-up rate, "
+    "the procedural profile: topics, session length, time of day, follow-up rate, "
     "answer length per user and profile, from threads and the message log",
     schedule="weekly", per_user=True,
     options=(JobOption("window_days", int, "threads of the last N days (default 28)"),),

@@ -1,4 +1,4 @@
-"""Reflections (R7.3, after Generative Agents): higher-level insights about the person.
+"""Reflections (after Generative Agents): higher-level insights about the person.
 
 Weekly, per user. The user's active memories of the last ``window_days`` (90; open
 loops, summaries, reflections and other jobs' syntheses left out, and everything a

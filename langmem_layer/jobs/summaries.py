@@ -1,11 +1,11 @@
-"""Temporal summaries (R7.4): daily, weekly and monthly summaries per user and profile.
+"""Temporal summaries: daily, weekly and monthly summaries per user and profile.
 
 Daily, per user. For every complete day, week (Monday to Sunday, UTC) and month that
 ended within ``lookback_days`` (35) it summarizes, per profile, the user's logged
 messages of the period and the memories that occurred in it, into one memory of kind
 ``temporal_summary`` (layer semantic, policy ``speak``, ``metadata.synthesis =
 "temporal_summary"``, ``metadata.period/start/end``), ``derived_from`` the period's
-memories. Summaries decay with the half-life of R5.1 (``summary_half_life_days``).
+memories. Summaries decay by half-life (``summary_half_life_days``).
 
 Its key is derived from (user, profile, period, start), so a re-run rewrites the same
 record (the previous text in its history) and an interrupted run resumes where it
@@ -104,7 +104,7 @@ def _fingerprint(items: list[Evidence]) -> str:
 @register(
     "summarize",
     "temporal summaries: one memory per user, profile and complete day, week and month "
-    "(R7.4), from the message log and the period's memories",
+    ", from the message log and the period's memories",
     schedule="daily", per_user=True, needs_embeddings=True,
     options=(JobOption("lookback_days", int, "periods that ended in the last N days "
                                              "(default 35)"),

@@ -1,5 +1,5 @@
-"""The memory-panel half of :class:`~langmem_layer.MemoryLayer`'s control API (R9.1,
-R9.2): browse a user's memories page by page, and pin them or change how they surface.
+"""The memory-panel half of :class:`~langmem_layer.MemoryLayer`'s control API: browse a
+user's memories page by page, and pin them or change how they surface.
 
 A mixin, like :mod:`langmem_layer.layer.working_methods`: every method is a one-line call into
 the layer's :class:`~langmem_layer.flow.Runner` over a flow built once.

@@ -296,7 +296,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
 
     def history(self, user_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
         """Every change in a memory's life, oldest first: status transitions, closed
-        loops, flags and corrections, each with its time and reason (R5.2).
+        loops, flags and corrections, each with its time and reason.
 
         Raises:
             MemoryNotFoundError: No such memory for the user.
@@ -310,7 +310,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
     def record_outcome(self, user_id: str, memory_id: str, **kw: Unpack[OutcomeArgs]
                        ) -> tuple[int, int]:
         """Count one outcome of following a procedural habit; the lifecycle job retires a
-        habit that keeps failing (R5.2).
+        habit that keeps failing.
 
         Args:
             user_id: The user.
@@ -350,7 +350,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             user_id, data, max_content_chars=self.settings.gate.max_content_chars))
 
     def delete_user(self, user_id: str) -> UserDeletion:
-        """Erase everything stored for the user, in one transaction (R9.1).
+        """Erase everything stored for the user, in one transaction.
 
         Every per-user table loses the user's rows: memories with their vectors and
         links, the extraction queue, the decision log, the embedding cache, term

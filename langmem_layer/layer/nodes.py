@@ -55,7 +55,7 @@ class MemoryFields(TypedDict, total=False):
         memory_context: The memory block for this turn (see :mod:`langmem_layer.read.block`).
         recalled: What ``load_memory`` retrieved, then where ``assemble_context`` placed it.
         memory_spoken: Keys placed in "RELEVANT FOR THIS TURN" or "OPEN THREADS" in each of
-            the last turns (R6.3: speak memories and due loops go quiet on the third).
+            the last turns (speak memories and due loops go quiet on the third).
         recent_history: The user's recent messages from other threads, read by
             ``load_memory`` for ``assemble_context`` (optional: a schema without it
             simply gets no recent-history section).
@@ -205,7 +205,7 @@ def _recalled_keys(state: MemoryState) -> list[str]:
 
 
 def _recently_spoken(state: MemoryState) -> set[str]:
-    # Spoken in each of the last two turns: the third time it goes silent (R6.3).
+    # Spoken in each of the last two turns: the third time it goes silent.
     history = state.get("memory_spoken") or []
     if len(history) < 2:
         return set()
@@ -239,7 +239,7 @@ def _unshown(state: MemoryState) -> list[LoggedMessage]:
 
 def _loaded(loaded: WorkingLoad, documents: Sequence[Document]) -> dict[str, Any]:
     # The removals leave the state only once the node returns, after the dropped
-    # turns were queued for extraction (R8.1).
+    # turns were queued for extraction.
     update: dict[str, Any] = {"recalled": _dump(loaded.recalled),
                               "recent_history": _dump_history(loaded.recent),
                               "knowledge": dump_documents(documents)}
@@ -251,15 +251,15 @@ def _loaded(loaded: WorkingLoad, documents: Sequence[Document]) -> dict[str, Any
 def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, RunnableLambda]:
     """Create the three nodes bound to ``layer``.
 
-    ``load_memory`` trims the thread to the history budget (R8.1), handing the turns
+    ``load_memory`` trims the thread to the history budget, handing the turns
     that leave to extraction, and recalls; ``assemble_context`` renders the memory
     block; ``extract_after_turn`` queues the turn, logs its messages and reinforces
-    (R4.4) the memories recalled for it, in one transaction: the turn's reads wait on
+    the memories recalled for it, in one transaction: the turn's reads wait on
     no write of their own.
     """
 
-    # The knowledge source is queried while memory is read (seed 000: memory assembly
-    # runs in parallel with retrieval): a thread in sync graphs, gather in async ones.
+    # The knowledge source is queried while memory is read (memory assembly runs in
+    # parallel with retrieval): a thread in sync graphs, gather in async ones.
     def load_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who, query = run_identity(config), _query(state)
         return _loaded(*layer._beside_knowledge(query, lambda: layer.load_thread(

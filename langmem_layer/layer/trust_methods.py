@@ -1,4 +1,4 @@
-"""The learned-trust half of :class:`~langmem_layer.MemoryLayer` (R7.2): explicit feedback
+"""The learned-trust half of :class:`~langmem_layer.MemoryLayer`: explicit feedback
 on an agent's writes, and the trust learned so far.
 
 A mixin, like :mod:`langmem_layer.layer.control_methods`: every method is a one-line call into the

@@ -53,7 +53,7 @@ class WorkingMemoryMethods:
 
     def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
                     query: str | None = None, **kw: Unpack[LoadThreadArgs]) -> WorkingLoad:
-        """What ``load_memory`` does, in one round trip (R8.1).
+        """What ``load_memory`` does, in one round trip.
 
         Plans the trim of ``messages`` to ``settings.history_max_tokens`` (keeping
         ``history_min_turns``), queues each dropped turn for extraction, stamps the
@@ -80,7 +80,7 @@ class WorkingMemoryMethods:
     def record_turn(self, user_id: str, messages: Sequence[BaseMessage],
                     **kw: Unpack[RecordTurnArgs]) -> int | None:
         """:meth:`submit`, plus the turn's messages into the user's message log, plus
-        the reinforcement (R4.4) of the memories keyed in ``reinforce``.
+        the reinforcement of the memories keyed in ``reinforce``.
 
         All in one transaction; what ``extract_after_turn`` does. Returns the queue
         entry id (None when the turn was queued before).
@@ -130,7 +130,7 @@ class WorkingMemoryMethods:
         return await self._runner.arun(history.clear(user_id, **kw))
 
     def sweep_sessions(self, checkpointer: Any, **kw: Unpack[SweepArgs]) -> SessionSweep:
-        """Close threads idle past the session TTL and purge the message log (R8.2).
+        """Close threads idle past the session TTL and purge the message log.
 
         A job: call it from a scheduler, or run ``langmem-layer sweep-sessions``.
 

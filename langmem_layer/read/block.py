@@ -1,4 +1,4 @@
-"""The memory block placed in the agent's prompt (R6.1-R6.3).
+"""The memory block placed in the agent's prompt.
 
 Pure functions, no I/O. :func:`build_context_block` takes recalled memories ranked
 best-first and renders the ones that fit a token budget into sections that tell the
@@ -34,7 +34,7 @@ Format (stable; tests pin it)::
   back on the next turn whatever the question; once its due date has passed its line
   ends `` [due YYYY-MM-DD] [overdue] [follow up: ask how it went]``.
   Like a ``speak`` memory, one placed in the last two turns (``recently_spoken``)
-  goes to ``USE SILENTLY`` instead (R6.3).
+  goes to ``USE SILENTLY`` instead.
 * A semantic fact flagged ``needs_revalidation`` (metadata; the lifecycle job sets it
   when a fact has gone unconfirmed for ``lifecycle_revalidate_after_days``) that is
   placed in ``RELEVANT FOR THIS TURN`` gets
@@ -42,7 +42,7 @@ Format (stable; tests pin it)::
   agent may check it with the user in passing. At most one line per block asks, the
   best-ranked that fits; :attr:`ContextBlock.revalidate` names it.
 * When ``recent_history`` lines are given (the user's messages from other threads,
-  seed 001's priority 4), those that fit follow the memory sections under
+  the fourth priority), those that fit follow the memory sections under
   ``### RECENT CONVERSATIONS (other threads)``, one ``- <speaker>: <text>`` line each,
   oldest first. They are not memories: they are in no placement and in no
   :data:`SECTIONS` entry, and they are never speakable.
@@ -51,7 +51,7 @@ Format (stable; tests pin it)::
   ``### RELEVANT DOCUMENTS (knowledge base)``, best first, before the recent history.
   Like the history they are not memories: in no placement and no :data:`SECTIONS`
   entry.
-* A temporal summary (``kind=temporal_summary``, R7.4) that is not ``avoid`` goes in
+* A temporal summary (``kind=temporal_summary``) that is not ``avoid`` goes in
   ``### NARRATIVE ARC (earlier conversations, summarized)``, after the memory sections
   and before recent history, with at most ``NARRATIVE_SHARE`` of the budget group 1
   leaves; it is not a :data:`SECTIONS` entry.
@@ -98,7 +98,7 @@ FACTCHECK = "DO NOT CONTRADICT"
 RECENT_HISTORY = "RECENT CONVERSATIONS (other threads)"
 #: Documents retrieved from the layer's knowledge source for this turn (not memories).
 DOCUMENTS = "RELEVANT DOCUMENTS (knowledge base)"
-#: The narrative arc (R7.4): the temporal summary recall chose for the turn.
+#: The narrative arc: the temporal summary recall chose for the turn.
 NARRATIVE = "NARRATIVE ARC (earlier conversations, summarized)"
 #: Share of the budget left after group 1 the narrative arc may use.
 NARRATIVE_SHARE = 0.3
@@ -129,7 +129,7 @@ class ContextBlock:
         tokens: Tokens of ``text`` per the counter; never more than ``budget``.
         budget: The token budget the block was built for.
         dropped: Keys (input order) that did not fit the budget.
-        demoted: Placed keys demoted from speak to ``USE SILENTLY`` (R6.3).
+        demoted: Placed keys demoted from speak to ``USE SILENTLY``.
         history: How many ``recent_history`` lines were placed.
         revalidate: The placed memory the block asks the agent to confirm (a fact
             flagged ``needs_revalidation``), or None; at most one per block.
@@ -148,7 +148,7 @@ class ContextBlock:
 
 
 def section_for(record: MemoryRecord, *, demote_speak: bool = False) -> str:
-    """The section a memory belongs in, from its surface policy and pinned flag (R6.2).
+    """The section a memory belongs in, from its surface policy and pinned flag.
 
     ``avoid`` wins over ``pinned``: an avoid memory is never put in a speakable section.
     Otherwise pinned memories are ``ALWAYS-KNOWN``.
@@ -156,7 +156,7 @@ def section_for(record: MemoryRecord, *, demote_speak: bool = False) -> str:
     Args:
         record: The memory.
         demote_speak: Place a non-pinned ``speak`` memory in ``USE SILENTLY`` instead,
-            because it was surfaced recently (R6.3).
+            because it was surfaced recently.
 
     Returns:
         One of :data:`SECTIONS`.
@@ -182,7 +182,7 @@ def build_context_block(
     documents: Sequence[str] = (),
     documents_share: float = 0.5,
 ) -> ContextBlock:
-    """Render the memories that fit ``budget_tokens`` into the sectioned block (R6.1).
+    """Render the memories that fit ``budget_tokens`` into the sectioned block.
 
     Memories are placed in priority groups, each keeping the input (rank) order:
 
@@ -205,7 +205,7 @@ def build_context_block(
         counter: Counts tokens of the rendered text.
         semantic_share: Cap of group 2, as a share of the budget left after group 1.
         recently_spoken: Keys surfaced as ``speak`` (or as due open loops) in the last
-            two turns; such memories are demoted to ``USE SILENTLY`` (R6.3).
+            two turns; such memories are demoted to ``USE SILENTLY``.
         now: Current time, to flag overdue open loops; ``None`` never flags.
         recent_history: The user's messages from other threads, oldest first, as
             ``"<speaker>: <text>"``; they only get the budget the memories leave.

@@ -1,4 +1,4 @@
-"""The narrative arc of a turn (R7.4) and the learned trust it ranks with (R7.2).
+"""The narrative arc of a turn and the learned trust it ranks with.
 
 Both ride in the turn's existing round trip: :func:`turn_ops` adds one small read of the
 user's temporal summaries (only those that can be chosen) and one of their learned

@@ -4,19 +4,19 @@ The store returns candidates found by any strategy (vector, keyword, reference, 
 window, one-hop link walk, open questions, pinned) with their per-strategy ranks.
 Here they are:
 
-1. filtered by the relevance floor (R4.3): a candidate whose only evidence is its
+1. filtered by the relevance floor: a candidate whose only evidence is its
    embedding (found by the vector and/or time strategies alone) must reach the
    similarity floor; a keyword, reference or link hit stands on its own;
-2. fused with weighted Reciprocal Rank Fusion over the union (R4.1):
+2. fused with weighted Reciprocal Rank Fusion over the union:
    ``fused = Σ_s w_s / (rrf_k + rank_s + 1)`` over vector, keyword, ref and time;
 3. spread one hop over links: a memory linked to candidates inherits
    ``w_link × max(fused(neighbour) − last_place)``, the best neighbour's margin over
    the last place of a list (``1 / (rrf_k + candidates_per_source)``), so a memory
    found only through a link can outrank weaker direct hits, and a link to a
    mediocre hit adds nearly nothing, at any k;
-4. scored with the weighted composite of R4.2 (relevance = the above over its
-   maximum), multiplied by the decay weight (R5.1) and the authoring agent's trust
-   (R7.2). Pinned memories bypass ranking; open questions (R4.5) and open loops due
+4. scored with the weighted composite (:class:`~langmem_layer.settings.RankingWeights`;
+   relevance = the above over its maximum), multiplied by the decay weight and the
+   authoring agent's trust. Pinned memories bypass ranking; open questions and open loops due
    now (source ``due``) are added after the ranked ones.
 """
 
@@ -133,7 +133,7 @@ def _days(later: datetime, earlier: datetime) -> float:
 
 
 def decay_score(record: Rankable, now: datetime, *, half_life_days: float = 180.0) -> float:
-    """The decay score of R5.1 (1.0 means no decay).
+    """The decay score (1.0 means no decay).
 
     The lifecycle job stores the same score, computed in SQL
     (:func:`langmem_layer.sql.lifecycle.decay_expression`); tests hold the two equal.
@@ -255,7 +255,7 @@ def rank_candidates(
     """
     w = settings.weights
     weights = _weights(settings.source_weights)
-    # One user's candidates: their own half-life (R5.1).
+    # One user's candidates: their own half-life.
     half_life = (settings.half_life_days(candidates[0].namespace[1]) if candidates
                  else settings.summary_half_life_days)
     pinned: list[tuple[Candidate, Facts]] = []
@@ -290,7 +290,7 @@ def rank_candidates(
             + w.confidence * f.confidence
             + w.recency * recency
         )
-        # R7.2: an agent with no history has trust 0.5.
+        # An agent with no history has trust 0.5.
         configured = (trust or {}).get(f.agent_id or "", 0.5)
         factor = decay_weight(f, now, half_life_days=half_life) * (
             configured if learned is None or not f.agent_id

@@ -124,7 +124,7 @@ def with_core_facts(env: Env, candidates: Sequence[mops.Candidate],
 def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit: int,
          now: datetime, reinforce: bool = True, learned: LearnedTrust | None = None
          ) -> Flow[list[Recalled]]:
-    """Rank what a :func:`recall_op` found, and reinforce (R4.4) what is returned.
+    """Rank what a :func:`recall_op` found, and reinforce what is returned.
 
     When the link walk found something, one round trip reads the links between the
     candidates, so a memory linked to a strong hit inherits part of its score.
@@ -150,7 +150,7 @@ def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit:
 def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, limit: int,
            now: datetime, refs: Sequence[str] = (), reinforce: bool = True
            ) -> Flow[list[Recalled]]:
-    """Hybrid retrieval, ranking, and reinforcement of what is returned (R4.1–R4.5).
+    """Hybrid retrieval, ranking, and reinforcement of what is returned.
 
     One round trip fetches the candidates of every strategy (:func:`recall_op`), a
     second (only when the link walk found something) the links between them.

@@ -1,4 +1,4 @@
-"""API keys bound to a user, for the HTTP app (R9.2) and any other front door.
+"""API keys bound to a user, for the HTTP app and any other front door.
 
 A key is a token of the form ``lmk_<user>_<secret>``: ``<user>`` is the user id in
 unpadded URL-safe base64, ``<secret>`` 64 hex digits (256 random bits). Only the

@@ -10,12 +10,12 @@ would get (``memory://block/{query}`` for the block recalled for a query).
 
 The user is the server's (``--user`` or ``LANGMEM_USER_ID``), or over HTTP the user of
 the API key the client sends (``Authorization: Bearer <key>``, keys from
-``langmem-layer keys create USER``); no tool takes a user id, and an argument a model
-adds (``user_id``) is dropped by the tool's schema. The profile
-is chosen per connection, as seed 004 has agents assigned to a profile when they
-connect: over streamable HTTP by the ``X-Langmem-Profile`` header or the ``profile``
-query parameter of the endpoint URL; over stdio (one process per connection) by
-``--profile`` or ``LANGMEM_PROFILE``; else the settings' default profile.
+``langmem-layer keys create --user USER``); no tool takes a user id, and an argument a
+model adds (``user_id``) is dropped by the tool's schema. The profile is chosen per
+connection, as agents are assigned a profile when they connect: over streamable HTTP by
+the ``X-Langmem-Profile`` header or the ``profile`` query parameter of the endpoint URL;
+over stdio (one process per connection) by ``--profile`` or ``LANGMEM_PROFILE``; else
+the settings' default profile.
 
 Requires the ``mcp`` extra (``pip install 'langmem-layer[mcp]'``).
 """

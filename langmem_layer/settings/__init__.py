@@ -35,7 +35,7 @@ def zone(name: str) -> tzinfo:
             "'Europe/Lisbon'.") from None
 
 class RankingWeights(BaseModel):
-    """Weights of the composite ranking score (R4.2)."""
+    """Weights of the composite ranking score."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -48,7 +48,7 @@ class RankingWeights(BaseModel):
 
 
 class GateSettings(BaseModel):
-    """Thresholds of the write gate (R3.4)."""
+    """Thresholds of the write gate."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -77,7 +77,7 @@ class MemorySettings(BaseModel):
     profiles: tuple[str, ...] = ("work", "personal")
     gate: GateSettings = Field(default_factory=GateSettings)
     weights: RankingWeights = Field(default_factory=RankingWeights)
-    rrf_k: int = Field(default=60, ge=1, description="Reciprocal Rank Fusion constant (R4.1).")
+    rrf_k: int = Field(default=60, ge=1, description="Reciprocal Rank Fusion constant.")
     candidates_per_source: int = Field(
         default=20, ge=1,
         description="Length of each strategy's candidate list before fusion (LoCoMo "
@@ -85,24 +85,24 @@ class MemorySettings(BaseModel):
         "read path takes ~17 % less time at 20 than at 30).",
     )
     similarity_floor: float = Field(
-        default=0.7, ge=-1, le=1, description="Vector hits below this are dropped (R4.3)."
+        default=0.7, ge=-1, le=1, description="Vector hits below this are dropped."
     )
     episodic_similarity_floor: float = Field(default=0.72, ge=-1, le=1)
     recall_limit: int = Field(default=10, ge=1)
     decay_flag_below: float = Field(
         default=0.15, ge=0, le=1,
-        description="A recalled memory whose decay score (R5.1) is below this is flagged "
+        description="A recalled memory whose decay score is below this is flagged "
         "Recalled.decayed; decay deprioritises it, it is never hidden.",
     )
     context_window_tokens: int = Field(default=128_000, ge=256)
     context_budget_fraction: float = Field(
-        default=0.20, gt=0, le=1, description="Share of the window for the memory block (R6.1)."
+        default=0.20, gt=0, le=1, description="Share of the window for the memory block."
     )
     semantic_share: float = Field(default=0.60, gt=0, le=1)
     encoding: str = "o200k_base"
     conflict_policy: Literal["latest", "trust", "review"] = Field(
         default="latest",
-        description="Two agents disagree on a single-valued fact (R3.6): the latest write "
+        description="Two agents disagree on a single-valued fact: the latest write "
         "wins, the more trusted agent wins, or both stay linked for human review.",
     )
     extraction_batch_size: int = Field(default=20, ge=1, description="Entries per worker pass.")
@@ -132,20 +132,20 @@ class MemorySettings(BaseModel):
     embedding_batch_size: int = Field(default=100, ge=1)
     history_max_tokens: int = Field(
         default=12_000, ge=1,
-        description="Token budget of the thread history the agent sees (R8.1); older turns "
+        description="Token budget of the thread history the agent sees; older turns "
         "are handed to extraction and removed from the checkpointed state.",
     )
     history_min_turns: int = Field(
-        default=3, ge=1, description="Turns always kept, even over the history budget (R8.1)."
+        default=3, ge=1, description="Turns always kept, even over the history budget."
     )
     session_ttl_seconds: float = Field(
         default=24 * 3600.0, gt=0,
-        description="A thread idle longer than this is closed by the session sweeper (R8.2).",
+        description="A thread idle longer than this is closed by the session sweeper.",
     )
     session_prune: Literal["off", "keep_latest", "delete"] = Field(
         default="off",
         description="What the sweeper does to a closed thread's checkpoints: nothing, keep "
-        "only the latest (the thread stays readable), or delete the thread (R8.2).",
+        "only the latest (the thread stays readable), or delete the thread.",
     )
     message_log_retention_days: float = Field(
         default=90.0, gt=0, description="The per-user message log keeps this many days."
@@ -164,7 +164,7 @@ class MemorySettings(BaseModel):
         default=10, ge=0, description="The active thread's last messages kept at hand."
     )
 
-    # -- retrieval strategies and fusion (R4.1, R4.5, R5.1); see langmem_layer.read.rank --
+    # -- retrieval strategies and fusion; see langmem_layer.read.rank --
     keyword_ranking: Literal["bm25", "cover_density"] = Field(
         default="bm25",
         description="Full-text ranking: Okapi BM25 over the user's memories (a word most "
@@ -179,7 +179,7 @@ class MemorySettings(BaseModel):
     )
     link_types: tuple[str, ...] = Field(
         default=("elaborates", "caused_by", "derived_from"),
-        description="Recall walks one hop over these link types from its best hits (R4.1); "
+        description="Recall walks one hop over these link types from its best hits; "
         "empty: no walk.",
     )
     link_thread_memories: bool = Field(
@@ -192,7 +192,7 @@ class MemorySettings(BaseModel):
         default=10, ge=0, description="Best hits of each strategy the link walk starts from."
     )
     query_refs: bool = Field(
-        default=True, description="Look up the references (entities) the query names (R4.1)."
+        default=True, description="Look up the references (entities) the query names."
     )
     ref_max_share: float = Field(
         default=0.05, gt=0, le=1,
@@ -210,20 +210,20 @@ class MemorySettings(BaseModel):
     open_question_limit: int = Field(
         default=3, ge=0,
         description="Open loops whose references overlap the recalled memories' references "
-        "are added to recall, flagged 'open_question' (R4.5); 0: off.",
+        "are added to recall, flagged 'open_question'; 0: off.",
     )
     summary_half_life_days: float = Field(
         default=180.0, gt=0,
-        description="Half-life of the decay of summaries and reflections (R5.1).",
+        description="Half-life of the decay of summaries and reflections.",
     )
 
     summary_half_life_by_user: dict[str, Annotated[float, Field(gt=0)]] = Field(
         default_factory=dict,
         description="Per-user half-life (days) of summaries and reflections, overriding "
-        "summary_half_life_days for the users named (R5.1).",
+        "summary_half_life_days for the users named.",
     )
 
-    # -- the lifecycle (R5.2); see langmem_layer.jobs.lifecycle --
+    # -- the lifecycle; see langmem_layer.jobs.lifecycle --
     lifecycle_ephemeral_stale_days: float = Field(
         default=3.0, gt=0, description="Ephemeral context not referenced this long goes stale.")
     lifecycle_episodic_stale_days: float = Field(
@@ -258,7 +258,7 @@ class MemorySettings(BaseModel):
         default="03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
         description="Local time (HH:MM) from which a scheduled job's period is due: a "
         "daily job runs once a day from then, a weekly one from then on Mondays, a "
-        "monthly one from then on the 1st (R7.6).",
+        "monthly one from then on the 1st.",
     )
     jobs_timezone: str = Field(
         default="UTC",
@@ -301,7 +301,7 @@ class MemorySettings(BaseModel):
         return self
 
     def half_life_days(self, user_id: str) -> float:
-        """The half-life of ``user_id``'s summaries and reflections (R5.1)."""
+        """The half-life of ``user_id``'s summaries and reflections."""
         return self.summary_half_life_by_user.get(user_id, self.summary_half_life_days)
 
     @field_validator("jobs_timezone")

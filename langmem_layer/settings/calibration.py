@@ -1,6 +1,6 @@
 """Calibration profiles: retrieval defaults that fit the embedding model in use.
 
-The specification's relevance floors (0.70 / 0.72, R4.3) and RRF k = 60 (R4.1) assume an
+The specification's relevance floors (0.70 / 0.72) and RRF k = 60 assume an
 embedder whose cosines between a question and the memory answering it are high. They
 are not for the default local model: all-MiniLM-L6-v2 gives such pairs 0.25-0.65 (median
 0.48), so the 0.70 floor drops almost every real hit. A profile holds the values that
@@ -93,7 +93,7 @@ PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
         name="spec",
         models=(),
         values={},
-        basis="The specification's values (floors 0.70 / 0.72, RRF k = 60, R4.2 weights) "
+        basis="The specification's values (floors 0.70 / 0.72, RRF k = 60, composite weights) "
         "for a model without a profile: no calibration is assumed.",
     ),
 )}

@@ -1,4 +1,4 @@
-"""SQL for the embedding cache (R3.5): vectors kept per (user, model, exact text hash).
+"""SQL for the embedding cache: vectors kept per (user, model, exact text hash).
 
 Builders return ``(sql, params)`` and do no I/O. The cache is per user, never shared:
 a cross-tenant cache would reveal, through hits, whether another user stored a given

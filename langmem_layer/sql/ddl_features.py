@@ -15,7 +15,7 @@ from langmem_layer.sql.users import USER_TABLES
 __all__ = ["FEATURES"]
 
 FEATURES: list[str] = [
-    # the lifecycle (R5.1, R5.2): each memory's decay score, recomputed nightly into an
+    # the lifecycle: each memory's decay score, recomputed nightly into an
     # unindexed column (an in-place HOT update, like `access`), and the open loops with
     # a due date by due date, for the "due" strategy of recall (sql/recall.py).
     """
@@ -44,7 +44,7 @@ FEATURES: list[str] = [
         PRIMARY KEY (user_id, turn_key)
     );
     """,
-    # The job runner's record (R7.6): one row per job, period and shard, claimed before
+    # The job runner's record: one row per job, period and shard, claimed before
     # the run and finished after it, so a finished period is not run again; the cursor
     # is the last user whose work committed, so a crashed run resumes after it. The
     # runner's own table, not a per-user one (on a distributed PostgreSQL: a local
@@ -104,7 +104,7 @@ FEATURES: list[str] = [
     END
     $fn$;
     """,
-    # API keys of the HTTP app (R9.2): one row per key, bound to its user, holding only
+    # API keys of the HTTP app: one row per key, bound to its user, holding only
     # the SHA-256 of the token (the token itself is shown once, at creation). The token
     # names its user, so verifying a key binds user_id like every other statement.
     """
@@ -122,7 +122,7 @@ FEATURES: list[str] = [
     """
     ALTER TABLE langmem_job_runs ADD COLUMN IF NOT EXISTS tokens bigint NOT NULL DEFAULT 0;
     """,
-    # the stored decay score (R5.1) moves to a narrow table of its own. The nightly
+    # the stored decay score moves to a narrow table of its own. The nightly
     # rescore rewrote nearly every memory row for one float: a row of ~800 bytes rarely
     # has room for its new version on its page, so ~90 % of those updates were not HOT
     # and added entries to every index of the table while the read path used them. Here
@@ -174,7 +174,7 @@ FEATURES: list[str] = [
     """,
     # Row-level security on every per-user table, and the app role (sql/rls.py).
     enable_rls(USER_TABLES),
-    # Learned agent trust (R7.2), with RLS like every per-user table.
+    # Learned agent trust, with RLS like every per-user table.
     TRUST_TABLE + enable_rls(("langmem_agent_trust",)),
     # The narrative arc's candidates (sql/summaries.py candidates): every turn reads a
     # user's few temporal summaries; without this a large user's turn scanned all of

@@ -50,7 +50,7 @@ SCHEMA: list[str] = [
         ON langmem_items USING gin ((value -> 'refs')) WHERE is_memory;
     """,
     # 2: embeddings, keyed by (item, model): models of different dimensions coexist,
-    # a new model can be backfilled while the old one serves (R2.4).
+    # a new model can be backfilled while the old one serves.
     """
     CREATE TABLE IF NOT EXISTS langmem_embeddings (
         user_id    text NOT NULL,
@@ -68,7 +68,7 @@ SCHEMA: list[str] = [
     CREATE INDEX IF NOT EXISTS langmem_embeddings_model_idx
         ON langmem_embeddings (user_id, model_id);
     """,
-    # 3: typed links between memories (R2.5). Memory keys are unique per user.
+    # 3: typed links between memories. Memory keys are unique per user.
     """
     CREATE TABLE IF NOT EXISTS langmem_links (
         user_id    text NOT NULL,
@@ -91,7 +91,7 @@ SCHEMA: list[str] = [
     CREATE STATISTICS IF NOT EXISTS langmem_embeddings_user_prefix_stats
         (dependencies, ndistinct) ON user_id, prefix FROM langmem_embeddings;
     """,
-    # 5: the durable extraction queue (R3.1). A turn waits here until extracted; a
+    # 5: the durable extraction queue. A turn waits here until extracted; a
     # failed attempt stays with its error and is retried after a backoff.
     """
     CREATE TABLE IF NOT EXISTS langmem_extraction_queue (
@@ -115,7 +115,7 @@ SCHEMA: list[str] = [
     CREATE INDEX IF NOT EXISTS langmem_queue_pending_idx
         ON langmem_extraction_queue (next_attempt_at) WHERE done_at IS NULL;
     """,
-    # 6: operations already applied, so re-applying a batch changes nothing (R3.2), and
+    # 6: operations already applied, so re-applying a batch changes nothing, and
     # the gate's decisions per ingest, so users can see why something was (not) kept.
     """
     CREATE TABLE IF NOT EXISTS langmem_applied_ops (
@@ -134,7 +134,7 @@ SCHEMA: list[str] = [
         PRIMARY KEY (user_id, id)
     );
     """,
-    # 7: embedding cache by (content hash, model), per user, kept 30 days (R3.5).
+    # 7: embedding cache by (content hash, model), per user, kept 30 days.
     """
     CREATE TABLE IF NOT EXISTS langmem_embedding_cache (
         user_id      text NOT NULL,
@@ -189,7 +189,7 @@ SCHEMA: list[str] = [
     """,
     # 9: working memory (R8). Thread activity, so the session sweeper finds threads idle
     # past the TTL and whose they are (the checkpointer's tables know no user); and the
-    # per-user message log across threads (seed 001's long-term tier, kept 90 days).
+    # per-user message log across threads (the long-term tier, kept 90 days).
     """
     CREATE TABLE IF NOT EXISTS langmem_threads (
         user_id        text NOT NULL,
@@ -382,7 +382,7 @@ SCHEMA: list[str] = [
     END
     $do$;
     """,
-    # 13: reinforcement (R4.4) writes a memory's access_count and last_accessed_at to
+    # 13: reinforcement writes a memory's access_count and last_accessed_at to
     # their own unindexed column, which readers lay over the value (sql/items.VALUE).
     # Rewriting the indexed value made every recall's UPDATE insert new entries into
     # every index of the row (its full-text ones included); changing only this column

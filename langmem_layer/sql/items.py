@@ -293,7 +293,7 @@ def match_items(
     now: datetime,
 ) -> Sql:
     """One page of the items under a namespace prefix that match a query by recall's
-    relevance floor (R4.3), best first: an item matches when its text shares a word
+    relevance floor, best first: an item matches when its text shares a word
     with the query (full text, any term, as recall's keyword strategy) or, with a query
     vector, when its cosine similarity reaches ``floor`` (``episodic_floor`` for an
     episodic memory). ``score`` is the similarity (NULL for an item without a vector).

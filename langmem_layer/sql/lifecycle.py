@@ -1,4 +1,4 @@
-"""SQL of the memory lifecycle (R5.1, R5.2): decay, status transitions, purge, history.
+"""SQL of the memory lifecycle: decay, status transitions, purge, history.
 
 Builders return ``(sql, params)`` with named parameters and do no I/O. Every statement
 is set-based over ONE user's memories and binds ``user_id`` with an equality predicate.
@@ -38,7 +38,7 @@ __all__ = [
 
 Sql = tuple[str, dict[str, Any]]
 
-#: Kinds that decay by half-life instead of by Ebbinghaus stability (R5.1).
+#: Kinds that decay by half-life instead of by Ebbinghaus stability.
 HALF_LIFE_KINDS = frozenset({Kind.TEMPORAL_SUMMARY, Kind.REFLECTION})
 #: The largest exponent decay takes: e^-700 and 0.5^1000 are ~1e-304, nothing in any
 #: ranking, while PostgreSQL's exp() and power() raise "underflow" past ~e^-708 (a
@@ -70,7 +70,7 @@ _DAYS_SINCE_ACCESS = (
 
 
 def decay_expression() -> str:
-    """The decay score of R5.1 as a SQL expression over ``langmem_items i``.
+    """The decay score as a SQL expression over ``langmem_items i``.
 
     The same formula as :func:`langmem_layer.read.rank.decay_score` (tests hold them
     equal): episodic memories keep their confidence; summaries and reflections
@@ -292,7 +292,7 @@ def transitions(
     habit_max_failure_rate: float,
     revalidate_after_days: float,
 ) -> list[Transition]:
-    """The rules of R5.2 in the order they run (a memory moved by one is not re-moved).
+    """The lifecycle's rules in the order they run (a memory moved by one is not re-moved).
 
     Stale memories are archived first, so a memory that goes stale today is not
     archived in the same run.

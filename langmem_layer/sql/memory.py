@@ -157,7 +157,7 @@ def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime) -> S
 
 
 def touch(user_id: str, keys: Sequence[str], now: datetime) -> Sql:
-    """Reinforce retrieved memories: access_count + 1, last_accessed_at = now (R4.4).
+    """Reinforce retrieved memories: access_count + 1, last_accessed_at = now.
 
     Only the unindexed ``access`` column changes (readers see it through
     :data:`~langmem_layer.sql.items.VALUE`), so the row is updated in place (HOT)

@@ -227,7 +227,7 @@ def recall_candidates(
       the top ``link_seeds`` of ``vec`` (only those with similarity of at least
       ``seed_min_similarity``), ``kw`` and ``rf`` — ranked by their best seed's rank;
     * ``oq``: up to ``open_questions`` open loops (not closed) whose references overlap
-      the references of the seeds or ``refs`` (R4.5), ranked by overlap;
+      the references of the seeds or ``refs``, ranked by overlap;
     * ``du``: up to ``due_limit`` open loops (not closed) whose due date lies in
       ``due_window`` ([start, end]), whatever the query, soonest due first, from the
       partial index on due dates (migration of the lifecycle);

@@ -43,7 +43,7 @@ RECALL_SOURCES: tuple[RecallSource, ...] = (
     RecallSource("time", "tw", fused=True, lexical=False, default_weight=1.0),
     RecallSource("link", "lk", fused=False, lexical=True, default_weight=0.5),
     RecallSource("open_question", "oq", fused=False, lexical=True, default_weight=None),
-    # Open loops due soon or just past due, whatever the query (R5.2's follow-ups).
+    # Open loops due soon or just past due, whatever the query (the lifecycle's follow-ups).
     RecallSource("due", "du", fused=False, lexical=True, default_weight=None),
     RecallSource("pinned", "pin", fused=False, lexical=False, default_weight=None),
 )

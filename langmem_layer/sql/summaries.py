@@ -1,4 +1,4 @@
-"""SQL of the temporal summaries and the procedural profile (R7.4, R7.5): one user's
+"""SQL of the temporal summaries and the procedural profile: one user's
 logged messages over a period, and the per-thread figures the profile is inferred from.
 
 Every statement binds the user with an equality predicate on each per-user table. A

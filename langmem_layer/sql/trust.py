@@ -1,4 +1,4 @@
-"""SQL of learned agent trust (R7.2): count an agent's checkable writes, read a user's
+"""SQL of learned agent trust: count an agent's checkable writes, read a user's
 counts. Every statement binds the user with an equality predicate."""
 
 from __future__ import annotations

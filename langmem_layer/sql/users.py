@@ -1,4 +1,4 @@
-"""SQL for erasing a user (R9.1): every per-user table, and a deleted memory's traces.
+"""SQL for erasing a user: every per-user table, and a deleted memory's traces.
 
 Builders return ``(sql, params)`` and do no I/O; each binds ``user_id`` with an
 equality predicate. :data:`USER_TABLES` is the one list of per-user tables that

@@ -78,9 +78,9 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         tenant_roots: First namespace labels whose second label is the user id.
             Items elsewhere belong to the shared tenant ``""``.
         clock: Returns "now"; tests move time by passing their own.
-        embedding_batch_size: Texts per embedding call (R3.5: 100).
+        embedding_batch_size: Texts per embedding call (default 100).
         embedding_retry_delay: Seconds to wait before retrying a failed embedding
-            call; doubled before the last attempt (R3.5: 3 attempts in all).
+            call; doubled before the last attempt (3 attempts in all).
         rls: Act as the row-level-security role ``rls_role`` in every transaction
             (``SET LOCAL ROLE``), so the database itself keeps each statement to the
             user bound to it. ``None``: the ``LANGMEM_RLS`` environment variable, else

@@ -54,7 +54,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         ttl: LangGraph ``TTLConfig``.
         tenant_roots: First namespace labels whose second label is the user id.
         clock: Returns "now" (tests move time with it).
-        embedding_batch_size: Texts per embedding call (R3.5: 100).
+        embedding_batch_size: Texts per embedding call (default 100).
         embedding_retry_delay: Seconds before the first retry of a failed embedding
             call (3 attempts in all, the pause doubling); tests pass 0.
 

@@ -1,4 +1,4 @@
-"""The temporal summary task (R7.4): its answer schema, model instructions and offline
+"""The temporal summary task: its answer schema, model instructions and offline
 writer (a template, no model)."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ default, any PostgreSQL URL in production. :func:`postgres_checkpointer` and
 :func:`apostgres_checkpointer` open one; ``checkpointers/postgres.py`` exposes them
 to ``langgraph.json``.
 
-Session close (R8.2): ``load_memory`` stamps each thread's activity (with its user,
+Session close: ``load_memory`` stamps each thread's activity (with its user,
 profile and agent). The sweeper — :meth:`MemoryLayer.sweep_sessions` or
 ``langmem-layer sweep-sessions``, never implicitly — closes every thread idle longer
 than ``MemorySettings.session_ttl_seconds``:

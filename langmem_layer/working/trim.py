@@ -1,4 +1,4 @@
-"""Working memory (R8.1): the thread the agent sees, trimmed to a token budget.
+"""Working memory: the thread the agent sees, trimmed to a token budget.
 
 A LangGraph checkpointer holds the thread (see :mod:`langmem_layer.working.sessions`). Before
 the agent sees it, ``load_memory`` trims it: whole turns leave from the oldest end until
@@ -140,7 +140,7 @@ def _cost(counter: TokenCounter, message: BaseMessage) -> int:
 
 def plan_trim(messages: Sequence[BaseMessage], counter: TokenCounter, *, max_tokens: int,
               min_turns: int = 3) -> TrimPlan:
-    """Which turns leave so that the thread fits ``max_tokens`` (R8.1). Pure.
+    """Which turns leave so that the thread fits ``max_tokens``. Pure.
 
     Leading system messages always stay and count against the budget. The budget cut
     is LangChain's ``trim_messages`` (strategy ``last``, starting on a human message)
@@ -326,7 +326,7 @@ def record_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
                 profile: str | None, thread_id: str | None, agent_id: str | None,
                 now: datetime, reinforce: Sequence[str] = ()) -> Flow[int | None]:
     """Queue a finished turn for extraction, add it to the user's message log and
-    reinforce (R4.4) the memories recalled for it (``reinforce``, their keys).
+    reinforce the memories recalled for it (``reinforce``, their keys).
 
     One transaction; returns the queue entry id (None when queued before).
     """

@@ -1,4 +1,4 @@
-"""The write path (R3.1–R3.6), written once for sync and async.
+"""The write path, written once for sync and async.
 
 A turn is queued durably (:func:`enqueue_turn`); a worker leases queue entries
 (:func:`process_queue`) and runs :func:`ingest` on each: the extractor sees the new
@@ -184,7 +184,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
            thread_id: str | None, agent_id: str | None, now: datetime,
            entry_id: int | None = None, operations: Sequence[MemoryOperation] | None = None,
            targets: Sequence[Recalled] = ()) -> Flow[IngestResult]:
-    """Extract, gate and apply one turn in one transaction (R3.2–R3.4, R3.6).
+    """Extract, gate and apply one turn in one transaction.
 
     ``now`` is the turn's time: relative dates resolve against it and it stamps what
     is written. With ``entry_id`` the queue entry is completed in the same transaction.
@@ -274,7 +274,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
                 plan.changed.append(done.key)
         result.written.extend(plan.written)
         result.changed.extend(plan.changed)
-    # R7.5: an explicit preference ("keep answers short") updates the procedural
+    # An explicit preference ("keep answers short") updates the procedural
     # profile now, not at the weekly inference.
     change = explicit_preference(text)
     if change:
@@ -357,13 +357,13 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
             plan.ops.append(mops.SetStatusOp(user_id, (old.key,), Status.CONTRADICTED, now,
                                              f"{why} (memory {key})"))
             plan.changed.append(old.key)
-            if op.op == OpType.UPDATE:  # R7.2: the user corrected it
+            if op.op == OpType.UPDATE:  # the user corrected it: it counts against its agent
                 plan.ops += trust_count(user_id, old.record, confirmed=False, now=now)
     elif op.op == OpType.REINFORCE and target in known:
         plan.ops.append(mops.ReinforceOp(user_id, (known[target].key,), now, REINFORCE_STEP))
         plan.changed.append(known[target].key)
         if known[target].record.source.agent_id != source.agent_id:
-            # R7.2: reinforced from another source, it counts for its agent.
+            # Reinforced from another source, it counts for its agent.
             plan.ops += trust_count(user_id, known[target].record, confirmed=True, now=now)
     elif op.op in _RETIRING and target:
         status, why = _RETIRING[op.op]

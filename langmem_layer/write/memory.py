@@ -33,7 +33,7 @@ __all__ = [
     "check_content", "memory_ops", "new_record", "put_record", "remember", "thread_link_ops",
 ]
 
-#: Kinds written global to the user (R1.2) unless the extractor says otherwise.
+#: Kinds written global to the user unless the extractor says otherwise.
 _IDENTITY_PREDICATES = frozenset({"name", "speaks", "values", "relationship"})
 _DEFAULT_LAYER = {
     Kind.PROFILE_FACT: Layer.SEMANTIC,
@@ -130,7 +130,7 @@ def memory_ops(env: Env, user_id: str, profile: str, key: str, content: str, *,
       limits, no NUL character), and so are the references;
     * its references are the given ones plus those its content names
       (:func:`langmem_layer.refs.extract_refs`), so the reference strategy finds it
-      whoever wrote it (R4.1);
+      whoever wrote it;
     * it elaborates the last memory of ``thread_id`` (:func:`thread_link_ops`), so the
       link walk finds a thread's memories in order.
 

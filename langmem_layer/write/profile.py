@@ -1,4 +1,4 @@
-"""The procedural profile's record (R7.5): its key, its text, and explicit preferences
+"""The procedural profile's record: its key, its text, and explicit preferences
 applied at once by the write path. The weekly job that infers the rest is
 :mod:`langmem_layer.jobs.profile`."""
 

@@ -1,4 +1,4 @@
-"""The HTTP app (R9.2, R11.5): the memory REST API with API-key authentication, and the
+"""The HTTP app: the memory REST API with API-key authentication, and the
 agent routes. Needs the ``server`` extra (FastAPI, uvicorn); nothing here is imported by
 ``import langmem_layer``.
 

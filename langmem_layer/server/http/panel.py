@@ -1,4 +1,4 @@
-"""The memory panel (R9.2, seed 000's "Memory Privacy and Control"): one static page at
+"""The memory panel (a user's privacy and control over their memory): one static page at
 ``/panel`` where a person views, searches, corrects, deletes, pins and exports their own
 memory through the ``/v1`` REST API, in plain JavaScript with no build step.
 

@@ -1,4 +1,4 @@
-"""The memory REST API (R9.1, R9.2) under ``/v1``: thin adapters over
+"""The memory REST API under ``/v1``: thin adapters over
 :class:`~langmem_layer.MemoryLayer`'s async methods, always for the authenticated
 principal's user (:func:`~langmem_layer.server.http.security.current_principal`).
 

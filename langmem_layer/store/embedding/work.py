@@ -1,4 +1,4 @@
-"""A batch's embedding inputs (R3.5): truncation, the per-user cache, the retry policy.
+"""A batch's embedding inputs: truncation, the per-user cache, the retry policy.
 
 Free of I/O like the :class:`~langmem_layer.store.plan.Plan` that uses it: the plan
 collects every text its handlers need embedded into an :class:`EmbeddingWork`, which
@@ -34,9 +34,9 @@ __all__ = [
 
 logger = logging.getLogger("langmem_layer.embedding")
 
-#: How long a cached vector is used (R3.5).
+#: How long a cached vector is used.
 CACHE_TTL = timedelta(days=30)
-#: Attempts per embedding call: the first and two retries (R3.5).
+#: Attempts per embedding call: the first and two retries.
 RETRY_ATTEMPTS = 3
 #: Pause after the first failed attempt; it doubles after each further failure.
 RETRY_BASE_DELAY = 0.5

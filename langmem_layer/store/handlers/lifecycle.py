@@ -1,4 +1,4 @@
-"""Store handlers of the memory lifecycle (R5.1, R5.2): decay, transitions, purge,
+"""Store handlers of the memory lifecycle: decay, transitions, purge,
 history and habit outcomes.
 
 Mixed into :class:`~langmem_layer.store.core.StoreCore`; like every handler they are

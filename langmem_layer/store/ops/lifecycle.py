@@ -1,4 +1,4 @@
-"""Store operations of a memory's life: the lifecycle (R5.1, R5.2), erasing a user, and
+"""Store operations of a memory's life: the lifecycle, erasing a user, and
 the turns the LLM extractor could not handle.
 
 Re-exported by :mod:`langmem_layer.store.ops`, where callers import them."""
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 
-# -- the lifecycle (R5.1, R5.2); handled by store.lifecycle_handlers --------------------
+# -- the lifecycle; handled by store.lifecycle_handlers --------------------
 
 
 class LifecycleOp(NamedTuple):

@@ -120,7 +120,7 @@ class RecallOp(NamedTuple):
         link_seeds: How many of each strategy's best hits seed the walk.
         seed_min_similarity: A vector hit seeds the walk only with this similarity.
         open_questions: Add up to this many open loops whose references overlap those
-            of the best hits or ``refs`` (strategy ``"open_question"``, R4.5).
+            of the best hits or ``refs`` (strategy ``"open_question"``).
         ref_max_share: References carried by more than this share of the user's
             memories are ignored by the reference strategy.
         due_window: ``(start, end)``: add up to ``due_limit`` open loops due in this

@@ -1,4 +1,4 @@
-"""Store operations of learned agent trust (R7.2); handled by
+"""Store operations of learned agent trust; handled by
 :mod:`langmem_layer.store.handlers.trust`."""
 
 from __future__ import annotations
