@@ -29,7 +29,8 @@ from langchain_core.messages import HumanMessage
 from tqdm import tqdm
 from workload import HashEmbedder
 
-from langmem_layer import MemoryLayer, PostgresMemoryStore, RuleExtractor
+from langmem_layer import MemoryLayer, PostgresMemoryStore
+from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.embedding.models import LocalEmbeddings
 

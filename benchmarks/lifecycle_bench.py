@@ -28,8 +28,8 @@ from common import add_noise_option, header
 from langgraph.store.base import PutOp
 from psycopg import conninfo
 
-from langmem_layer import JOBS, MemorySettings, PostgresMemoryStore
-from langmem_layer.jobs import JobContext
+from langmem_layer import MemorySettings, PostgresMemoryStore
+from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.sql import recall as rsql
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord

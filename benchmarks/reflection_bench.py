@@ -40,10 +40,11 @@ from common import add_noise_option, header, load_average
 from langchain_core.embeddings import Embeddings
 from psycopg import conninfo
 
-from langmem_layer import MemoryLayer, MemorySettings, OfflineSynthesizer, PostgresMemoryStore
+from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
 from langmem_layer.jobs import JobContext, run
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.embedding.models import LOCAL_DIMS, LocalEmbeddings
+from langmem_layer.synth import OfflineSynthesizer
 from langmem_layer.types import Kind, Layer, MemoryRecord, Source
 
 NOW = datetime(2026, 11, 18, 3, 0, tzinfo=UTC)

@@ -13,10 +13,10 @@ from langmem_layer import (
     MemoryLayer,
     MissingUserError,
     PostgresMemoryStore,
-    Principal,
 )
 from langmem_layer.cli import main
 from langmem_layer.server.keys import (
+    Principal,
     acreate_key,
     alist_keys,
     arevoke_key,

@@ -23,8 +23,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 
 import langmem_layer
-from langmem_layer import LangmemError, LLMExtractor, MemoryLayer, PostgresMemoryStore
+from langmem_layer import LangmemError, MemoryLayer, PostgresMemoryStore
 from langmem_layer.extract.base import FallbackOperations
+from langmem_layer.extract.llm import LLMExtractor
 from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import Clock
 

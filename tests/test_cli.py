@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from langmem_layer import JOBS, JobResult, MemoryLayer
+from langmem_layer import MemoryLayer
 from langmem_layer.cli import main
-from langmem_layer.jobs import register
+from langmem_layer.jobs import JOBS, JobResult, register
 
 
 def test_setup_export_import_sweep(pg_uri: str, store, tmp_path: Path,

@@ -14,11 +14,12 @@ import pytest
 from langchain_core.messages import ToolMessage
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from langmem_layer import GateSettings, InvalidContentError, MemoryLayer, PostgresMemoryStore
+from langmem_layer import InvalidContentError, MemoryLayer, PostgresMemoryStore
 from langmem_layer.extract.gate import content_problem
 from langmem_layer.server.http.app import create_app
 from langmem_layer.server.keys import create_key
 from langmem_layer.server.mcp import create_mcp_server
+from langmem_layer.settings import GateSettings
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve

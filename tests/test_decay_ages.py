@@ -10,8 +10,8 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from langmem_layer import JOBS, InvalidInputError, MemoryLayer, MemorySettings
-from langmem_layer.jobs import JobContext
+from langmem_layer import InvalidInputError, MemoryLayer, MemorySettings
+from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.jobs.runs import run
 from langmem_layer.read.rank import decay_score
 from langmem_layer.store import ops as mops

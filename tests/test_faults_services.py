@@ -19,15 +19,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 
-from langmem_layer import (
-    JOBS,
-    JobContext,
-    LLMExtractor,
-    MemoryLayer,
-    MemorySettings,
-    PostgresMemoryStore,
-)
+from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
+from langmem_layer.extract.llm import LLMExtractor
 from langmem_layer.extract.rules import RuleExtractor
+from langmem_layer.jobs import JOBS, JobContext
 from tests.fakes import BagOfWordsEmbeddings, Clock
 
 USERS = 6

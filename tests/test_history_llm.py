@@ -13,9 +13,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 from pydantic import Field
 
-from langmem_layer import Kind, LLMExtractor, LoopStatus, MemoryLayer, Status
-from langmem_layer.extract.llm import SYSTEM_PROMPT, ExtractionOutput
+from langmem_layer import Kind, MemoryLayer, Status
+from langmem_layer.extract.llm import SYSTEM_PROMPT, ExtractionOutput, LLMExtractor
 from langmem_layer.store.sync import PostgresMemoryStore
+from langmem_layer.types import LoopStatus
 from tests.fakes import Clock
 
 _LOOP_LINE = re.compile(r"^- id=(?P<id>\S+) kind=open_loop loop_status=open"

@@ -15,17 +15,15 @@ from langmem_layer import (
     InvalidInputError,
     Kind,
     Layer,
-    LoopStatus,
     MemoryLayer,
     MemoryNotFoundError,
-    MemoryOperation,
     NotProceduralError,
-    OpType,
     Status,
 )
+from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.store.ops import ReinforceOp, SetStatusOp
 from langmem_layer.store.sync import PostgresMemoryStore
-from langmem_layer.types import HistoryEntry, MemoryRecord, Recalled
+from langmem_layer.types import HistoryEntry, LoopStatus, MemoryRecord, Recalled
 from tests.fakes import Clock
 
 

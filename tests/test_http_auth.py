@@ -9,11 +9,11 @@ import httpx
 import pytest
 from fastapi import FastAPI, HTTPException, Request
 
-from langmem_layer import MissingUserError, PostgresMemoryStore, Principal
+from langmem_layer import MissingUserError, PostgresMemoryStore
 from langmem_layer.cli import main
 from langmem_layer.server.http.app import create_app
 from langmem_layer.server.http.security import current_principal
-from langmem_layer.server.keys import create_key
+from langmem_layer.server.keys import Principal, create_key
 from tests.http_server import serve
 
 

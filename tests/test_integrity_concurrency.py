@@ -14,7 +14,8 @@ import psycopg
 import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langmem_layer import MemoryLayer, MemoryOperation, OpType
+from langmem_layer import MemoryLayer
+from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.store.ops import ApplyOnceOp, TouchOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Recalled

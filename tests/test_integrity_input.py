@@ -14,11 +14,10 @@ from langmem_layer import (
     InvalidContentError,
     InvalidInputError,
     MemoryLayer,
-    MemoryOperation,
     MemorySettings,
     MemoryState,
-    OpType,
 )
+from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.sql.recall import cap_terms
 from langmem_layer.store.ops import ParkedEntriesOp, PendingOp
 from langmem_layer.store.sync import PostgresMemoryStore

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langmem_layer import JOBS, ConfigurationError, Job, JobResult, MemoryLayer, MemorySettings
-from langmem_layer.jobs import JobContext, JobOption, register
+from langmem_layer import ConfigurationError, MemoryLayer, MemorySettings
+from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult, register
 from langmem_layer.types import Kind, Layer, MemoryRecord
 from tests.fakes import Clock
 from tests.test_sessions import checkpoints, say

@@ -22,11 +22,11 @@ from langchain_core.runnables import RunnableLambda
 from langmem_layer import (
     ConfigurationError,
     MemoryLayer,
-    MemoryRetriever,
     MemorySettings,
     build_agent_graph,
     knowledge_store,
 )
+from langmem_layer.knowledge import MemoryRetriever
 from langmem_layer.offline import OfflineChatModel
 from langmem_layer.read.block import DOCUMENTS, RELEVANT
 from langmem_layer.store.aio import AsyncPostgresMemoryStore

@@ -9,8 +9,8 @@ from typing import Any
 
 import psycopg
 
-from langmem_layer import JOBS, MemorySettings
-from langmem_layer.jobs import JobContext
+from langmem_layer import MemorySettings
+from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.jobs.runs import run_users
 from langmem_layer.read.rank import decay_score
 from langmem_layer.store import ops as mops

@@ -9,8 +9,8 @@ from typing import Any
 
 import psycopg
 
-from langmem_layer import JOBS, MemorySettings
-from langmem_layer.jobs import JobContext
+from langmem_layer import MemorySettings
+from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.store import ops as mops
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord

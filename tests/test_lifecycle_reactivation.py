@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from langchain_core.messages import HumanMessage
 
-from langmem_layer import JOBS, MemoryLayer, MemorySettings
-from langmem_layer.jobs import JobContext
+from langmem_layer import MemoryLayer, MemorySettings
+from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.store.ops import SetStatusOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, MemoryRecord, Status

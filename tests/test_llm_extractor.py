@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langmem_layer import LLMExtractor, OpType
-from langmem_layer.extract.llm import ExtractionOutput
+from langmem_layer.extract.base import OpType
+from langmem_layer.extract.llm import ExtractionOutput, LLMExtractor
 from tests.fakes import ScriptedStructuredModel
 
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)

@@ -9,15 +9,8 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import ToolMessage
 
-from langmem_layer import (
-    GateSettings,
-    Kind,
-    Layer,
-    MemoryLayer,
-    MemorySettings,
-    MissingUserError,
-    Status,
-)
+from langmem_layer import Kind, Layer, MemoryLayer, MemorySettings, MissingUserError, Status
+from langmem_layer.settings import GateSettings
 from tests.fakes import Clock, ScriptedChatModel, tool_call
 
 _RUN = uuid.uuid4().hex[:8]

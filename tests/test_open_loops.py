@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langmem_layer import JOBS, MemoryLayer, MemorySettings
-from langmem_layer.jobs import JobContext
+from langmem_layer import MemoryLayer, MemorySettings
+from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.read.block import OPEN_THREADS, SILENT, build_context_block
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.tokens import get_token_counter

@@ -1,6 +1,7 @@
 """The package's public surface stays complete, sorted and light to import."""
 
 import inspect
+import re
 import subprocess
 import sys
 import typing
@@ -59,7 +60,14 @@ def _classes(annotation: object) -> typing.Iterator[type]:
         yield from _classes(arg)
 
 
-def test_layer_methods_return_only_exported_types() -> None:
+def _exported_by_its_module(cls: type) -> bool:
+    """Whether ``cls`` is in the ``__all__`` of the public module that defines it."""
+    module = sys.modules.get(cls.__module__)
+    public = not any(part.startswith("_") for part in cls.__module__.split("."))
+    return public and cls.__name__ in getattr(module, "__all__", ())
+
+
+def test_layer_methods_return_only_documented_types() -> None:
     exported = {id(getattr(langmem_layer, n)) for n in langmem_layer.__all__}
     methods = [(n, m) for n, m in inspect.getmembers(MemoryLayer, inspect.isfunction)
                if not n.startswith("_")]
@@ -67,11 +75,24 @@ def test_layer_methods_return_only_exported_types() -> None:
     for name, method in methods:
         returned = typing.get_type_hints(method).get("return")
         for cls in _classes(returned):
-            if id(cls) in exported:
+            if id(cls) in exported or _exported_by_its_module(cls):
                 continue
             assert cls.__module__.split(".")[0] in FOREIGN_MODULES, (
-                f"MemoryLayer.{name} returns {cls.__module__}.{cls.__qualname__}, "
-                "which langmem_layer.__all__ does not export")
+                f"MemoryLayer.{name} returns {cls.__module__}.{cls.__qualname__}, which "
+                "neither langmem_layer.__all__ nor its own module's __all__ exports")
+
+
+def test_the_top_level_is_what_a_recipe_needs() -> None:
+    # The README's recipes import only from here; everything else from its module.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    imported = {name.strip() for group in re.findall(
+        r"from langmem_layer import \(?([\w, \n]+?)\)?\n", readme)
+        for name in group.replace("\n", ",").split(",") if name.strip()}
+    assert imported and imported <= set(langmem_layer.__all__), imported - set(
+        langmem_layer.__all__)
+    errors_ = {n for n in langmem_layer.__all__ if n.endswith("Error")}
+    assert len(set(langmem_layer.__all__) - errors_) <= 25, sorted(
+        set(langmem_layer.__all__) - errors_)
 
 
 def test_import_loads_no_model_and_opens_no_database() -> None:

@@ -9,8 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from langmem_layer import JOBS
-from langmem_layer.jobs import JobContext
+from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.jobs.runs import run
 from langmem_layer.jobs.status import status
 from langmem_layer.store import ops as mops

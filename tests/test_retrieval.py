@@ -18,7 +18,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import HumanMessage
 
-from langmem_layer import Kind, Layer, MemoryLayer, MemorySettings, RankingWeights, Status
+from langmem_layer import Kind, Layer, MemoryLayer, MemorySettings, Status
 from langmem_layer.read.query import time_window, understand
 from langmem_layer.read.rank import (
     decay_score,
@@ -28,6 +28,7 @@ from langmem_layer.read.rank import (
     rrf_scores,
 )
 from langmem_layer.refs import extract_refs
+from langmem_layer.settings import RankingWeights
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.ops import Candidate, LinkOp, RecallOp, SetStatusOp
 from langmem_layer.store.sync import PostgresMemoryStore

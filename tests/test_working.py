@@ -24,11 +24,11 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from langmem_layer import MemoryLayer, MemorySettings, MemoryState, plan_trim
+from langmem_layer import MemoryLayer, MemorySettings, MemoryState
 from langmem_layer.message_log import short_term
 from langmem_layer.store.ops import EnqueueOp
 from langmem_layer.tokens import get_token_counter
-from langmem_layer.working.trim import split_turns, turn_starts
+from langmem_layer.working.trim import plan_trim, split_turns, turn_starts
 from tests.fakes import Clock
 
 COUNTER = get_token_counter("o200k_base")

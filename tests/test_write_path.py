@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langmem_layer import Kind, Layer, MemoryLayer, MemoryOperation, MemorySettings, OpType, Status
+from langmem_layer import Kind, Layer, MemoryLayer, MemorySettings, Status
+from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.store.ops import ClaimOp, LinksOp, PendingOp
 from langmem_layer.types import IDENTITY_SCOPE, Recalled
 from tests.fakes import Clock

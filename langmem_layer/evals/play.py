@@ -392,7 +392,7 @@ def run_fixtures(store: Any, fixtures: Sequence[Fixture], *,
     Args:
         store: An open :class:`~langmem_layer.PostgresMemoryStore` with an embedding index.
         fixtures: What to run (:func:`~langmem_layer.evals.fixtures.load_fixtures`).
-        extractor: Default: the offline :class:`~langmem_layer.RuleExtractor`.
+        extractor: Default: the offline :class:`~langmem_layer.extract.rules.RuleExtractor`.
         settings: The layer's :class:`~langmem_layer.MemorySettings` (default: defaults).
         label: How the report names the extractor (default: its class name, or ``rules``).
         progress: Show a progress bar on standard error (when it is a terminal).

@@ -63,7 +63,7 @@ def create_app(*, store: Any = None, database_url: str | None = None,
         settings: The layer's settings; default from the ``LANGMEM_*`` environment.
         authenticate: Your own verification (JWT, OIDC): called with the request when
             it carries no API key of this library; returns a
-            :class:`~langmem_layer.Principal` or None (may be a coroutine function).
+            :class:`~langmem_layer.server.keys.Principal` or None (may be a coroutine function).
         dev_user: Single-user demo mode: a request from loopback without credentials
             acts as this user; from any other address it is refused (401).
         max_body_bytes: Largest request body accepted (413 above).
