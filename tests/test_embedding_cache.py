@@ -309,7 +309,7 @@ def test_nested_plan_passes_owners_to_the_outer_cache(
     lookup = plan.cache_lookup()
     assert lookup is not None
     assert "c.user_id" in lookup.sql.split("WHERE", 1)[1]
-    assert lookup.params[0] == ["u2"]
+    assert lookup.params["users"] == ["u2"]
 
 
 @pytest.fixture

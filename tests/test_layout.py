@@ -217,3 +217,21 @@ def test_no_reference_to_documents_outside_the_repository() -> None:
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if cited.search(line) and "cited = re.compile" not in line]
     assert found == [], found
+
+
+def test_sql_has_one_statement_type_and_one_placeholder_style() -> None:
+    # Every builder returns langmem_layer.sql.Sql (named placeholders, a dict of
+    # parameters): no module keeps an alias of its own, none writes a positional %s.
+    found = []
+    for path in (PACKAGE / "sql").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if path.name != "__init__.py" and any(
+                    isinstance(t, ast.Name) and t.id in ("Sql", "Ddl") for t in targets):
+                found.append(f"{path.name}: defines its own {targets[0].id}")  # type: ignore[attr-defined]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(
+                    r"(?<!%)%s", node.value):
+                found.append(f"{path.name}:{node.lineno}: positional %s")
+    assert found == [], found

@@ -9,7 +9,7 @@ per-user job (``per_user=True``) is a function of one user::
     def count_memories(ctx: JobContext, user_id: str, *, now: datetime,
                        dry_run: bool = False) -> dict[str, int]:
         rows = ctx.execute(("SELECT count(*) AS n FROM langmem_items "
-                            "WHERE user_id = %s", [user_id]))
+                            "WHERE user_id = %(user_id)s", {"user_id": user_id}))
         return {"counted": rows[0]["n"]}
 
 which :mod:`langmem_layer.jobs.runs` calls once per user, each call in a

@@ -4,8 +4,8 @@ A key is a token of the form ``lmk_<user>_<secret>``: ``<user>`` is the user id 
 unpadded URL-safe base64, ``<secret>`` 64 hex digits (256 random bits). Only the
 SHA-256 of the whole token is stored (``langmem_api_keys``), so the database never
 holds a usable key; the token is returned once, by :func:`create_key`. Because the
-token names its user, verifying it reads only that user's rows (``user_id = %s AND
-key_hash = %s``), like every other statement of the library.
+token names its user, verifying it reads only that user's rows (``user_id = %(user_id)s
+AND key_hash = %(key_hash)s``), like every other statement of the library.
 
 Each function takes a store (:class:`~langmem_layer.PostgresMemoryStore`); the
 ``a``-prefixed twins take the async store. Both build the same op and differ only in

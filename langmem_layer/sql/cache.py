@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from langmem_layer.sql.items import Sql
+from langmem_layer.sql import Sql
 from langmem_layer.sql.vector import vector_literal
 
 __all__ = [
@@ -43,9 +43,11 @@ def lookup_cached(
         FROM langmem_embedding_cache c
         WHERE (c.user_id, c.content_hash) IN
                   (SELECT t.user_id, t.content_hash
-                   FROM unnest(%s::text[], %s::text[]) AS t(user_id, content_hash))
-          AND c.model_id = %s AND c.created_at > %s""",
-        [[u for u, _ in keys], [h for _, h in keys], model_id, fresh_after],
+                   FROM unnest(%(users)s::text[], %(hashes)s::text[])
+                        AS t(user_id, content_hash))
+          AND c.model_id = %(model_id)s AND c.created_at > %(fresh_after)s""",
+        {"users": [u for u, _ in keys], "hashes": [h for _, h in keys],
+         "model_id": model_id, "fresh_after": fresh_after},
     )
 
 
@@ -61,26 +63,27 @@ def upsert_cached(
     return (
         """INSERT INTO langmem_embedding_cache AS c
             (user_id, model_id, content_hash, embedding, created_at)
-        SELECT t.user_id, %s, t.content_hash, t.vec::vector, %s
-        FROM unnest(%s::text[], %s::text[], %s::text[]) AS t(user_id, content_hash, vec)
+        SELECT t.user_id, %(model_id)s, t.content_hash, t.vec::vector, %(now)s
+        FROM unnest(%(users)s::text[], %(hashes)s::text[], %(vectors)s::text[])
+             AS t(user_id, content_hash, vec)
         ON CONFLICT (user_id, model_id, content_hash) DO UPDATE
         SET embedding = EXCLUDED.embedding, created_at = EXCLUDED.created_at
         WHERE c.user_id = EXCLUDED.user_id""",
-        [
-            model_id,
-            now,
-            [r[0] for r in rows],
-            [r[1] for r in rows],
-            [vector_literal(r[2]) for r in rows],
-        ],
+        {
+            "model_id": model_id,
+            "now": now,
+            "users": [r[0] for r in rows],
+            "hashes": [r[1] for r in rows],
+            "vectors": [vector_literal(r[2]) for r in rows],
+        },
     )
 
 
 def stale_cache_users(before: datetime) -> Sql:
     """Users holding cache entries created at or before ``before`` (user ids only)."""
     return (
-        "SELECT DISTINCT user_id FROM langmem_embedding_cache WHERE created_at <= %s",
-        [before],
+        "SELECT DISTINCT user_id FROM langmem_embedding_cache WHERE created_at <= %(before)s",
+        {"before": before},
     )
 
 
@@ -99,9 +102,9 @@ def purge_embedding_cache_sql(user_id: str, before: datetime) -> Sql:
     return (
         """WITH gone AS (
             DELETE FROM langmem_embedding_cache
-            WHERE user_id = %s AND created_at <= %s
+            WHERE user_id = %(user_id)s AND created_at <= %(before)s
             RETURNING 1
         )
         SELECT count(*) AS deleted FROM gone""",
-        [user_id, before],
+        {"user_id": user_id, "before": before},
     )

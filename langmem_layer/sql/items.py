@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from langmem_layer.sql import Params, Sql, merge
 from langmem_layer.sql.vector import nearest, vector_literal
 
 __all__ = [
     "VALUE",
-    "Sql",
     "delete_embeddings",
     "delete_items",
     "expired_users",
@@ -31,15 +31,13 @@ __all__ = [
     "vector_literal",
 ]
 
-Sql = tuple[str, list[Any]]
-
-_LIVE = "(i.expires_at IS NULL OR i.expires_at > %s)"
+_LIVE = "(i.expires_at IS NULL OR i.expires_at > %(now)s)"
 
 
 def _live(now: datetime, omit_expired: bool) -> Sql:
     """Which rows a read sees: live ones, or (``omit_expired=False``, as LangGraph's
     PostgresStore by default) also expired ones the sweep has not deleted yet."""
-    return (_LIVE, [now]) if omit_expired else ("TRUE", [])
+    return (_LIVE, {"now": now}) if omit_expired else ("TRUE", {})
 
 #: An item's value as every reader sees it (alias ``i``): reinforcement keeps the access
 #: fields in the ``access`` column (migration 13, see :func:`~langmem_layer.sql.memory.touch`),
@@ -54,8 +52,9 @@ def _escape_like(text: str) -> str:
 def prefix_condition(prefix: str, *, column: str = "i.prefix") -> Sql:
     """Match a namespace and everything below it (``prefix`` is the dotted text form)."""
     if not prefix:
-        return "TRUE", []
-    return f"({column} = %s OR {column} LIKE %s)", [prefix, _escape_like(prefix) + ".%"]
+        return "TRUE", {}
+    return (f"({column} = %(ns)s OR {column} LIKE %(ns_below)s)",
+            {"ns": prefix, "ns_below": _escape_like(prefix) + ".%"})
 
 
 def prefix_args(prefix: str) -> tuple[str | None, str | None]:
@@ -73,8 +72,9 @@ def get_items(
     return (
         f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at
         FROM langmem_items i
-        WHERE i.user_id = %s AND i.prefix = %s AND i.key = ANY(%s::text[]) AND {live_sql}""",
-        [user_id, prefix, list(keys), *live_params],
+        WHERE i.user_id = %(user_id)s AND i.prefix = %(prefix)s AND i.key = ANY(%(keys)s::text[])
+          AND {live_sql}""",
+        merge({"user_id": user_id, "prefix": prefix, "keys": list(keys)}, live_params),
     )
 
 
@@ -97,17 +97,17 @@ def refresh_ttl(user_id: str, pairs: Sequence[tuple[str, str]], now: datetime) -
         f"""WITH locked AS (
             SELECT i.prefix, i.key
             FROM langmem_items i
-            JOIN unnest(%s::text[], %s::text[]) AS t(prefix, key)
+            JOIN unnest(%(prefixes)s::text[], %(keys)s::text[]) AS t(prefix, key)
               ON i.prefix = t.prefix AND i.key = t.key
-            WHERE i.user_id = %s AND i.ttl_minutes IS NOT NULL AND {_LIVE}
+            WHERE i.user_id = %(user_id)s AND i.ttl_minutes IS NOT NULL AND {_LIVE}
             ORDER BY i.prefix, i.key
             FOR UPDATE OF i SKIP LOCKED
         )
         UPDATE langmem_items i
-        SET expires_at = %s + make_interval(secs => i.ttl_minutes * 60)
+        SET expires_at = %(now)s + make_interval(secs => i.ttl_minutes * 60)
         FROM locked
-        WHERE i.user_id = %s AND i.prefix = locked.prefix AND i.key = locked.key""",
-        [prefixes, keys, user_id, now, now, user_id],
+        WHERE i.user_id = %(user_id)s AND i.prefix = locked.prefix AND i.key = locked.key""",
+        {"prefixes": prefixes, "keys": keys, "user_id": user_id, "now": now},
     )
 
 
@@ -132,10 +132,12 @@ def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
              created_at, updated_at, expires_at, ttl_minutes)
         SELECT t.user_id, t.prefix, t.key, t.value::jsonb, t.is_memory, t.search_text,
                t.created_at, t.updated_at,
-               coalesce(t.expires_at, %s + make_interval(secs => t.ttl_minutes * 60)),
+               coalesce(t.expires_at, %(now)s + make_interval(secs => t.ttl_minutes * 60)),
                t.ttl_minutes
-        FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bool[], %s::text[],
-                    %s::float8[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[])
+        FROM unnest(%(user_id)s::text[], %(prefix)s::text[], %(key)s::text[], %(value)s::text[],
+                    %(is_memory)s::bool[], %(search_text)s::text[], %(ttl_minutes)s::float8[],
+                    %(created_at)s::timestamptz[], %(updated_at)s::timestamptz[],
+                    %(expires_at)s::timestamptz[])
              AS t(user_id, prefix, key, value, is_memory, search_text, ttl_minutes,
                   created_at, updated_at, expires_at)
         ON CONFLICT (user_id, prefix, key) DO UPDATE SET
@@ -150,27 +152,17 @@ def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
             expires_at = EXCLUDED.expires_at,
             ttl_minutes = EXCLUDED.ttl_minutes
         WHERE i.user_id = EXCLUDED.user_id""",
-        [
-            now,
-            cols["user_id"],
-            cols["prefix"],
-            cols["key"],
-            cols["value"],
-            cols["is_memory"],
-            cols["search_text"],
-            cols["ttl_minutes"],
-            created,
-            updated,
-            expires,
-        ],
+        {"now": now, **cols, "created_at": created, "updated_at": updated,
+         "expires_at": expires},
     )
 
 
 def delete_items(user_id: str, prefix: str, keys: Sequence[str]) -> Sql:
     """Delete items of one namespace; their embeddings go by cascade."""
     return (
-        "DELETE FROM langmem_items WHERE user_id = %s AND prefix = %s AND key = ANY(%s::text[])",
-        [user_id, prefix, list(keys)],
+        """DELETE FROM langmem_items
+        WHERE user_id = %(user_id)s AND prefix = %(prefix)s AND key = ANY(%(keys)s::text[])""",
+        {"user_id": user_id, "prefix": prefix, "keys": list(keys)},
     )
 
 
@@ -178,11 +170,12 @@ def delete_embeddings(triples: Sequence[tuple[str, str, str]], model_id: str) ->
     """Drop one model's vectors of re-written items, so no stale vector survives an update."""
     return (
         """DELETE FROM langmem_embeddings e
-        USING unnest(%s::text[], %s::text[], %s::text[]) AS t(user_id, prefix, key)
+        USING unnest(%(users)s::text[], %(prefixes)s::text[], %(keys)s::text[])
+              AS t(user_id, prefix, key)
         WHERE e.user_id = t.user_id AND e.prefix = t.prefix AND e.key = t.key
-          AND e.model_id = %s""",
-        [[u for u, _, _ in triples], [p for _, p, _ in triples], [k for _, _, k in triples],
-         model_id],
+          AND e.model_id = %(model_id)s""",
+        {"users": [u for u, _, _ in triples], "prefixes": [p for _, p, _ in triples],
+         "keys": [k for _, _, k in triples], "model_id": model_id},
     )
 
 
@@ -197,22 +190,24 @@ def insert_embeddings(
     return (
         """INSERT INTO langmem_embeddings
             (user_id, prefix, key, model_id, field, dims, embedding, created_at)
-        SELECT t.user_id, t.prefix, t.key, %s, t.field, %s, t.vec::vector, %s
-        FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+        SELECT t.user_id, t.prefix, t.key, %(model_id)s, t.field, %(dims)s, t.vec::vector,
+               %(now)s
+        FROM unnest(%(users)s::text[], %(prefixes)s::text[], %(keys)s::text[],
+                    %(fields)s::text[], %(vectors)s::text[])
              AS t(user_id, prefix, key, field, vec)
         ON CONFLICT (user_id, prefix, key, model_id, field)
         DO UPDATE SET embedding = EXCLUDED.embedding, dims = EXCLUDED.dims,
                       created_at = EXCLUDED.created_at""",
-        [
-            model_id,
-            dims,
-            now,
-            [r[0] for r in rows],
-            [r[1] for r in rows],
-            [r[2] for r in rows],
-            [r[3] for r in rows],
-            [vector_literal(r[4]) for r in rows],
-        ],
+        {
+            "model_id": model_id,
+            "dims": dims,
+            "now": now,
+            "users": [r[0] for r in rows],
+            "prefixes": [r[1] for r in rows],
+            "keys": [r[2] for r in rows],
+            "fields": [r[3] for r in rows],
+            "vectors": [vector_literal(r[4]) for r in rows],
+        },
     )
 
 
@@ -248,10 +243,11 @@ def search_items(
             f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
                    NULL::float8 AS score
             FROM langmem_items i
-            WHERE i.user_id = %s AND {ns_sql} AND {live_sql} AND {f_sql}
+            WHERE i.user_id = %(user_id)s AND {ns_sql} AND {live_sql} AND {f_sql}
             ORDER BY i.updated_at DESC, i.prefix, i.key
-            LIMIT %s OFFSET %s""",
-            [user_id, *ns_params, *live_params, *f_params, limit, offset],
+            LIMIT %(limit)s OFFSET %(offset)s""",
+            merge({"user_id": user_id, "limit": limit, "offset": offset}, ns_params,
+                  live_params, f_params),
         )
     near_sql, near_params = nearest(
         user_id,
@@ -270,11 +266,13 @@ def search_items(
         f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
                s.sim AS score
         FROM ({near_sql}) s
-        JOIN langmem_items i ON i.user_id = %s AND i.prefix = s.prefix AND i.key = s.key
+        JOIN langmem_items i ON i.user_id = %(user_id)s AND i.prefix = s.prefix
+                            AND i.key = s.key
         WHERE {live_sql} AND {f_sql}
         ORDER BY s.sim DESC, i.prefix, i.key
-        LIMIT %s OFFSET %s""",
-        [*near_params, user_id, *live_params, *f_params, limit, offset],
+        LIMIT %(limit)s OFFSET %(offset)s""",
+        merge(near_params, {"user_id": user_id, "limit": limit, "offset": offset},
+              live_params, f_params),
     )
 
 
@@ -305,10 +303,10 @@ def match_items(
     f_sql, f_params = filter_sql
     live_sql, live_params = _live(now, True)
     # The query's terms OR-ed (recall's form); a scalar subquery so it is built once.
-    words = ("ts_match_vq(i.tsv, (SELECT nullif(replace(plainto_tsquery('english', %s)"
-             "::text, '&', '|'), '')::tsquery))")
-    near_params: list[Any] = []
-    match_params: list[Any] = [query_text]
+    words = ("ts_match_vq(i.tsv, (SELECT nullif(replace(plainto_tsquery('english', "
+             "%(query_text)s)::text, '&', '|'), '')::tsquery))")
+    near_params: Params = {}
+    match_params: Params = {"query_text": query_text}
     if query_vector is None:
         join, score, match = "", "NULL::float8", words
     else:
@@ -319,17 +317,17 @@ def match_items(
         join = f"LEFT JOIN ({near_sql}) s ON s.prefix = i.prefix AND s.key = i.key"
         score = "s.sim"
         match = (f"({words} OR s.sim >= CASE WHEN i.value->>'layer' = 'episodic' "
-                 "THEN %s ELSE %s END)")
-        match_params += [episodic_floor, floor]
+                 "THEN %(episodic_floor)s ELSE %(floor)s END)")
+        match_params.update(episodic_floor=episodic_floor, floor=floor)
     return (
         f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
                {score} AS score
         FROM langmem_items i {join}
-        WHERE i.user_id = %s AND {ns_sql} AND {live_sql} AND {f_sql} AND {match}
+        WHERE i.user_id = %(user_id)s AND {ns_sql} AND {live_sql} AND {f_sql} AND {match}
         ORDER BY score DESC NULLS LAST, i.updated_at DESC, i.prefix, i.key
-        LIMIT %s OFFSET %s""",
-        [*near_params, user_id, *ns_params, *live_params, *f_params, *match_params,
-         limit, offset],
+        LIMIT %(limit)s OFFSET %(offset)s""",
+        merge(near_params, {"user_id": user_id, "limit": limit, "offset": offset},
+              ns_params, live_params, f_params, match_params),
     )
 
 
@@ -343,14 +341,14 @@ def list_prefixes(
     """
     live_sql, live_params = _live(now, omit_expired)
     clauses = [live_sql]
-    params: list[Any] = list(live_params)
+    params: Params = dict(live_params)
     if user_id is not None:
-        clauses.append("i.user_id = %s")
-        params.append(user_id)
+        clauses.append("i.user_id = %(user_id)s")
+        params["user_id"] = user_id
     if literal_prefix:
         ns_sql, ns_params = prefix_condition(literal_prefix)
         clauses.append(ns_sql)
-        params.extend(ns_params)
+        params = merge(params, ns_params)
     return (
         f"SELECT DISTINCT i.prefix FROM langmem_items i WHERE {' AND '.join(clauses)}",
         params,
@@ -361,8 +359,8 @@ def expired_users(now: datetime) -> Sql:
     """Tenants that hold expired items. Reads user ids only; the sweep then runs per user."""
     return (
         "SELECT DISTINCT user_id FROM langmem_items "
-        "WHERE expires_at IS NOT NULL AND expires_at <= %s",
-        [now],
+        "WHERE expires_at IS NOT NULL AND expires_at <= %(now)s",
+        {"now": now},
     )
 
 
@@ -370,7 +368,7 @@ def sweep_expired(user_id: str, now: datetime) -> Sql:
     """Delete one tenant's expired items (TTL sweep). Embeddings go by cascade."""
     return (
         "DELETE FROM langmem_items "
-        "WHERE user_id = %s AND expires_at IS NOT NULL AND expires_at <= %s "
+        "WHERE user_id = %(user_id)s AND expires_at IS NOT NULL AND expires_at <= %(now)s "
         "RETURNING key, is_memory",
-        [user_id, now],
+        {"user_id": user_id, "now": now},
     )

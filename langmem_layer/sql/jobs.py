@@ -18,6 +18,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from langmem_layer.sql import Sql
+
 __all__ = [
     "KEPT_FAILURES",
     "advance",
@@ -37,7 +39,6 @@ __all__ = [
     "users",
 ]
 
-Sql = tuple[str, dict[str, Any]]
 
 #: Tables whose rows make a user: memories and items, threads, queued turns. Each
 #: leads its primary key with ``user_id``, which the walk of :func:`users` needs.

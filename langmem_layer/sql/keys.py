@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from langmem_layer.sql.items import Sql
+from langmem_layer.sql import Sql
 
 __all__ = ["delete_key", "find_key", "insert_key", "list_keys"]
 
@@ -18,8 +18,9 @@ def insert_key(user_id: str, key_hash: str, key_id: str, admin: bool, now: datet
     """Store a new key (its hash, short id and role)."""
     return (
         """INSERT INTO langmem_api_keys (user_id, key_hash, key_id, admin, created_at)
-        VALUES (%s, %s, %s, %s, %s)""",
-        [user_id, key_hash, key_id, admin, now],
+        VALUES (%(user_id)s, %(key_hash)s, %(key_id)s, %(admin)s, %(now)s)""",
+        {"user_id": user_id, "key_hash": key_hash, "key_id": key_id, "admin": admin,
+         "now": now},
     )
 
 
@@ -27,16 +28,17 @@ def find_key(user_id: str, key_hash: str) -> Sql:
     """The user's key with this hash: rows of ``key_hash``, ``admin`` (none: no such key)."""
     return (
         """SELECT key_hash, admin FROM langmem_api_keys
-        WHERE user_id = %s AND key_hash = %s""",
-        [user_id, key_hash],
+        WHERE user_id = %(user_id)s AND key_hash = %(key_hash)s""",
+        {"user_id": user_id, "key_hash": key_hash},
     )
 
 
 def delete_key(user_id: str, key_hash: str) -> Sql:
     """Delete the user's key with this hash; returns its row when there was one."""
     return (
-        "DELETE FROM langmem_api_keys WHERE user_id = %s AND key_hash = %s RETURNING key_id",
-        [user_id, key_hash],
+        """DELETE FROM langmem_api_keys WHERE user_id = %(user_id)s AND key_hash = %(key_hash)s
+        RETURNING key_id""",
+        {"user_id": user_id, "key_hash": key_hash},
     )
 
 
@@ -44,6 +46,6 @@ def list_keys(user_id: str) -> Sql:
     """The user's keys, oldest first: ``key_id``, ``admin``, ``created_at`` (no hashes)."""
     return (
         """SELECT key_id, admin, created_at FROM langmem_api_keys
-        WHERE user_id = %s ORDER BY created_at, key_id""",
-        [user_id],
+        WHERE user_id = %(user_id)s ORDER BY created_at, key_id""",
+        {"user_id": user_id},
     )

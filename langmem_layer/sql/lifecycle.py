@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from langmem_layer.sql import Sql
 from langmem_layer.types import Kind, utc_iso
 
 __all__ = [
@@ -36,7 +37,6 @@ __all__ = [
     "transitions",
 ]
 
-Sql = tuple[str, dict[str, Any]]
 
 #: Kinds that decay by half-life instead of by Ebbinghaus stability.
 HALF_LIFE_KINDS = frozenset({Kind.TEMPORAL_SUMMARY, Kind.REFLECTION})

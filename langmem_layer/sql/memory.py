@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
+from langmem_layer.sql import Sql
 from langmem_layer.sql.items import VALUE
 from langmem_layer.types import utc_iso
 
@@ -31,7 +31,6 @@ __all__ = [
     "user_links",
 ]
 
-Sql = tuple[str, dict[str, Any]]
 
 
 def _lock(*parts: str) -> Sql:

@@ -17,8 +17,7 @@ one shard of a distributed PostgreSQL (e.g. Citus, distributing on ``user_id``).
 
 from __future__ import annotations
 
-from typing import Any
-
+from langmem_layer.sql import Ddl, Sql
 from langmem_layer.sql.ddl_features import FEATURES
 from langmem_layer.sql.ddl_schema import SCHEMA, VERSION_TABLE
 
@@ -32,8 +31,6 @@ __all__ = [
     "record_version",
 ]
 
-#: ``(sql, params)``; ``params`` is ``None`` for DDL, which then needs no ``%`` escaping.
-Sql = tuple[str, Any]
 
 #: Key of the advisory lock that serialises concurrent ``setup()`` calls.
 SETUP_LOCK = "langmem_layer.setup"
@@ -41,26 +38,27 @@ SETUP_LOCK = "langmem_layer.setup"
 MIGRATIONS: list[str] = [*SCHEMA, *FEATURES]
 
 
-def create_version_table() -> Sql:
+def create_version_table() -> Ddl:
     """Migration 0 (pgvector and the version table), run before anything is read."""
     return MIGRATIONS[0], None
 
 
 def lock_setup() -> Sql:
     """Wait for any other ``setup()`` to commit; held until this transaction ends."""
-    return "SELECT pg_advisory_xact_lock(hashtext(%s))", [SETUP_LOCK]
+    return "SELECT pg_advisory_xact_lock(hashtext(%(lock)s))", {"lock": SETUP_LOCK}
 
 
 def applied_versions() -> Sql:
     """The versions already applied, as rows of ``v``."""
-    return f"SELECT v FROM {VERSION_TABLE}", None
+    return f"SELECT v FROM {VERSION_TABLE}", {}
 
 
-def migration(version: int) -> Sql:
+def migration(version: int) -> Ddl:
     """The DDL of migration ``version``."""
     return MIGRATIONS[version], None
 
 
 def record_version(version: int) -> Sql:
     """Record ``version`` as applied (a concurrent setup may have recorded it too)."""
-    return f"INSERT INTO {VERSION_TABLE} (v) VALUES (%s) ON CONFLICT DO NOTHING", [version]
+    return (f"INSERT INTO {VERSION_TABLE} (v) VALUES (%(version)s) ON CONFLICT DO NOTHING",
+            {"version": version})

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+
+from langmem_layer.sql import Sql
 
 __all__ = [
     "claim",
@@ -25,7 +26,6 @@ __all__ = [
     "write_ingest_log",
 ]
 
-Sql = tuple[str, dict[str, Any]]
 
 _CLAIMABLE = """q.done_at IS NULL AND q.parked_at IS NULL AND q.next_attempt_at <= %(now)s
           AND (q.locked_until IS NULL OR q.locked_until <= %(now)s)"""

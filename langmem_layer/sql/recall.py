@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from langmem_layer.sql import Sql
 from langmem_layer.sql.items import VALUE
 from langmem_layer.sql.sources import RECALL_SOURCES
 from langmem_layer.sql.vector import user_walk, vector_literal
@@ -22,7 +23,6 @@ __all__ = [
     "recall_candidates",
 ]
 
-Sql = tuple[str, dict[str, Any]]
 
 _ELIGIBLE = """i.user_id = %(user_id)s AND i.prefix = ANY(%(prefixes)s::text[]) AND i.is_memory
           AND i.value->>'status' = ANY(%(statuses)s::text[])

@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from langmem_layer.sql.items import Sql
+from langmem_layer.sql import Sql
 
 __all__ = ["fallback_turns", "record_fallback", "resolve_fallback"]
 
@@ -25,13 +25,15 @@ def record_fallback(user_id: str, turn_key: str, *, profile: str, thread_id: str
     """Keep a fallback turn; the same turn again counts one more attempt."""
     return (
         f"""INSERT INTO langmem_reextract AS r ({_COLUMNS})
-        VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, 1, %s)
+        VALUES (%(user_id)s, %(turn_key)s, %(profile)s, %(thread_id)s, %(agent_id)s,
+                %(messages)s::jsonb, %(turn_at)s, %(extractor)s, 1, %(now)s)
         ON CONFLICT (user_id, turn_key) DO UPDATE
         SET attempts = r.attempts + 1, extractor = EXCLUDED.extractor,
             recorded_at = EXCLUDED.recorded_at
         WHERE r.user_id = EXCLUDED.user_id""",
-        [user_id, turn_key, profile, thread_id, agent_id, json.dumps(messages), turn_at,
-         extractor, now],
+        {"user_id": user_id, "turn_key": turn_key, "profile": profile, "thread_id": thread_id,
+         "agent_id": agent_id, "messages": json.dumps(messages), "turn_at": turn_at,
+         "extractor": extractor, "now": now},
     )
 
 
@@ -39,15 +41,17 @@ def fallback_turns(user_id: str | None, limit: int) -> Sql:
     """Turns waiting for re-extraction, of one user or (``None``) all, oldest first."""
     if user_id is None:
         return (f"SELECT {_COLUMNS} FROM langmem_reextract "
-                "ORDER BY recorded_at, user_id, turn_key LIMIT %s", [limit])
-    return (f"SELECT {_COLUMNS} FROM langmem_reextract WHERE user_id = %s "
-            "ORDER BY recorded_at, turn_key LIMIT %s", [user_id, limit])
+                "ORDER BY recorded_at, user_id, turn_key LIMIT %(limit)s", {"limit": limit})
+    return (f"SELECT {_COLUMNS} FROM langmem_reextract WHERE user_id = %(user_id)s "
+            "ORDER BY recorded_at, turn_key LIMIT %(limit)s",
+            {"user_id": user_id, "limit": limit})
 
 
 def resolve_fallback(user_id: str, turn_key: str, attempts: int) -> Sql:
     """Forget a record whose re-run did not fall back (its attempts did not change)."""
     return (
         """DELETE FROM langmem_reextract
-        WHERE user_id = %s AND turn_key = %s AND attempts = %s RETURNING turn_key""",
-        [user_id, turn_key, attempts],
+        WHERE user_id = %(user_id)s AND turn_key = %(turn_key)s AND attempts = %(attempts)s
+        RETURNING turn_key""",
+        {"user_id": user_id, "turn_key": turn_key, "attempts": attempts},
     )

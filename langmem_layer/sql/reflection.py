@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
+from langmem_layer.sql import Sql
 from langmem_layer.types import utc_iso
 
 __all__ = ["evidence_state", "memories", "synthesized"]
 
-Sql = tuple[str, dict[str, Any]]
 
 #: The history reason of a memory the user asked to forget (control.FORGOTTEN).
 FORGOTTEN = "forgotten at the user's request"

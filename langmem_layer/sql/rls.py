@@ -2,7 +2,7 @@
 
 Defence in depth under the statement audit (``tests/audit.py``): every per-user table
 (:data:`~langmem_layer.sql.users.USER_TABLES`) has RLS enabled and forced, so a
-statement that forgot its ``user_id = %s`` still sees only the bound user's rows.
+statement that forgot its ``user_id = %(user_id)s`` still sees only the bound user's rows.
 Two permissive policies, applying to every role that is not a superuser or
 ``BYPASSRLS`` (FORCE makes them apply to the tables' owner too):
 
@@ -20,7 +20,7 @@ statement (an InitPlan) rather than once per row.
 
 from __future__ import annotations
 
-from typing import Any
+from langmem_layer.sql import Params, Sql
 
 __all__ = [
     "APP_ROLE",
@@ -48,7 +48,7 @@ def policy_names() -> tuple[str, str]:
     return _USER_POLICY, _MAINTENANCE_POLICY
 
 
-def bind(user_id: str | None, *, role: str | None, switch_role: bool) -> tuple[str, list[Any]]:
+def bind(user_id: str | None, *, role: str | None, switch_role: bool) -> Sql:
     """The statement that binds a user (or, with ``None``, the maintenance bypass) to the
     rest of the transaction, and sets its role.
 
@@ -60,11 +60,13 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool) -> tuple[s
     """
     value = "" if user_id is None else "=" + user_id
     maintenance = "on" if user_id is None else ""
-    sql = "SELECT set_config(%s, %s, true), set_config(%s, %s, true)"
-    params: list[Any] = [USER_SETTING, value, MAINTENANCE_SETTING, maintenance]
+    sql = ("SELECT set_config(%(user_setting)s, %(user)s, true), "
+           "set_config(%(maintenance_setting)s, %(maintenance)s, true)")
+    params: Params = {"user_setting": USER_SETTING, "user": value,
+                      "maintenance_setting": MAINTENANCE_SETTING, "maintenance": maintenance}
     if role is not None:
-        sql += ", set_config('role', %s, true)"
-        params.append(role if switch_role else "none")
+        sql += ", set_config('role', %(role)s, true)"
+        params["role"] = role if switch_role else "none"
     return sql, params
 
 

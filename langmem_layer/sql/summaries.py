@@ -9,13 +9,12 @@ whole, as the recent-history read does: a boundary is never summarized.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
+from langmem_layer.sql import Sql
 from langmem_layer.sql.items import VALUE, prefix_args
 
 __all__ = ["candidates", "messages", "thread_stats"]
 
-Sql = tuple[str, dict[str, Any]]
 
 _AVOIDED = """avoided AS (
             SELECT m.thread_id, m.at

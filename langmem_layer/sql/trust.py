@@ -4,11 +4,11 @@ counts. Every statement binds the user with an equality predicate."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+
+from langmem_layer.sql import Sql
 
 __all__ = ["TRUST_TABLE", "count", "counts"]
 
-Sql = tuple[str, dict[str, Any]]
 
 #: The table (a migration): per user, agent and kind ('' = all kinds), the agent's
 #: checkable writes and how many were confirmed.

@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg import sql
 
-from langmem_layer.sql.items import Sql
+from langmem_layer.sql import Sql
 
 __all__ = [
     "USER_TABLES",
@@ -54,17 +54,18 @@ def delete_user_rows(table: str, user_id: str) -> Sql:
     if table not in USER_TABLES:
         raise ValueError(f"{table!r} is not a per-user table")
     return (
-        f"""WITH gone AS (DELETE FROM {table} WHERE user_id = %s RETURNING 1)
+        f"""WITH gone AS (DELETE FROM {table} WHERE user_id = %(user_id)s RETURNING 1)
         SELECT count(*) AS deleted FROM gone""",
-        [user_id],
+        {"user_id": user_id},
     )
 
 
 def user_index_names(user_id: str) -> Sql:
     """The user's own ANN indexes (their predicates name the user, so they go too)."""
     return (
-        "SELECT index_name FROM langmem_vector_indexes WHERE user_id = %s ORDER BY index_name",
-        [user_id],
+        """SELECT index_name FROM langmem_vector_indexes WHERE user_id = %(user_id)s
+        ORDER BY index_name""",
+        {"user_id": user_id},
     )
 
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from psycopg import sql
+
+from langmem_layer.sql import Ddl, Sql, merge
 
 __all__ = [
     "create_user_index",
@@ -39,8 +40,6 @@ __all__ = [
     "vector_literal",
 ]
 
-Sql = tuple[Any, list[Any]]
-Ddl = tuple[Any, None]  # a Composed statement, run without parameters
 
 #: hnsw.ef_search floor for per-user indexes: recall >= 0.95 at 100k vectors (measured).
 ANN_EF_SEARCH = 100
@@ -99,19 +98,20 @@ def prepare_search(
     if vector_type != "vector":
         return (
             """SELECT (SELECT dims FROM langmem_vector_indexes
-                    WHERE user_id = %s AND model_id = %s AND vector_type = %s) AS dims,
+                    WHERE user_id = %(user_id)s AND model_id = %(model_id)s
+                      AND vector_type = %(vector_type)s) AS dims,
                    set_config('plan_cache_mode', 'force_generic_plan', true) AS plans,
-                   set_config('hnsw.ef_search', %s, true) AS ef,
+                   set_config('hnsw.ef_search', %(ef)s, true) AS ef,
                    set_config('hnsw.iterative_scan', 'relaxed_order', true) AS scan""",
-            [user_id, model_id, vector_type, ef],
+            {"user_id": user_id, "model_id": model_id, "vector_type": vector_type, "ef": ef},
         )
     return (
         """SELECT (SELECT dims FROM langmem_vector_indexes
-                WHERE user_id = %s AND model_id = %s) AS dims,
+                WHERE user_id = %(user_id)s AND model_id = %(model_id)s) AS dims,
                set_config('plan_cache_mode', 'force_generic_plan', true) AS plans,
-               set_config('hnsw.ef_search', %s, true) AS ef,
+               set_config('hnsw.ef_search', %(ef)s, true) AS ef,
                set_config('hnsw.iterative_scan', 'relaxed_order', true) AS scan""",
-        [user_id, model_id, ef],
+        {"user_id": user_id, "model_id": model_id, "ef": ef},
     )
 
 
@@ -143,7 +143,7 @@ def nearest(
     model_id: str,
     query_vector: Sequence[float],
     *,
-    prefix_sql: tuple[str, list[Any]],
+    prefix_sql: Sql,
     prefix_args: tuple[str | None, str | None] = (None, None),
     limit: int | None,
     indexed_dims: int | None,
@@ -167,19 +167,20 @@ def nearest(
     """
     p_sql, p_params = prefix_sql
     if indexed_dims is None:
-        cut = "" if limit is None else "LIMIT %s"
+        cut = "" if limit is None else "LIMIT %(near_limit)s"
         # (SELECT ...): the text is parsed into a vector once, not again for every row
         # (a generic plan would parse it per row).
-        score = SCORES[distance].format("e.embedding", "(SELECT %s::vector)")
+        score = SCORES[distance].format("e.embedding", "(SELECT %(query_vector)s::vector)")
         return (
             f"""SELECT e.prefix, e.key, max({score}) AS sim
             FROM langmem_embeddings e
-            WHERE e.user_id = %s AND e.model_id = %s AND {p_sql}
+            WHERE e.user_id = %(user_id)s AND e.model_id = %(model_id)s AND {p_sql}
             GROUP BY e.prefix, e.key
             ORDER BY sim DESC, e.key
             {cut}""",
-            [vector_literal(query_vector), user_id, model_id, *p_params,
-             *([] if limit is None else [limit])],
+            merge({"query_vector": vector_literal(query_vector), "user_id": user_id,
+                   "model_id": model_id},
+                  p_params, {} if limit is None else {"near_limit": limit}),
         )
     if limit is None:
         raise ValueError("an HNSW search needs a limit")
@@ -192,21 +193,24 @@ def nearest(
     fn = "langmem_user_nearest" + ("" if _vector_type(vector_type) == "vector" else "_halfvec")
     return (
         f"""SELECT prefix, key, max(sim) AS sim
-        FROM {fn}(%s, %s, %s, %s, %s, %s, %s, %s)
+        FROM {fn}(%(user_id)s, %(model_id)s, %(dims)s, %(query_vector)s, %(ns)s,
+                  %(ns_below)s, %(fetch)s, %(ef_search)s)
         GROUP BY prefix, key
         ORDER BY sim DESC, key
-        LIMIT %s""",
+        LIMIT %(near_limit)s""",
         # Over-fetch: an item may carry several vectors (fields), collapsed by max().
-        [user_id, model_id, int(indexed_dims), vec, prefix, like, 2 * limit,
-         max(ANN_EF_SEARCH, 2 * limit), limit],
+        {"user_id": user_id, "model_id": model_id, "dims": int(indexed_dims),
+         "query_vector": vec, "ns": prefix, "ns_below": like, "fetch": 2 * limit,
+         "ef_search": max(ANN_EF_SEARCH, 2 * limit), "near_limit": limit},
     )
 
 
 def user_indexes(user_id: str, model_id: str) -> Sql:
     """The user's ANN index, if any."""
     return (
-        "SELECT index_name, dims FROM langmem_vector_indexes WHERE user_id = %s AND model_id = %s",
-        [user_id, model_id],
+        """SELECT index_name, dims FROM langmem_vector_indexes
+        WHERE user_id = %(user_id)s AND model_id = %(model_id)s""",
+        {"user_id": user_id, "model_id": model_id},
     )
 
 
@@ -222,25 +226,25 @@ def large_users(model_id: str, threshold: int, vector_type: str = "vector") -> S
     if vector_type != "vector":
         return (
             """SELECT e.user_id, count(*) AS vectors FROM langmem_embeddings e
-            WHERE e.model_id = %s
+            WHERE e.model_id = %(model_id)s
               AND NOT EXISTS (SELECT 1 FROM langmem_vector_indexes x
                               WHERE x.user_id = e.user_id AND x.model_id = e.model_id
-                                AND x.vector_type = %s
+                                AND x.vector_type = %(vector_type)s
                                 AND to_regclass(quote_ident(x.index_name || '_kw'))
                                     IS NOT NULL)
-            GROUP BY e.user_id HAVING count(*) >= %s
+            GROUP BY e.user_id HAVING count(*) >= %(threshold)s
             ORDER BY count(*) DESC""",
-            [model_id, vector_type, threshold],
+            {"model_id": model_id, "vector_type": vector_type, "threshold": threshold},
         )
     return (
         """SELECT e.user_id, count(*) AS vectors FROM langmem_embeddings e
-        WHERE e.model_id = %s
+        WHERE e.model_id = %(model_id)s
           AND NOT EXISTS (SELECT 1 FROM langmem_vector_indexes x
                           WHERE x.user_id = e.user_id AND x.model_id = e.model_id
                             AND to_regclass(quote_ident(x.index_name || '_kw')) IS NOT NULL)
-        GROUP BY e.user_id HAVING count(*) >= %s
+        GROUP BY e.user_id HAVING count(*) >= %(threshold)s
         ORDER BY count(*) DESC""",
-        [model_id, threshold],
+        {"model_id": model_id, "threshold": threshold},
     )
 
 
@@ -309,18 +313,22 @@ def record_user_index(
         return (
             """INSERT INTO langmem_vector_indexes
                 (user_id, model_id, dims, index_name, created_at, vector_type)
-            VALUES (%s, %s, %s, %s, %s, %s)
+            VALUES (%(user_id)s, %(model_id)s, %(dims)s, %(index_name)s, %(now)s,
+                    %(vector_type)s)
             ON CONFLICT (user_id, model_id) DO UPDATE
             SET dims = EXCLUDED.dims, index_name = EXCLUDED.index_name,
                 created_at = EXCLUDED.created_at, vector_type = EXCLUDED.vector_type
             WHERE langmem_vector_indexes.vector_type <> EXCLUDED.vector_type""",
-            [user_id, model_id, dims, index_name(user_id, model_id, vector_type), now,
-             vector_type],
+            {"user_id": user_id, "model_id": model_id, "dims": dims,
+             "index_name": index_name(user_id, model_id, vector_type), "now": now,
+             "vector_type": vector_type},
         )
     return (
         """INSERT INTO langmem_vector_indexes (user_id, model_id, dims, index_name, created_at)
-        VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-        [user_id, model_id, dims, index_name(user_id, model_id), now],
+        VALUES (%(user_id)s, %(model_id)s, %(dims)s, %(index_name)s, %(now)s)
+        ON CONFLICT DO NOTHING""",
+        {"user_id": user_id, "model_id": model_id, "dims": dims,
+         "index_name": index_name(user_id, model_id), "now": now},
     )
 
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from langmem_layer.sql import Sql
+
 __all__ = [
     "clear_messages",
     "close_thread",
@@ -24,7 +26,6 @@ __all__ = [
     "users_with_expired_messages",
 ]
 
-Sql = tuple[str, dict[str, Any]]
 
 
 def touch_thread(user_id: str, thread_id: str, *, profile: str, agent_id: str | None,

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from langmem_layer.errors import EmbeddingDimensionError, EmbeddingError, LangmemError
+from langmem_layer.sql import Sql
 from langmem_layer.sql import cache as csql
 from langmem_layer.tokens import get_token_counter
 
@@ -194,7 +195,7 @@ class EmbeddingWork:
         """The users whose cache this batch's documents go to."""
         return {d.owner for d in self.docs if d.owner is not None}
 
-    def lookup(self) -> tuple[str, list[Any]] | None:
+    def lookup(self) -> Sql | None:
         """The one statement reading this batch's cache entries, or ``None``."""
         keys = sorted({
             (d.owner, d.key) for d in self.docs if d.owner is not None and d.key is not None
@@ -226,7 +227,7 @@ class EmbeddingWork:
 
     def deliver(
         self, doc_vectors: Sequence[Sequence[float]], query_vectors: Sequence[Sequence[float]]
-    ) -> tuple[list[list[float]], list[list[float]], tuple[str, list[Any]] | None]:
+    ) -> tuple[list[list[float]], list[list[float]], Sql | None]:
         """Vectors for :meth:`misses` and :meth:`unique_queries`, in their order.
 
         Returns:
