@@ -8,15 +8,15 @@ half stays one concept.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+from typing import Any, TypeVar, Unpack
 
-from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import BaseTool
 
 from langmem_layer import checks
 from langmem_layer import compat_langmem as langmem
 from langmem_layer.compat_langmem import LangmemImport
-from langmem_layer.flow import Env, Flow, Runner
+from langmem_layer.flow import Flow
+from langmem_layer.layer.base import LayerBase
 from langmem_layer.layer.params import LangmemImportArgs
 from langmem_layer.layer.prebuilt import MemoryMiddleware, ReactHooks, react_hooks
 from langmem_layer.layer.tools import create_memory_tools
@@ -27,22 +27,8 @@ __all__ = ["AgentMethods"]
 T = TypeVar("T")
 
 
-class AgentMethods:
+class AgentMethods(LayerBase):
     """Prebuilt-agent methods of :class:`~langmem_layer.MemoryLayer`."""
-
-    # Provided by MemoryLayer.
-    _runner: Runner
-    env: Env
-    load_memory: RunnableLambda
-    assemble_context: RunnableLambda
-    extract_after_turn: RunnableLambda
-
-    if TYPE_CHECKING:
-        def now(self) -> datetime: ...
-
-        def run(self, flow: Flow[T]) -> T: ...
-
-        async def arun(self, flow: Flow[T]) -> T: ...
 
     def react_hooks(self, prompt: str = "") -> ReactHooks:
         """Keyword arguments giving ``create_react_agent`` long-term memory.

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import builtins
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from langmem_layer import checks, control
 from langmem_layer.errors import InvalidInputError
-from langmem_layer.flow import Flow, Runner
+from langmem_layer.flow import Flow
+from langmem_layer.layer.base import LayerBase
 from langmem_layer.layer.params import BrowseArgs, SurfaceArgs
-from langmem_layer.settings import MemorySettings
 from langmem_layer.types import Kind, Layer, Policy, Recalled
 
 __all__ = ["ControlMethods"]
@@ -26,15 +26,8 @@ def _choices(values: Any, enum: Any, name: str) -> tuple[str, ...]:
                  for v in checks.check_strings(values, name))
 
 
-class ControlMethods:
+class ControlMethods(LayerBase):
     """Browse and surface-policy methods of :class:`~langmem_layer.MemoryLayer`."""
-
-    # Provided by MemoryLayer.
-    _runner: Runner
-    settings: MemorySettings
-
-    if TYPE_CHECKING:
-        def now(self) -> datetime: ...
 
     def browse(self, user_id: str, **kw: Unpack[BrowseArgs]) -> builtins.list[Recalled]:
         """One page of the user's memories, filtered; for a memory panel or an export UI.

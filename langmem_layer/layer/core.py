@@ -24,7 +24,7 @@ from langmem_layer import checks, control
 from langmem_layer.environment import default_extractor
 from langmem_layer.extract.base import Extractor
 from langmem_layer.extract.gate import WriteGate
-from langmem_layer.flow import AsyncHandlers, Env, Flow, Handlers, Runner
+from langmem_layer.flow import Env, Flow, Runner
 from langmem_layer.knowledge import knowledge_retriever
 from langmem_layer.layer import nodes
 from langmem_layer.layer.agent_methods import AgentMethods
@@ -87,6 +87,22 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
 
     The three nodes are attributes usable in ``StateGraph.add_node`` for sync and async
     graphs: ``load_memory``, ``assemble_context`` and ``extract_after_turn``.
+
+    The methods, by what a caller is doing (each with an ``a``-prefixed async twin):
+
+    - wiring a graph: ``wire`` and the three nodes (:mod:`.nodes`);
+    - remembering and recalling: ``remember``, ``recall``, ``context_block``,
+      ``ingest``, ``submit``, ``process_pending``, ``drain``, ``close``;
+    - reviewing and correcting a user's memory: ``get``, ``list``, ``correct``,
+      ``forget``, ``history``, ``decisions``, ``export``, ``import_``, ``delete_user``
+      (here), ``browse``, ``set_surface`` (:mod:`.control_methods`);
+    - the thread: ``load_thread``, ``record_turn``, ``recent_history``,
+      ``clear_history``, ``sweep_sessions`` (:mod:`.working_methods`);
+    - prebuilt agents and tools: ``react_hooks``, ``middleware``, ``tools``,
+      ``import_langmem`` (:mod:`.agent_methods`);
+    - knowledge: ``as_retriever``, ``retrieve_knowledge`` (:mod:`.knowledge_methods`);
+    - trust and feedback: ``feedback``, ``record_outcome`` (:mod:`.trust_methods`);
+    - flows of your own: ``run``, ``now`` (:mod:`.base`).
     """
 
     def __init__(
@@ -131,26 +147,6 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
     @worker_poll_seconds.setter
     def worker_poll_seconds(self, seconds: float) -> None:
         self._worker.poll_seconds = seconds
-
-    # -- executing flows ---------------------------------------------------------------
-
-    def now(self) -> datetime:
-        """The layer's current time."""
-        return self._clock()
-
-    def run(self, flow: Flow[T], *, extra: Handlers | None = None) -> T:
-        """Execute a flow synchronously (see :meth:`langmem_layer.flow.Runner.run`).
-
-        Args:
-            flow: The flow.
-            extra: Handlers of request types besides the store, extractor and worker
-                requests (the session sweeper's checkpointer calls, for instance).
-        """
-        return self._runner.run(flow, extra=extra)
-
-    async def arun(self, flow: Flow[T], *, extra: AsyncHandlers | None = None) -> T:
-        """Async twin of :meth:`run`."""
-        return await self._runner.arun(flow, extra=extra)
 
     # -- direct API --------------------------------------------------------------------
 
@@ -504,13 +500,6 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         self.ingest_log.append(result)
         return result
 
-    def _block_inputs(self, user_id: str, query: str | None, *, profile: str | None = None,
-                      thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
-                      now: datetime | None = None) -> Flow[read.BlockInputs]:
-        return read.block_inputs_flow(self.env, user_id, query, profile=profile,
-                                      thread_id=thread_id, messages=messages,
-                                      now=now or self.now())
-
     def _list(self, user_id: str, *, profile: str | None = None,
               statuses: Sequence[str] | None = ("active",), limit: int = 100
               ) -> Flow[builtins.list[Recalled]]:
@@ -551,10 +540,6 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             agent_id=agent_id, now=now or self.now())
         yield from self._after_enqueue(user_id, thread_id)
         return entry
-
-    def _after_enqueue(self, user_id: str, thread_id: str | None) -> Flow[None]:
-        return self._worker.after_enqueue(inline=self.extraction == "inline",
-                                          user_id=user_id, thread_id=thread_id)
 
     def _process_batch(self, user_id: str | None, leases: Leases | None = None
                        ) -> Flow[ProcessResult]:

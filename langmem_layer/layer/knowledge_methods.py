@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.documents import Document
-from langchain_core.messages import BaseMessage
-from langchain_core.retrievers import BaseRetriever
 
 from langmem_layer import checks
-from langmem_layer.flow import Env, Flow, Runner, require_user
+from langmem_layer.flow import require_user
 from langmem_layer.knowledge import MemoryRetriever
+from langmem_layer.layer.base import LayerBase
 from langmem_layer.layer.params import ContextBlockArgs
 from langmem_layer.read import recall as read
 from langmem_layer.read.block import ContextBlock
@@ -31,22 +30,8 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-class KnowledgeMethods:
+class KnowledgeMethods(LayerBase):
     """Knowledge-retrieval methods of :class:`~langmem_layer.MemoryLayer`."""
-
-    # Provided by MemoryLayer.
-    env: Env
-    #: The knowledge source's retriever (``MemoryLayer(knowledge=...)``), or None.
-    knowledge: BaseRetriever | None
-    _runner: Runner
-
-    if TYPE_CHECKING:
-        def now(self) -> datetime: ...
-
-        def _block_inputs(self, user_id: str, query: str | None, *,
-                          profile: str | None = None, thread_id: str | None = None,
-                          messages: Sequence[BaseMessage] = (), now: datetime | None = None
-                          ) -> Flow[read.BlockInputs]: ...
 
     def as_retriever(self, *, user_id: str, profile: str | None = None, k: int = 10
                      ) -> MemoryRetriever:

@@ -8,25 +8,20 @@ layer's :class:`~langmem_layer.flow.Runner` over a flow built once.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Unpack
+from typing import Unpack
 
 from langmem_layer import checks, trust
 from langmem_layer.errors import InvalidInputError
-from langmem_layer.flow import Flow, Runner
+from langmem_layer.flow import Flow
+from langmem_layer.layer.base import LayerBase
 from langmem_layer.layer.params import FeedbackArgs
 from langmem_layer.store.ops.trust import LearnedTrust
 
 __all__ = ["TrustMethods"]
 
 
-class TrustMethods:
+class TrustMethods(LayerBase):
     """Feedback and learned-trust methods of :class:`~langmem_layer.MemoryLayer`."""
-
-    # Provided by MemoryLayer.
-    _runner: Runner
-
-    if TYPE_CHECKING:
-        def now(self) -> datetime: ...
 
     def feedback(self, user_id: str, correct: bool, **kw: Unpack[FeedbackArgs]
                  ) -> LearnedTrust:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import Any, Unpack
 
 from langchain_core.messages import BaseMessage
 
 from langmem_layer import checks
 from langmem_layer import message_log as history
 from langmem_layer.errors import InvalidInputError
-from langmem_layer.flow import Env, Flow, Runner
+from langmem_layer.flow import Flow
+from langmem_layer.layer.base import LayerBase
 from langmem_layer.layer.params import (
     ClearHistoryArgs,
     LoadThreadArgs,
@@ -26,7 +27,6 @@ from langmem_layer.layer.params import (
     RecordTurnArgs,
     SweepArgs,
 )
-from langmem_layer.settings import MemorySettings
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.worker import ProcessPending, WakeWorker
 from langmem_layer.working import sessions
@@ -37,19 +37,8 @@ from langmem_layer.working.trim import WorkingLoad
 __all__ = ["WorkingMemoryMethods"]
 
 
-class WorkingMemoryMethods:
+class WorkingMemoryMethods(LayerBase):
     """Working-memory methods of :class:`~langmem_layer.MemoryLayer` (R8)."""
-
-    # Provided by MemoryLayer.
-    _runner: Runner
-    env: Env
-    settings: MemorySettings
-    extraction: Literal["background", "inline"]
-
-    if TYPE_CHECKING:
-        def now(self) -> datetime: ...
-
-        def _after_enqueue(self, user_id: str, thread_id: str | None) -> Flow[None]: ...
 
     def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
                     query: str | None = None, **kw: Unpack[LoadThreadArgs]) -> WorkingLoad:

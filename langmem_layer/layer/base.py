@@ -1,0 +1,85 @@
+"""What every group of :class:`~langmem_layer.MemoryLayer`'s methods works with.
+
+The façade is one class assembled from groups of methods, one module each, by what a
+caller is doing (:mod:`.working_methods`, :mod:`.agent_methods`, :mod:`.control_methods`,
+:mod:`.knowledge_methods`, :mod:`.trust_methods`, and :mod:`.core` for remembering and
+recalling). Each group derives from :class:`LayerBase`: the state ``MemoryLayer.__init__``
+sets up and the few methods the groups share, declared once here rather than guessed at
+by each group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+from langchain_core.messages import BaseMessage
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
+from langgraph.store.base import BaseStore
+
+from langmem_layer.flow import AsyncHandlers, Env, Flow, Handlers, Runner
+from langmem_layer.read import recall as read
+from langmem_layer.settings import MemorySettings
+
+if TYPE_CHECKING:
+    from langmem_layer.worker import Worker
+
+__all__ = ["LayerBase"]
+
+T = TypeVar("T")
+
+
+class LayerBase:
+    """The state and shared methods of every group of the façade's methods.
+
+    Attributes:
+        store: The store every flow runs on.
+        settings: Thresholds, weights and budgets (after the calibration profile).
+        env: What flows read besides the store (settings, gate, token counter, trust).
+        extraction: ``"background"`` or ``"inline"``.
+        knowledge: The knowledge source's retriever, or None.
+        load_memory, assemble_context, extract_after_turn: The three nodes.
+    """
+
+    store: BaseStore
+    settings: MemorySettings
+    env: Env
+    extraction: Literal["background", "inline"]
+    knowledge: BaseRetriever | None
+    load_memory: RunnableLambda
+    assemble_context: RunnableLambda
+    extract_after_turn: RunnableLambda
+    _clock: Callable[[], datetime]
+    _runner: Runner
+    _worker: Worker
+
+    def now(self) -> datetime:
+        """The layer's current time."""
+        return self._clock()
+
+    def run(self, flow: Flow[T], *, extra: Handlers | None = None) -> T:
+        """Execute a flow synchronously (see :meth:`langmem_layer.flow.Runner.run`).
+
+        Args:
+            flow: The flow.
+            extra: Handlers of request types besides the store, extractor and worker
+                requests (the session sweeper's checkpointer calls, for instance).
+        """
+        return self._runner.run(flow, extra=extra)
+
+    async def arun(self, flow: Flow[T], *, extra: AsyncHandlers | None = None) -> T:
+        """Async twin of :meth:`run`."""
+        return await self._runner.arun(flow, extra=extra)
+
+    def _block_inputs(self, user_id: str, query: str | None, *, profile: str | None = None,
+                      thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
+                      now: datetime | None = None) -> Flow[read.BlockInputs]:
+        return read.block_inputs_flow(self.env, user_id, query, profile=profile,
+                                      thread_id=thread_id, messages=messages,
+                                      now=now or self.now())
+
+    def _after_enqueue(self, user_id: str, thread_id: str | None) -> Flow[None]:
+        return self._worker.after_enqueue(inline=self.extraction == "inline",
+                                          user_id=user_id, thread_id=thread_id)
