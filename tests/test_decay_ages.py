@@ -94,3 +94,29 @@ def test_a_numeric_range_error_says_so_and_blames_no_text() -> None:
     assert isinstance(translated, InvalidInputError)
     assert "number is out of range" in str(translated)
     assert "NUL" not in str(translated)
+
+
+def test_one_users_unreadable_memory_fails_that_user_and_the_others_run(
+        store: PostgresMemoryStore, clock: Clock, pg_uri: str) -> None:
+    # The real nightly job, three users, one of whose memories no longer reads as a
+    # time (written around the store): that user's part fails and rolls back, and the
+    # others are done, two years on.
+    for user in ("night-a", "night-b", "night-c"):
+        at = clock.now
+        rec = MemoryRecord(content="Fact about gardening.", kind=Kind.PROFILE_FACT,
+                           layer=Layer.SEMANTIC, occurred_at=at, last_accessed_at=at)
+        store.put(("memories", user, "work"), "fact", rec.to_value())
+    with psycopg.connect(pg_uri) as conn:
+        conn.execute("""UPDATE langmem_items SET value = jsonb_set(value,
+            '{last_accessed_at}', '"the day after tomorrow"')
+            WHERE user_id = 'night-b' AND key = 'fact'""")
+    night = run(JobContext(store, settings=MemorySettings()), "lifecycle",
+                now=clock.now + timedelta(days=800))
+    assert (night.status, night.users, night.failed) == ("done", 2, 1)
+    assert list(night.failures) == ["night-b"]
+    assert "SQLSTATE 22007" in night.failures["night-b"]
+    assert "NUL" not in night.failures["night-b"]
+    with psycopg.connect(pg_uri) as conn:
+        scored = {u for (u,) in conn.execute(
+            "SELECT DISTINCT user_id FROM langmem_decay WHERE user_id LIKE 'night-%'")}
+    assert scored == {"night-a", "night-c"}
