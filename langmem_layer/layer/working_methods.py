@@ -38,7 +38,7 @@ __all__ = ["WorkingMemoryMethods"]
 
 
 class WorkingMemoryMethods(LayerBase):
-    """Working-memory methods of :class:`~langmem_layer.MemoryLayer` (R8)."""
+    """Working-memory methods of :class:`~langmem_layer.MemoryLayer`."""
 
     def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
                     query: str | None = None, **kw: Unpack[LoadThreadArgs]) -> WorkingLoad:

@@ -187,7 +187,7 @@ SCHEMA: list[str] = [
     END
     $fn$;
     """,
-    # 9: working memory (R8). Thread activity, so the session sweeper finds threads idle
+    # 9: working memory. Thread activity, so the session sweeper finds threads idle
     # past the TTL and whose they are (the checkpointer's tables know no user); and the
     # per-user message log across threads (the long-term tier, kept 90 days).
     """

@@ -1,4 +1,4 @@
-"""Working-memory sessions (R8): the checkpointer that holds threads, and the job that
+"""Working-memory sessions: the checkpointer that holds threads, and the job that
 closes the idle ones.
 
 The checkpointer is LangGraph's own ``PostgresSaver`` / ``AsyncPostgresSaver``
