@@ -270,6 +270,8 @@ class Recalled:
         section: Where the context block placed it, once assembled.
         decayed: Its decay score fell below ``decay_flag_below``: it is
             deprioritised, not hidden, and a lifecycle job may review it.
+        relevance: Its fused retrieval score over the best candidate's, in [0, 1]
+            (``None`` for a pinned memory, which bypasses ranking).
     """
 
     key: str
@@ -280,6 +282,7 @@ class Recalled:
     sources: dict[str, int] = field(default_factory=dict)
     section: str | None = None
     decayed: bool = False
+    relevance: float | None = None
 
     @property
     def scope(self) -> str:

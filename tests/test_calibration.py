@@ -13,6 +13,7 @@ from langmem_layer import MemoryLayer
 from langmem_layer.calibration import PROFILES, apply_profile, profile_for
 from langmem_layer.calibration.calibrate import calibrate, render
 from langmem_layer.calibration.labelled import split_units
+from langmem_layer.calibration.locomo import GRID, Outcome, cross_validate, run_locomo
 from langmem_layer.cli import main
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.settings import MemorySettings, RankingWeights
@@ -70,7 +71,8 @@ def test_the_local_profile_fills_unset_fields() -> None:
 def test_explicit_settings_win_field_by_field() -> None:
     s = apply_profile(MemorySettings(rrf_k=60, similarity_floor=0.8), "all-MiniLM-L6-v2")
     assert (s.rrf_k, s.similarity_floor) == (60, 0.8)  # kept
-    assert s.episodic_similarity_floor == 0.30  # filled by the profile
+    # Filled by the profile:
+    assert s.episodic_similarity_floor == PROFILES["minilm"].values["episodic_similarity_floor"]
     # weights is one field: explicit weights are kept whole.
     w = RankingWeights(recency=0.3)
     assert apply_profile(MemorySettings(weights=w), "all-MiniLM-L6-v2").weights == w
@@ -87,7 +89,7 @@ def test_environment_settings_are_explicit(monkeypatch: pytest.MonkeyPatch) -> N
 def test_calibration_can_be_forced_or_switched_off() -> None:
     assert apply_profile(MemorySettings(calibration="spec"), "all-MiniLM-L6-v2").rrf_k == 60
     forced = apply_profile(MemorySettings(calibration="minilm"), "bow-64")
-    assert forced.similarity_floor == 0.30
+    assert forced.similarity_floor == PROFILES["minilm"].values["similarity_floor"]
     with pytest.raises(ConfigurationError, match="names no profile"):
         apply_profile(MemorySettings(calibration="nope"), "all-MiniLM-L6-v2")
 
@@ -96,7 +98,8 @@ def test_the_layer_applies_the_profile_of_its_store(pg_uri: str) -> None:
     index = {"embed": BagOfWordsEmbeddings(dims=64), "dims": 64,
              "model_id": "all-MiniLM-L6-v2"}
     with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as store:
-        assert MemoryLayer(store).settings.similarity_floor == 0.30
+        floor = MemoryLayer(store).settings.similarity_floor
+        assert floor == PROFILES["minilm"].values["similarity_floor"]
         assert MemoryLayer(store, settings=MemorySettings(rrf_k=60)).settings.rrf_k == 60
     with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:  # the spec
         assert MemoryLayer(store).settings == SPEC
@@ -192,8 +195,64 @@ def test_eval_locomo_on_a_slice(pg_uri: str, capsys: pytest.CaptureFixture[str],
         assert 0 < data[run]["p50_ms"] <= data[run]["p95_ms"]
         assert set(data[run]["by_category"]) <= {"multi-hop", "temporal", "open-domain",
                                                  "single-hop"}
+    layer = data["layer"]
+    # The block holds at least the evidence its best-ranked memories hold, within target.
+    assert layer["block"] >= layer["recall"] - 1e-9 and 0 < layer["share"] < 1
+    assert layer["tokens_p95"] <= data["settings"]["block_target_tokens"]
+    assert set(layer["by_conversation"]) == {"conv-26"}
+    assert data["cross_validation"]["folds"] == []  # one conversation: nothing to tune on
     assert main([*args, "--sessions", "1"]) == 0
     table = capsys.readouterr().out
-    assert "MemoryLayer.recall (minilm)" in table and "vector only" in table
+    assert "evidence in block" in table and "vector only" in table
+    assert "cross-validation needs two conversations" in table
     with pytest.raises(SystemExit):
         main([*args, "--split", "sideways"])
+
+
+def test_eval_locomo_cross_validates_by_conversation(
+        pg_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three conversations: each is scored with settings chosen on the other two."""
+    _truncate(pg_uri)
+    index = {"embed": BagOfWordsEmbeddings(dims=64), "dims": 64, "model_id": "bow-64"}
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as store:
+        report = run_locomo(store, _tiny_locomo(tmp_path / "tiny.json"), k=1, show=False)
+        assert [f.unit for f in report.folds] == ["conv-0", "conv-1", "conv-2"]
+        for fold in report.folds:
+            assert set(fold.chosen) == set(GRID)
+            assert 0 <= fold.held_out["block"] <= 1 and 0 <= fold.tuned["block"] <= 1
+        summary = report.summary()
+        assert summary["gap"] == pytest.approx(summary["tuned_on_block_mean"]
+                                               - summary["held_out_block_mean"])
+        assert "held-out mean" in report.table()
+        assert store.list_namespaces(prefix=("memories",)) == []
+
+
+def _outcomes(unit: str, block: float, share: float, n: int = 2) -> list[Outcome]:
+    return [Outcome(unit, 4, block, block, 100, share) for _ in range(n)]
+
+
+def test_cross_validation_never_scores_a_conversation_on_its_own_tuning() -> None:
+    # Setting A is best on "a" only, B on "b" and "c": held out, "a" gets B (chosen on b
+    # and c); "b" gets A, whose 1.0 on "a" outweighs it on a and c, and scores 0.2.
+    a = (("block_target_tokens", 400),)
+    b = (("block_target_tokens", 800),)
+    outcomes = {a: _outcomes("a", 1.0, 0.01) + _outcomes("b", 0.2, 0.01)
+                + _outcomes("c", 0.2, 0.01),
+                b: _outcomes("a", 0.5, 0.01) + _outcomes("b", 0.6, 0.01)
+                + _outcomes("c", 0.6, 0.01)}
+    folds = {f.unit: f for f in cross_validate(outcomes)}
+    assert folds["a"].chosen == dict(b) and folds["a"].held_out["block"] == 0.5
+    assert folds["a"].tuned["block"] == pytest.approx(0.6)
+    assert folds["b"].chosen == dict(a) and folds["b"].held_out["block"] == 0.2
+    assert folds["b"].tuned["block"] == pytest.approx(0.6)
+    assert cross_validate({a: _outcomes("a", 1.0, 0.01)}) == []
+
+
+def test_cross_validation_keeps_blocks_under_the_share() -> None:
+    cheap = (("block_target_tokens", 400),)
+    dear = (("block_target_tokens", 1200),)
+    outcomes = {cheap: _outcomes("a", 0.7, 0.03) + _outcomes("b", 0.7, 0.03),
+                dear: _outcomes("a", 0.9, 0.08) + _outcomes("b", 0.9, 0.08)}
+    assert all(f.chosen == dict(cheap) for f in cross_validate(outcomes))
+    # When nothing is cheap enough, the best is still chosen.
+    assert all(f.chosen == dict(dear) for f in cross_validate(outcomes, max_share=0.01))

@@ -381,3 +381,41 @@ def test_budget_invariant(exact: bool, counter: TokenCounter) -> None:
         for r in recalled:
             if r.record.policy == Policy.AVOID and r.key in block.placements:
                 assert block.placements[r.key] == AVOID
+
+
+# -- the token target: ranked memories fill the block up to it, pinned ones still fit --
+
+
+def test_target_stops_ranked_memories_and_keeps_rank_order(counter: TokenCounter) -> None:
+    recalled = [mem(f"m{i}", f"episode number {i} of a long story told", layer=Layer.EPISODIC)
+                for i in range(40)]
+    whole = build_context_block(recalled, budget_tokens=BIG, counter=counter)
+    assert len(whole.placements) == 40
+    block = build_context_block(recalled, budget_tokens=BIG, counter=counter, target_tokens=120)
+    assert 0 < len(block.placements) < 40 and block.tokens <= 120
+    # The best-ranked come first: what is placed is a prefix of the ranking.
+    assert list(block.placements) == [f"m{i}" for i in range(len(block.placements))]
+    # One more ranked memory would not have fitted the target.
+    more = build_context_block(recalled[: len(block.placements) + 1], budget_tokens=BIG,
+                               counter=counter)
+    assert more.tokens > 120
+
+
+def test_target_does_not_cap_pinned_memories(counter: TokenCounter) -> None:
+    pinned = [mem(f"p{i}", f"pinned fact number {i} about the user", pinned=True)
+              for i in range(6)]
+    ranked = [mem("r", "a ranked memory", layer=Layer.EPISODIC)]
+    block = build_context_block([*pinned, *ranked], budget_tokens=BIG, counter=counter,
+                                target_tokens=40)
+    assert all(f"p{i}" in block.placements for i in range(6))
+    assert "r" not in block.placements and block.tokens > 40
+
+
+def test_target_never_exceeds_the_budget(counter: TokenCounter) -> None:
+    recalled = [mem(f"m{i}", f"memory {i} with a few words", layer=Layer.EPISODIC)
+                for i in range(30)]
+    block = build_context_block(recalled, budget_tokens=60, counter=counter,
+                                target_tokens=10_000)
+    assert block.tokens <= 60
+    with pytest.raises(ValueError, match="target_tokens"):
+        build_context_block(recalled, budget_tokens=60, counter=counter, target_tokens=-1)

@@ -187,6 +187,7 @@ def _dump(recalled: Sequence[Recalled], placements: dict[str, str] | None = None
             "similarity": r.similarity,
             "sources": dict(r.sources),
             "section": (placements or {}).get(r.key),
+            "relevance": r.relevance,
         }
         for r in recalled
     ]
@@ -195,13 +196,19 @@ def _dump(recalled: Sequence[Recalled], placements: dict[str, str] | None = None
 def _load(state: list[dict[str, Any]]) -> list[Recalled]:
     return [
         Recalled(d["key"], tuple(d["namespace"]), MemoryRecord.model_validate(d["value"]),
-                 d.get("score", 0.0), d.get("similarity"), dict(d.get("sources") or {}))
+                 d.get("score", 0.0), d.get("similarity"), dict(d.get("sources") or {}),
+                 relevance=d.get("relevance"))
         for d in state
     ]
 
 
 def _recalled_keys(state: MemoryState) -> list[str]:
-    return [d["key"] for d in state.get("recalled") or []]
+    """The memories the turn used: those the block placed (all recalled, when no block
+    was assembled). A memory recalled but left out of the block was not used."""
+    recalled = state.get("recalled") or []
+    if any(d.get("section") for d in recalled):
+        return [d["key"] for d in recalled if d.get("section")]
+    return [d["key"] for d in recalled]
 
 
 def _recently_spoken(state: MemoryState) -> set[str]:

@@ -118,7 +118,8 @@ class LoadThreadArgs(TurnArgs, total=False):
     """Keyword parameters of :meth:`MemoryLayer.load_thread`: :class:`TurnArgs`, plus:
 
     Attributes:
-        limit: Memories recalled; default ``settings.recall_limit``.
+        limit: Memories recalled for the block; default ``settings.block_memory_limit``
+            (the block's token target decides how many it shows).
         reinforce: Reinforce the recalled memories now (default True).
     """
 

@@ -156,8 +156,8 @@ class WorkingMemoryMethods(LayerBase):
         limit = checks.check_limit(limit)
         return working.load_thread(
             self.env, user_id, messages, query, profile=profile, thread_id=thread_id,
-            agent_id=agent_id, now=now or self.now(), limit=limit or self.settings.recall_limit,
-            reinforce=reinforce)
+            agent_id=agent_id, now=now or self.now(),
+            limit=limit or self.settings.block_memory_limit, reinforce=reinforce)
 
     def _recent_history(self, user_id: str, *, thread_id: str | None = None,
                         profile: str | None = None, hours: float | None = None,

@@ -181,6 +181,7 @@ def build_context_block(
     recent_history: Sequence[str] = (),
     documents: Sequence[str] = (),
     documents_share: float = 0.5,
+    target_tokens: int | None = None,
 ) -> ContextBlock:
     """Render the memories that fit ``budget_tokens`` into the sectioned block.
 
@@ -188,8 +189,9 @@ def build_context_block(
 
     1. pinned memories and procedural-layer memories, against the whole budget;
     2. semantic- and identity-layer memories, which may use at most ``semantic_share``
-       of the budget left after group 1;
-    3. episodic-layer memories, with whatever remains (including what group 2 left);
+       of what is left under the memory cap after group 1;
+    3. episodic-layer memories, with whatever remains under the memory cap (including
+       what group 2 left);
     4. ``documents`` (knowledge-base lines), best first, which may use at most
        ``documents_share`` of the budget the memories left;
     5. ``recent_history`` lines, newest first, with whatever remains after that,
@@ -198,6 +200,10 @@ def build_context_block(
     A memory that does not fit is dropped and later, smaller ones may still fit. Fit is
     judged on the token count of the whole rendered text (header, headings and lines),
     so ``tokens <= budget_tokens`` always holds. A repeated key is placed only once.
+
+    The memory cap of groups 2 and 3 (and the narrative arc) is ``target_tokens`` when
+    given, else the budget: ranked memories fill the block up to a target sized to what
+    answers a turn, not to the whole budget, and stop there even when more would fit.
 
     Args:
         recalled: Recalled memories, best first.
@@ -213,16 +219,21 @@ def build_context_block(
             ``"[<source>] <text>"``.
         documents_share: Cap of the documents, as a share of the budget the memories
             left.
+        target_tokens: The memory cap: ranked memories stop when the block text reaches
+            it (``None`` or 0: the budget). Never above ``budget_tokens``.
 
     Returns:
         The rendered :class:`ContextBlock`.
 
     Raises:
-        ValueError: If ``budget_tokens`` is negative or ``semantic_share`` is outside
-            ``[0, 1]``.
+        ValueError: If ``budget_tokens`` or ``target_tokens`` is negative, or
+            ``semantic_share`` is outside ``[0, 1]``.
     """
     if budget_tokens < 0:
         raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
+    if target_tokens is not None and target_tokens < 0:
+        raise ValueError(f"target_tokens must be >= 0, got {target_tokens}")
+    memory_cap = min(budget_tokens, target_tokens or budget_tokens)
     if not 0.0 <= semantic_share <= 1.0:
         raise ValueError(f"semantic_share must be within [0, 1], got {semantic_share}")
     if not 0.0 <= documents_share <= 1.0:
@@ -326,10 +337,10 @@ def build_context_block(
 
     place(1, budget_tokens)
     # The narrative arc gets its own share; what it leaves goes on to the rest.
-    place(_NARRATIVE_GROUP, used + int(NARRATIVE_SHARE * (budget_tokens - used)))
+    place(_NARRATIVE_GROUP, used + int(NARRATIVE_SHARE * max(0, memory_cap - used)))
     # Group 2's cap is measured on the whole text, so it includes what group 1 used.
-    place(2, used + int(semantic_share * (budget_tokens - used)))
-    place(3, budget_tokens)
+    place(2, used + int(semantic_share * max(0, memory_cap - used)))
+    place(3, memory_cap)
     place(_DOCUMENT_GROUP, used + int(documents_share * (budget_tokens - used)))
     place(_HISTORY_GROUP, budget_tokens)
 

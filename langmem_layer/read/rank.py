@@ -16,8 +16,9 @@ Here they are:
    mediocre hit adds nearly nothing, at any k;
 4. scored with the weighted composite (:class:`~langmem_layer.settings.RankingWeights`;
    relevance = the above over its maximum), multiplied by the decay weight and the
-   authoring agent's trust. Pinned memories bypass ranking; open questions and open loops due
-   now (source ``due``) are added after the ranked ones.
+   authoring agent's trust. Pinned memories bypass ranking; open questions, open loops due
+   now (source ``due``) and standing preferences (source ``standing``) are added after
+   the ranked ones.
 """
 
 from __future__ import annotations
@@ -300,16 +301,19 @@ def rank_candidates(
     best = scored[:limit]
     open_questions = [t for t in scored[limit:] if "open_question" in t[2].ranks]
     chosen = best + open_questions[: settings.open_question_limit]
-    # Open loops due now come back whatever the question (the store bounds how many).
+    # Open loops due now and the standing preferences come back whatever the question
+    # (the store bounds how many).
     taken = {t[1] for t in chosen}
-    chosen += [t for t in scored[limit:] if "due" in t[2].ranks and t[1] not in taken]
+    chosen += [t for t in scored[limit:] if ("due" in t[2].ranks or "standing" in t[2].ranks)
+               and t[1] not in taken]
 
     def recalled(c: Candidate, f: Facts, score: float) -> Recalled:
         decayed = not f.pinned and (
             decay_score(f, now, half_life_days=half_life) < settings.decay_flag_below
         )
         return Recalled(c.key, c.namespace, MemoryRecord.model_validate(c.value), score,
-                        c.similarity, dict(c.ranks), decayed=decayed)
+                        c.similarity, dict(c.ranks), decayed=decayed,
+                        relevance=None if f.pinned else total[c.key] / top)
 
     # The pinned weight is part of the composite; pinned memories also bypass ranking.
     first = sorted(((w.pinned + f.salience * w.salience, c.key, c, f) for c, f in pinned),

@@ -21,7 +21,7 @@ from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.trust import LearnedTrust
 from langmem_layer.types import Kind, Layer, Policy, Recalled, memory_namespace, normalize_ref
 
-__all__ = ["BlockInputs", "block_inputs_flow", "broad_ops", "context_block",
+__all__ = ["BlockInputs", "block_inputs_flow", "block_memories", "broad_ops", "context_block",
            "context_block_flow", "rank", "recall", "recall_op", "with_core_facts"]
 
 #: How far ahead a question about what is coming up looks for open loops.
@@ -30,6 +30,10 @@ UPCOMING_DAYS = 45
 _CORE_KINDS = frozenset({Kind.PROFILE_FACT.value, Kind.PREFERENCE.value})
 #: Memories read per scope to choose a broad question's core facts from.
 _CORE_SCAN = 200
+#: Strategies whose memories are in a block whatever their relevance.
+_EXEMPT = frozenset({"due", "open_question", "standing"})
+#: A block line's tokens besides its memory's text ("- ", the newline), about.
+_LINE_TOKENS = 2
 
 
 def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
@@ -80,6 +84,7 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
                            else timedelta(hours=st.due_window_hours))),
         due_limit=st.due_limit,
         max_terms=st.max_query_terms,
+        standing=st.standing_preferences,
     )
 
 
@@ -198,7 +203,32 @@ def context_block(env: Env, recalled: Sequence[Recalled], *,
         recent_history=lines,
         documents=document_lines(documents, env.counter, max_tokens=st.knowledge_doc_tokens),
         documents_share=st.knowledge_share,
+        target_tokens=st.block_target_tokens or None,
     )
+
+
+def block_memories(env: Env, recalled: Sequence[Recalled]) -> list[Recalled]:
+    """What a block is filled from: ``recalled`` without the ranked memories under the
+    relevance floor (``block_min_relevance``) or past the token target.
+
+    Pinned memories, open questions, open loops due now and standing preferences stay
+    whatever their relevance: they are in the block for what they are, not for
+    resembling the question. Of the rest, those past ``block_target_tokens`` (counted
+    on their text, with a quarter more for the block's own lines: the block skips a
+    memory that does not fit and may place a shorter one after it) cannot be placed, so
+    they are not carried in the graph's state.
+    """
+    st = env.settings
+    target = st.block_target_tokens * 5 // 4 if st.block_target_tokens else None
+    kept: list[Recalled] = []
+    used = 0
+    for r in recalled:
+        if r.relevance is None or not _EXEMPT.isdisjoint(r.sources):
+            kept.append(r)
+        elif r.relevance >= st.block_min_relevance and (target is None or used < target):
+            used += env.counter.count(r.record.content) + _LINE_TOKENS
+            kept.append(r)
+    return kept
 
 
 def context_block_flow(env: Env, user_id: str, query: str | None, *, profile: str | None,
@@ -257,8 +287,8 @@ def block_inputs_flow(env: Env, user_id: str, query: str | None, *, profile: str
     if broad:
         candidates = with_core_facts(env, candidates, found[len(found) - len(broad):])
         found = found[: len(found) - len(broad)]
-    recalled = yield from rank(env, user_id, candidates, limit=st.recall_limit, now=now,
+    recalled = yield from rank(env, user_id, candidates, limit=st.block_memory_limit, now=now,
                                reinforce=False, learned=learned)
-    recalled = with_narrative(recalled, pick_summary(summaries, query, now))
+    recalled = with_narrative(block_memories(env, recalled), pick_summary(summaries, query, now))
     return BlockInputs(recalled, found[0] if found else (),
                        short_term(messages, st.short_term_messages))

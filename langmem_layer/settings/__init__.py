@@ -88,7 +88,28 @@ class MemorySettings(BaseModel):
         default=0.7, ge=-1, le=1, description="Vector hits below this are dropped."
     )
     episodic_similarity_floor: float = Field(default=0.72, ge=-1, le=1)
-    recall_limit: int = Field(default=10, ge=1)
+    recall_limit: int = Field(
+        default=10, ge=1, description="Memories recall() returns when no limit is passed.")
+    block_target_tokens: int = Field(
+        default=1000, ge=0,
+        description="The memory block's ranked memories stop at this many tokens of block "
+        "text (a target inside context_budget_tokens; pinned memories, documents and recent "
+        "history still use the budget). 0: no target, only the budget. Chosen on LoCoMo by "
+        "leave-one-conversation-out (docs: retrieval): the most evidence at <= 5 % of a "
+        "conversation's tokens.",
+    )
+    block_memory_limit: int = Field(
+        default=40, ge=1,
+        description="Ranked memories the block is filled from, best first (the token target "
+        "usually stops it first: on LoCoMo 40 and 60 hold the same evidence).",
+    )
+    block_min_relevance: float = Field(
+        default=0.2, ge=0, le=1,
+        description="A ranked memory enters the block only if its relevance (fused retrieval "
+        "score over the best hit's) reaches this; pinned memories, open loops due now and "
+        "standing preferences always do. With block_target_tokens, chosen on LoCoMo "
+        "(docs: retrieval).",
+    )
     decay_flag_below: float = Field(
         default=0.15, ge=0, le=1,
         description="A recalled memory whose decay score is below this is flagged "
@@ -206,6 +227,12 @@ class MemorySettings(BaseModel):
     )
     temporal_slack_days: float = Field(
         default=7.0, ge=0, description="The named period is widened by this on both sides."
+    )
+    standing_preferences: int = Field(
+        default=3, ge=0,
+        description="Preferences on how to answer (policy 'adapt': 'prefers short answers') "
+        "join every recall whatever the question, up to this many, most salient first; "
+        "they shape every reply, so no question has to resemble them. 0: off.",
     )
     open_question_limit: int = Field(
         default=3, ge=0,

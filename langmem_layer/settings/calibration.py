@@ -59,7 +59,7 @@ PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
     CalibrationProfile(
         name="minilm",
         models=("all-minilm-l6-v2",),
-        values={"rrf_k": 5, "similarity_floor": 0.30, "episodic_similarity_floor": 0.30,
+        values={"rrf_k": 5, "similarity_floor": 0.10, "episodic_similarity_floor": 0.10,
                 "candidates_per_source": 40, "weights": {"recency": 0.0}},
         basis="LoCoMo calibration split (conv-26, conv-30; `langmem-layer calibrate` from "
         "the spec's values): RRF k 60 -> 5 and recency 0.10 -> 0 take recall@10 from 0.643 to "
@@ -69,7 +69,12 @@ PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
         "where vector search is the main source (the fixture eval: few memories a user) "
         "hit@3 is 70 % at 0.70 and 92 % at 0.30. 40 candidates: the tie broken toward the "
         "longer lists (0.721 vs 0.717 on the whole file in the ablation, ~17 % more read "
-        "time at 100k memories). Held-out split (conv-41, -42, -43) figures: README.",
+        "time at 100k memories). Held-out split (conv-41, -42, -43) figures: README. "
+        "Floors 0.30 -> 0.10 once the block filled to a token target (docs: retrieval): on "
+        "LoCoMo the evidence in block is unchanged (0.814 / 0.812), and in the fixture eval, "
+        "where a user has a handful of memories, a question that shares no word with the "
+        "memory answering it (jogging -> asthma, cosine 0.14; the office -> the employer, "
+        "0.22) is answered: hit@3 92 % -> 98 %, every 'miss' check still met.",
     ),
     CalibrationProfile(
         name="openai-3-small",

@@ -189,4 +189,13 @@ FEATURES: list[str] = [
     ALTER TABLE langmem_job_runs ADD COLUMN IF NOT EXISTS failures jsonb NOT NULL
         DEFAULT '{}'::jsonb;
     """,
+    # Recall's "standing" strategy (sql/recall.py): a user's preferences on how to
+    # answer join every turn; this keeps a large user's turn from scanning all of their
+    # memories for them.
+    """
+    CREATE INDEX IF NOT EXISTS langmem_items_standing
+        ON langmem_items (user_id, updated_at DESC)
+        WHERE is_memory AND (value ->> 'kind') = 'preference'
+          AND (value ->> 'policy') = 'adapt';
+    """,
 ]

@@ -198,6 +198,7 @@ def recall_candidates(
     indexed_dims: int | None = None,
     due_window: tuple[datetime, datetime] | None = None,
     due_limit: int = 0,
+    standing_limit: int = 0,
     max_terms: int = MAX_QUERY_TERMS,
     vector_type: str = "vector",
 ) -> Sql:
@@ -231,6 +232,8 @@ def recall_candidates(
     * ``du``: up to ``due_limit`` open loops (not closed) whose due date lies in
       ``due_window`` ([start, end]), whatever the query, soonest due first, from the
       partial index on due dates (migration of the lifecycle);
+    * ``sp``: up to ``standing_limit`` preferences with policy ``adapt`` (how to answer),
+      whatever the query, most salient first, from their partial index;
     * ``pin``: pinned memories.
 
     Only memories of the user, in ``prefixes``, with a status in ``statuses`` and not
@@ -495,6 +498,24 @@ def recall_candidates(
         )"""
         )
         sources.append("du")
+    if standing_limit > 0:
+        params.update(standing_limit=standing_limit)
+        # The conditions are the standing index's predicate, word for word.
+        ctes.append(
+            """sp AS (
+            SELECT i.prefix, i.key,
+                   row_number() OVER (ORDER BY (i.value ->> 'salience') DESC,
+                                      i.updated_at DESC, i.key) - 1 AS rnk
+            FROM langmem_items i
+            WHERE (i.value ->> 'kind') = 'preference' AND (i.value ->> 'policy') = 'adapt'
+              AND """
+            + _ELIGIBLE
+            + """
+            ORDER BY rnk
+            LIMIT %(standing_limit)s
+        )"""
+        )
+        sources.append("sp")
     ctes.append(
         """pin AS (
             SELECT i.prefix, i.key, row_number() OVER (ORDER BY i.updated_at DESC, i.key) - 1

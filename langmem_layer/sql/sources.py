@@ -45,6 +45,9 @@ RECALL_SOURCES: tuple[RecallSource, ...] = (
     RecallSource("open_question", "oq", fused=False, lexical=True, default_weight=None),
     # Open loops due soon or just past due, whatever the query (the lifecycle's follow-ups).
     RecallSource("due", "du", fused=False, lexical=True, default_weight=None),
+    # Preferences on how to answer (policy adapt), whatever the query: they shape every
+    # reply, so no question has to resemble them.
+    RecallSource("standing", "sp", fused=False, lexical=True, default_weight=None),
     RecallSource("pinned", "pin", fused=False, lexical=False, default_weight=None),
 )
 

@@ -319,7 +319,7 @@ def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: 
                  agent_id=agent_id, turn_at=now),
     )
     recent = extra_results[-1] if st.recent_history_limit else []
-    return WorkingLoad(recalled, plan, enqueued, list(recent))
+    return WorkingLoad(read.block_memories(env, recalled), plan, enqueued, list(recent))
 
 
 def record_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,

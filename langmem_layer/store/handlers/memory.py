@@ -63,6 +63,7 @@ class MemoryHandlers(ItemHandlers):
                 indexed_dims=dims,
                 due_window=op.due_window,
                 due_limit=op.due_limit,
+                standing_limit=op.standing,
                 max_terms=op.max_terms,
                 vector_type=self.vector_type,
             )

@@ -126,6 +126,8 @@ class RecallOp(NamedTuple):
         due_window: ``(start, end)``: add up to ``due_limit`` open loops due in this
             period, whatever the query (strategy ``"due"``).
         due_limit: How many due open loops at most (0: none).
+        standing: How many preferences on how to answer (policy ``adapt``) join the
+            candidates whatever the query (strategy ``"standing"``; 0: none).
         max_terms: The full-text search ORs at most this many distinct words of
             ``query`` (its longest; see :func:`langmem_layer.sql.recall.cap_terms`).
     """
@@ -147,6 +149,7 @@ class RecallOp(NamedTuple):
     due_window: tuple[datetime, datetime] | None = None
     due_limit: int = 0
     max_terms: int = 128
+    standing: int = 0
 
 
 class MatchOp(NamedTuple):
