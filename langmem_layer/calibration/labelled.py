@@ -64,6 +64,7 @@ class LabelledSet:
     users: list[str]
     labels: dict[str, str] = field(default_factory=dict)
     turns: int = 0
+    texts: dict[str, list[str]] = field(default_factory=dict)  # each user's memory texts
 
     def cleanup(self, layer: Any) -> None:
         """Delete every user the set wrote."""
@@ -174,7 +175,8 @@ def locomo_units(path: Path) -> list[str]:
 
 
 def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
-                sessions: int | None = None, show: bool = True) -> LabelledSet:
+                sessions: int | None = None, show: bool = True, write: bool = True
+                ) -> LabelledSet:
     """Write the turns of ``units`` as memories; the questions of categories 1-4.
 
     Every turn is one episodic memory of its conversation's user (``prefix + sample_id``)
@@ -183,6 +185,9 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
     conversation's last session; evidence ids that are malformed or name no turn are
     dropped, and a question left with none is skipped. ``sessions`` keeps only the first
     N sessions of each conversation (and the questions whose evidence lies in them).
+    ``write=False`` writes nothing and only reads the questions, for turns an earlier
+    call wrote under the same prefix (the scores then cannot map keys to turns: for
+    timing, not for scoring).
     """
     from langmem_layer.refs import extract_refs
 
@@ -215,8 +220,10 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
                 asked.append((user, qa["question"], last + timedelta(days=1), ev,
                               qa["category"]))
     labels: dict[str, str] = {}
-    with progress(len(todo), "write turns", show) as bar:
+    with progress(len(todo) if write else 0, "write turns", show) as bar:
         for (user, session, text, when), dia_id in zip(todo, dia, strict=True):
+            if not write:
+                break
             item = layer.remember(user, text, profile=_SCOPE, kind=Kind.EPISODIC_EVENT,
                                   layer=Layer.EPISODIC, confidence=0.8, salience=0.5,
                                   refs=extract_refs(text), thread_id=f"session-{session}",
@@ -226,7 +233,10 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
     # Recall returns memory keys; the evidence is dia ids.
     queries = [LabelledQuery(user, text, now, _keyed(_evidence_score(ev), labels),
                              category=cat) for user, text, now, ev, cat in asked]
-    return LabelledSet(path.name, queries, users, labels, turns=len(todo))
+    texts: dict[str, list[str]] = {}
+    for user, _, text, _ in todo:
+        texts.setdefault(user, []).append(text)
+    return LabelledSet(path.name, queries, users, labels, turns=len(todo), texts=texts)
 
 
 def _evidence_score(evidence: frozenset[str]) -> Callable[[Sequence[str], int], float]:

@@ -1,23 +1,41 @@
-"""``langmem-layer eval locomo PATH``: LoCoMo evidence recall@k through the public API,
-against the vector-only baseline on the same embedder in the same run.
+"""``langmem-layer eval locomo PATH``: what the agent gets on LoCoMo, and how well the
+defaults hold on conversations they were not tuned on.
 
 Every turn of the chosen conversations is written with ``MemoryLayer.remember(...,
 thread_id=<session>)`` as a memory of its conversation's user; every question of
-categories 1-4 is asked with ``MemoryLayer.recall``; the baseline asks the store's own
-vector search (``store.search(namespace, query=...)``, what a plain LangGraph store
-gives). The layer runs with the library's defaults for the store's embedder (its
-calibration profile) unless ``eval --settings`` names others. The users written are
-deleted afterwards.
+categories 1-4 is asked the way ``load_memory`` / ``assemble_context`` ask it (the block's
+recall, which does not reinforce, then the block). Reported per conversation and per
+category:
+
+* ``recall@k``: |evidence ∩ the k best-ranked memories| / |evidence|;
+* evidence in block: |evidence ∩ the memories the rendered block holds| / |evidence| —
+  what the agent actually sees;
+* block tokens, and their share of the conversation's tokens (every turn's text: what
+  putting the whole history in the prompt would cost);
+* the latency of the read, the query's embedding included.
+
+The vector-only baseline (``store.search``, what a plain LangGraph store gives) runs on
+the same embedder in the same run.
+
+Cross-validation (two conversations or more): a small grid of settings (:data:`GRID`:
+the RRF constant, the block's token target and relevance floor) is scored on every
+conversation. For each conversation, the setting with the most evidence in block at
+most :data:`MAX_SHARE` of the history's tokens on the *other* conversations is chosen
+and scored on it. The held-out mean, its spread and its gap to the tuned-on mean tell
+whether a setting generalises; a change that raises the tuned-on figure but not the
+held-out mean is not an improvement. The users written are deleted afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import product
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +46,106 @@ from langmem_layer.calibration.labelled import (
     Measure,
     load_locomo,
     locomo_units,
-    measure,
     progress,
     split_units,
 )
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.types import memory_namespace
 
-__all__ = ["LocomoReport", "add_arguments", "run_locomo", "run_suite"]
+__all__ = ["GRID", "MAX_SHARE", "Fold", "LocomoReport", "Outcome", "add_arguments", "choose",
+           "cross_validate", "run_locomo", "run_suite"]
+
+#: The settings cross-validation chooses among. ``rrf_k`` changes the ranking (one read
+#: per question per value); the block's settings only change what is rendered from it.
+GRID: dict[str, tuple[Any, ...]] = {
+    "rrf_k": (5, 20, 60),
+    "block_target_tokens": (400, 600, 800, 1000, 1200),
+    "block_min_relevance": (0.0, 0.2, 0.4),
+}
+_RANK_KEYS = ("rrf_k",)
+_SHORT = {"block_target_tokens": "target", "block_min_relevance": "floor", "rrf_k": "k"}
+#: The most of a conversation's tokens a block may cost (mean over questions).
+MAX_SHARE = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One question under one setting."""
+
+    unit: str
+    category: int | None
+    recall: float
+    block: float
+    tokens: int
+    share: float
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def _means(rows: Sequence[Outcome]) -> dict[str, float]:
+    return {"recall": _mean([r.recall for r in rows]), "block": _mean([r.block for r in rows]),
+            "share": _mean([r.share for r in rows])}
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """One conversation held out: the setting chosen on the others, scored on it."""
+
+    unit: str
+    chosen: dict[str, Any]
+    tuned: dict[str, float]
+    held_out: dict[str, float]
+
+
+def _key(setting: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(setting.items()))
+
+
+def cross_validate(outcomes: Mapping[tuple[tuple[str, Any], ...], Sequence[Outcome]],
+                   *, max_share: float = MAX_SHARE) -> list[Fold]:
+    """Leave one conversation out: choose on the rest, score on the one left out.
+
+    Args:
+        outcomes: For each setting (a sorted tuple of ``(name, value)``), every
+            question's :class:`Outcome`.
+        max_share: The settings whose blocks cost more than this share of the tuning
+            conversations' tokens (mean) are not chosen, unless none is cheaper.
+
+    Returns:
+        One :class:`Fold` per conversation, in first-seen order; none with fewer than
+        two conversations (nothing would be left to tune on).
+    """
+    units = list(dict.fromkeys(o.unit for rows in outcomes.values() for o in rows))
+    if len(units) < 2:
+        return []
+    folds = []
+    for held in units:
+        best, tuned = choose(outcomes, max_share=max_share, leave_out=held)
+        held_rows = [r for r in outcomes[best] if r.unit == held]
+        folds.append(Fold(held, dict(best), tuned, _means(held_rows)))
+    return folds
+
+
+def choose(outcomes: Mapping[tuple[tuple[str, Any], ...], Sequence[Outcome]], *,
+           max_share: float = MAX_SHARE, leave_out: str | None = None
+           ) -> tuple[tuple[tuple[str, Any], ...], dict[str, float]]:
+    """The setting with the most evidence in block whose blocks cost at most
+    ``max_share`` of the history (mean; the best of all when none does), ties to the
+    cheaper; on every conversation but ``leave_out``. Returns it and its means there."""
+    scored = []
+    for key, rows in outcomes.items():
+        tune = _means([r for r in rows if r.unit != leave_out])
+        scored.append((tune["share"] > max_share, -round(tune["block"], 6), tune["share"],
+                       key, tune))
+    _, _, _, best, tuned = min(scored, key=lambda t: t[:3])
+    return best, tuned
 
 
 @dataclass
 class LocomoReport:
-    """One run: what was loaded, the layer's and the baseline's measures."""
+    """One run: the defaults' outcomes, the baseline, and the cross-validation."""
 
     file: str
     split: str
@@ -48,39 +153,115 @@ class LocomoReport:
     turns: int
     questions: int
     profile: str
-    layer: Measure
+    k: int
+    defaults: list[Outcome]
+    settings: dict[str, Any]
+    seconds: list[float]
     baseline: Measure
-    ingest_seconds: float
+    folds: list[Fold] = field(default_factory=list)
+    ingest_seconds: float = 0.0
+    chosen_on_all: dict[str, Any] = field(default_factory=dict)
+
+    def _latency(self) -> tuple[float, float]:
+        m = Measure(self.k, seconds=self.seconds)
+        return m.percentile_ms(0.5), m.percentile_ms(0.95)
+
+    def summary(self) -> dict[str, Any]:
+        """The cross-validated figures: held-out mean and spread, tuned-on mean, gap."""
+        if not self.folds:
+            return {}
+        held = [f.held_out["block"] for f in self.folds]
+        tuned = [f.tuned["block"] for f in self.folds]
+        return {"held_out_block_mean": statistics.fmean(held),
+                "held_out_block_sd": statistics.pstdev(held),
+                "tuned_on_block_mean": statistics.fmean(tuned),
+                "gap": statistics.fmean(tuned) - statistics.fmean(held),
+                "held_out_recall_mean": statistics.fmean(f.held_out["recall"]
+                                                         for f in self.folds),
+                "held_out_share_mean": statistics.fmean(f.held_out["share"]
+                                                        for f in self.folds)}
 
     def json(self) -> dict[str, Any]:
-        def one(m: Measure) -> dict[str, Any]:
-            return {"recall": round(m.mean, 4),
-                    "by_category": {CATEGORIES[c]: round(v, 4)
-                                    for c, v in m.by_category().items()},
-                    "p50_ms": round(m.percentile_ms(0.5), 1),
-                    "p95_ms": round(m.percentile_ms(0.95), 1)}
-        return {"file": self.file, "split": self.split, "conversations": self.conversations,
-                "turns": self.turns, "questions": self.questions, "k": self.layer.k,
-                "profile": self.profile, "ingest_seconds": round(self.ingest_seconds, 1),
-                "layer": one(self.layer), "vector_baseline": one(self.baseline)}
+        def block(rows: Sequence[Outcome]) -> dict[str, Any]:
+            tokens = sorted(r.tokens for r in rows)
+            return {**{k: round(v, 4) for k, v in _means(rows).items()},
+                    "tokens_p50": tokens[len(tokens) // 2] if tokens else None,
+                    "tokens_p95": tokens[int(0.95 * len(tokens))] if tokens else None,
+                    "questions": len(rows)}
+        p50, p95 = self._latency()
+        return {
+            "file": self.file, "split": self.split, "conversations": self.conversations,
+            "turns": self.turns, "questions": self.questions, "k": self.k,
+            "profile": self.profile, "ingest_seconds": round(self.ingest_seconds, 1),
+            "settings": self.settings,
+            "layer": {**block(self.defaults), "p50_ms": round(p50, 1), "p95_ms": round(p95, 1),
+                      "by_category": {CATEGORIES[c]: block([r for r in self.defaults
+                                                            if r.category == c])
+                                      for c in CATEGORIES
+                                      if any(r.category == c for r in self.defaults)},
+                      "by_conversation": {u: block([r for r in self.defaults if r.unit == u])
+                                          for u in self.conversations}},
+            "vector_baseline": {"recall": round(self.baseline.mean, 4),
+                                "by_category": {CATEGORIES[c]: round(v, 4) for c, v
+                                                in self.baseline.by_category().items()},
+                                "p50_ms": round(self.baseline.percentile_ms(0.5), 1),
+                                "p95_ms": round(self.baseline.percentile_ms(0.95), 1)},
+            "cross_validation": {
+                "grid": {k: list(v) for k, v in GRID.items()}, "max_share": MAX_SHARE,
+                "chosen_on_all": self.chosen_on_all,
+                "folds": [{"held_out": f.unit, "chosen": f.chosen,
+                           "tuned_on": {k: round(v, 4) for k, v in f.tuned.items()},
+                           "held_out_figures": {k: round(v, 4) for k, v in f.held_out.items()}}
+                          for f in self.folds],
+                **{k: round(v, 4) for k, v in self.summary().items()}},
+        }
 
     def table(self) -> str:
-        k = self.layer.k
-        cats = list(CATEGORIES)
-        head = (f"{'':<34}{'R@' + str(k):>7}"
-                + "".join(f"{CATEGORIES[c][:11]:>12}" for c in cats)
-                + f"{'p50 ms':>8}{'p95 ms':>8}")
+        k = self.k
         lines = [f"LoCoMo {self.file} — split {self.split} ({', '.join(self.conversations)}): "
-                 f"{self.turns} turns, {self.questions} questions; profile {self.profile}",
-                 head, "-" * len(head)]
-        for name, m in ((f"MemoryLayer.recall ({self.profile})", self.layer),
-                        ("vector only (store.search)", self.baseline)):
-            by = m.by_category()
-            lines.append(f"{name[:34]:<34}{m.mean:>7.3f}"
-                         + "".join(f"{by.get(c, float('nan')):>12.3f}" for c in cats)
-                         + f"{m.percentile_ms(0.5):>8.1f}{m.percentile_ms(0.95):>8.1f}")
-        lines.append(f"recall@{k} = |evidence ∩ top-{k} turns| / |evidence|, mean over "
-                     f"questions; writing the turns took {self.ingest_seconds:.0f}s")
+                 f"{self.turns} turns, {self.questions} questions; profile {self.profile}; "
+                 f"block target {self.settings['block_target_tokens']} tokens, relevance "
+                 f"floor {self.settings['block_min_relevance']}, rrf_k {self.settings['rrf_k']}"]
+        head = f"{'':<20}{'n':>5}{'R@' + str(k):>8}{'in block':>10}{'tokens p50':>12}{'share':>8}"
+        lines += ["", "The library's settings (evidence in block = what the agent sees)",
+                  head, "-" * len(head)]
+
+        def row(name: str, rows: Sequence[Outcome]) -> str:
+            m = _means(rows)
+            tokens = sorted(r.tokens for r in rows)
+            return (f"{name[:20]:<20}{len(rows):>5}{m['recall']:>8.3f}{m['block']:>10.3f}"
+                    f"{tokens[len(tokens) // 2] if tokens else 0:>12}{100 * m['share']:>7.1f}%")
+        lines.append(row("all", self.defaults))
+        for c, name in CATEGORIES.items():
+            rows = [r for r in self.defaults if r.category == c]
+            if rows:
+                lines.append(row(f"  {name}", rows))
+        for u in self.conversations:
+            lines.append(row(f"  {u}", [r for r in self.defaults if r.unit == u]))
+        p50, p95 = self._latency()
+        lines.append(f"read latency, the query's embedding included: p50 {p50:.1f} ms, "
+                     f"p95 {p95:.1f} ms")
+        lines.append(f"vector only (store.search): R@{k} {self.baseline.mean:.3f} "
+                     f"(p50 {self.baseline.percentile_ms(0.5):.1f} ms)")
+        if self.folds:
+            lines += ["", f"Leave one conversation out: chosen on the others (most evidence in "
+                      f"block at <= {100 * MAX_SHARE:.0f} % of their tokens), scored on it",
+                      f"{'held out':<12}{'chosen':<34}{'tuned-on':>10}{'held-out':>10}"
+                      f"{'R@' + str(k):>7}{'share':>8}"]
+            for f in self.folds:
+                chosen = " ".join(f"{_SHORT.get(n, n)}={v}" for n, v in f.chosen.items())
+                lines.append(f"{f.unit:<12}{chosen[:33]:<34}{f.tuned['block']:>10.3f}"
+                             f"{f.held_out['block']:>10.3f}{f.held_out['recall']:>7.3f}"
+                             f"{100 * f.held_out['share']:>7.1f}%")
+            s = self.summary()
+            lines.append(f"evidence in block: held-out mean {s['held_out_block_mean']:.3f} "
+                         f"(sd {s['held_out_block_sd']:.3f}), tuned-on mean "
+                         f"{s['tuned_on_block_mean']:.3f}, gap {s['gap']:+.3f}")
+            lines.append("chosen on every conversation: " + ", ".join(
+                f"{n}={v}" for n, v in self.chosen_on_all.items()))
+        else:
+            lines.append("(cross-validation needs two conversations or more)")
+        lines.append(f"writing the turns took {self.ingest_seconds:.0f}s")
         return "\n".join(lines)
 
 
@@ -97,9 +278,55 @@ def _baseline(store: Any, data: LabelledSet, k: int, show: bool) -> Measure:
     return out
 
 
+def _history_tokens(layer: Any, data: LabelledSet) -> dict[str, int]:
+    """Each user's tokens: every turn's text, as written."""
+    return {user: sum(layer.env.counter.count(t) for t in texts)
+            for user, texts in data.texts.items()}
+
+
+def _score_all(layer: Any, data: LabelledSet, k: int, prefix: str, show: bool,
+               desc: str) -> tuple[dict[tuple[tuple[str, Any], ...], list[Outcome]],
+                                   list[float]]:
+    """Every question under every block setting of :data:`GRID` for ``layer``'s ranking.
+
+    One read per question (what ``assemble_context`` is given); the blocks of the grid
+    are rendered from it. The first element of the result is keyed by the block
+    settings alone.
+    """
+    from langmem_layer.read.recall import block_inputs_flow, block_memories, context_block
+
+    history = _history_tokens(layer, data)
+    block_grid = [dict(zip(("block_target_tokens", "block_min_relevance"), v, strict=True))
+                  for v in product(GRID["block_target_tokens"], GRID["block_min_relevance"])]
+    envs = [(b, replace(layer.env, settings=layer.settings.model_copy(update=b)))
+            for b in block_grid]
+    out: dict[tuple[tuple[str, Any], ...], list[Outcome]] = {_key(b): [] for b in block_grid}
+    seconds: list[float] = []
+    with progress(len(data.queries), desc, show) as bar:
+        for q in data.queries:
+            t0 = time.perf_counter()
+            inputs = layer.run(block_inputs_flow(
+                replace(layer.env, settings=layer.settings.model_copy(
+                    update={"block_min_relevance": 0.0, "block_target_tokens": 0})),
+                q.user, q.text, profile=q.profile, now=q.now))
+            seconds.append(time.perf_counter() - t0)
+            ranked = [r.key for r in inputs.recalled if not r.record.pinned]
+            recall = q.score(ranked, k)
+            for b, env in envs:
+                block = context_block(env, block_memories(env, inputs.recalled), now=q.now)
+                placed = list(block.placements)
+                out[_key(b)].append(Outcome(
+                    q.user.removeprefix(prefix), q.category, recall,
+                    q.score(placed, len(placed)) if placed else 0.0, block.tokens,
+                    block.tokens / max(1, history[q.user])))
+            bar.update()
+    return out, seconds
+
+
 def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
                calib: Sequence[str] | None = None, sessions: int | None = None,
-               settings: Any = None, show: bool = True) -> LocomoReport:
+               settings: Any = None, cross_validation: bool = True,
+               show: bool = True) -> LocomoReport:
     """Run the benchmark on ``store`` (which must embed); see the module docstring.
 
     Args:
@@ -110,9 +337,12 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
         calib: The calibration conversations (default: the first two fifths).
         sessions: Only the first N sessions of each conversation.
         settings: ``MemorySettings`` (default: the library's, for the store's embedder).
+        cross_validation: Also score :data:`GRID` and cross-validate it (one more read
+            per question per ``rrf_k`` value).
         show: Progress bars on standard error.
     """
     from langmem_layer.layer import MemoryLayer
+    from langmem_layer.settings import MemorySettings
     from langmem_layer.settings.calibration import profile_for
 
     if not getattr(store, "model_id", None):
@@ -120,19 +350,58 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
                                  "open it with index='default' or an index config")
     units = split_units(locomo_units(path), split, calib)
     layer = MemoryLayer(store, settings=settings)
+    prefix = f"locomo-{uuid.uuid4().hex[:8]}-"
     t0 = time.perf_counter()
-    data = load_locomo(layer, path, units, prefix=f"locomo-{uuid.uuid4().hex[:8]}-",
-                       sessions=sessions, show=show)
+    data = load_locomo(layer, path, units, prefix=prefix, sessions=sessions, show=show)
     ingest = time.perf_counter() - t0
+    st = layer.settings
+    mine = {n: getattr(st, n) for n in GRID}
     try:
-        mine = measure(layer, data.queries, k, desc="recall", show=show)
+        own, seconds = _score_all(layer, data, k, prefix, show, "block")
+        defaults = own[_key({n: mine[n] for n in mine if n not in _RANK_KEYS})] \
+            if all(mine[n] in GRID[n] for n in mine if n not in _RANK_KEYS) else None
+        if defaults is None:  # the caller's block settings are off the grid: render them
+            defaults = _defaults_off_grid(layer, data, k, prefix)
+        folds: list[Fold] = []
+        chosen_on_all: dict[str, Any] = {}
+        if cross_validation and len(units) > 1:
+            everything: dict[tuple[tuple[str, Any], ...], list[Outcome]] = {}
+            for value in GRID["rrf_k"]:
+                if value == st.rrf_k:
+                    scored = own
+                else:
+                    other = MemoryLayer(store, settings=MemorySettings.model_validate(
+                        {**st.model_dump(), "rrf_k": value}))
+                    scored, _ = _score_all(other, data, k, prefix, show, f"rrf_k {value}")
+                for block_key, rows in scored.items():
+                    everything[_key({**dict(block_key), "rrf_k": value})] = rows
+            folds = cross_validate(everything)
+            chosen_on_all = dict(choose(everything)[0])
         base = _baseline(store, data, k, show)
     finally:
         data.cleanup(layer)
-    chosen = layer.settings.calibration
+    chosen = st.calibration
     name = profile_for(store.model_id).name if chosen == "auto" else chosen
-    return LocomoReport(path.name, split, units, data.turns, len(data.queries), name,
-                        mine, base, ingest)
+    return LocomoReport(path.name, split, units, data.turns, len(data.queries), name, k,
+                        defaults, mine, seconds, base, folds, ingest, chosen_on_all)
+
+
+def _defaults_off_grid(layer: Any, data: LabelledSet, k: int, prefix: str) -> list[Outcome]:
+    """The outcomes of ``layer``'s own settings when they are not among the grid's."""
+    from langmem_layer.read.recall import block_inputs_flow, context_block
+
+    history = _history_tokens(layer, data)
+    rows = []
+    for q in data.queries:
+        inputs = layer.run(block_inputs_flow(layer.env, q.user, q.text, profile=q.profile,
+                                             now=q.now))
+        block = context_block(layer.env, inputs.recalled, now=q.now)
+        placed = list(block.placements)
+        rows.append(Outcome(q.user.removeprefix(prefix), q.category,
+                            q.score([r.key for r in inputs.recalled if not r.record.pinned], k),
+                            q.score(placed, len(placed)) if placed else 0.0, block.tokens,
+                            block.tokens / max(1, history[q.user])))
+    return rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -146,6 +415,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="comma-separated sample ids of the calibration split")
     group.add_argument("--sessions", type=int, default=None, metavar="N",
                        help="only the first N sessions of each conversation")
+    group.add_argument("--no-cv", action="store_true",
+                       help="skip the leave-one-conversation-out cross-validation")
     group.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -164,6 +435,7 @@ def run_suite(args: argparse.Namespace, ctx: Any, paths: Sequence[str]) -> int:
     settings = settings_from_file(args.settings)  # LANGMEM_* and --settings win over the profile
     report = run_locomo(ctx.store, path, k=args.k, split=args.split, calib=calib,
                         sessions=args.sessions, settings=settings,
-                        show=not args.no_progress)
+                        cross_validation=not args.no_cv, show=not args.no_progress)
     print(json.dumps(report.json(), indent=2) if args.json else report.table())
     return 0
+

@@ -1,0 +1,82 @@
+"""Benchmark: the latency of ``recall()`` and of the block's read on LoCoMo, the query's
+embedding included, with the library's defaults and the local model.
+
+The five conversations of ``../shared/data/locomo-dev.json`` are written once into the
+embedded PostgreSQL in ``--data-dir`` (users ``bench-<sample id>``; kept for the next
+run, so only the first run pays the ~6 minutes of writing); then every question of
+categories 1-4 is asked, in file order, with
+
+* ``MemoryLayer.recall(user, question)`` (limit ``recall_limit``; it reinforces), and
+* ``MemoryLayer.context_block(user, question)`` (the block's read: ``block_memory_limit``
+  ranked memories, rendered up to ``block_target_tokens``; no reinforcement),
+
+each timed around the call. The embedder runs on one thread (a turn's query is one
+short text; more threads only contend on two cores).
+
+Run:  .venv/bin/python benchmarks/recall_latency.py [--data-dir DIR] [--questions N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from common import add_noise_option, header, percentile
+
+from langmem_layer import MemoryLayer
+from langmem_layer.calibration.labelled import load_locomo, locomo_units
+from langmem_layer.store.embedded import embedded_uri
+from langmem_layer.store.sync import PostgresMemoryStore
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
+PREFIX = "bench-"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument("--data-dir", default="/tmp/langmem-recall-latency")
+    p.add_argument("--questions", type=int, default=None, help="ask only the first N")
+    add_noise_option(p)
+    args = p.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    with PostgresMemoryStore.from_conn_string(embedded_uri(args.data_dir),
+                                              index="default") as store:
+        store.setup()
+        layer = MemoryLayer(store)
+        units = locomo_units(args.data)
+        fresh = not store.list_namespaces(prefix=("memories", PREFIX + units[0]))
+        if fresh:
+            print("writing the conversations (once per data dir)...", file=sys.stderr)
+        data = load_locomo(layer, args.data, units, prefix=PREFIX, show=True, write=fresh)
+        queries = data.queries[: args.questions]
+        layer.recall(queries[0].user, queries[0].text, now=queries[0].now)  # load the model
+        header("recall_latency", allow_noisy=args.allow_noisy)
+        recall_s, block_s, tokens = [], [], []
+        for q in queries:
+            t0 = time.perf_counter()
+            layer.recall(q.user, q.text, now=q.now)
+            recall_s.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            block = layer.context_block(q.user, q.text, now=q.now)
+            block_s.append(time.perf_counter() - t0)
+            tokens.append(block.tokens)
+        print(f"  {len(queries)} questions over {data.turns} memories in 5 users; "
+              f"settings: recall_limit {layer.settings.recall_limit}, block_memory_limit "
+              f"{layer.settings.block_memory_limit}, block_target_tokens "
+              f"{layer.settings.block_target_tokens}")
+        for name, xs in (("recall()", recall_s), ("context_block()", block_s)):
+            ms = [1000 * x for x in xs]
+            print(f"  {name:<16} p50 {percentile(ms, 50):6.1f} ms  p95 {percentile(ms, 95):6.1f} ms"
+                  f"  max {max(ms):6.1f} ms   (the query's embedding included)")
+        print(f"  block tokens     p50 {percentile(tokens, 50):6.0f}     p95 "
+              f"{percentile(tokens, 95):6.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
