@@ -1,0 +1,57 @@
+"""The statements a served turn sends, pinned: a new statement on the hot path fails here.
+
+Counted with the statement audit (``tests/audit.py``): every SQL statement library code
+sends, pipelined or not, extraction included (the checkpointer's are LangGraph's and
+not counted). The ceilings are today's counts and only go down; the aim is 12 for a
+turn. Today's read: the user binding, the vector-index lookup, the candidates, learned
+trust, the summary candidates, the thread's activity stamp, the recent history, and the
+links between candidates (a second round trip).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+
+from langmem_layer import MemoryLayer
+from langmem_layer.extract.rules import RuleExtractor
+from langmem_layer.layer.agent_graph import build_agent_graph
+from langmem_layer.offline import OfflineChatModel
+from langmem_layer.store.sync import PostgresMemoryStore
+from tests import audit
+from tests.fakes import Clock
+
+#: A turn through the agent graph: load_memory, assemble_context, the model,
+#: extract_after_turn, and the extraction that turn queues (inline here).
+TURN_STATEMENTS = 34
+#: The read ``load_memory`` makes.
+READ_STATEMENTS = 9
+
+
+def _count(work: Callable[[], object]) -> tuple[int, str]:
+    """How many statements ``work`` sent, and a listing of them for a failure's message."""
+    with audit.RECORDER.capture() as seen:
+        work()
+    listing = "\n".join(f"{n} x {' '.join(t.split())[:120]}" for t, n in seen.items())
+    return sum(seen.values()), listing
+
+
+def test_a_turn_and_its_read_send_no_more_statements_than_today(
+        store: PostgresMemoryStore, clock: Clock) -> None:
+    layer = MemoryLayer(store, extractor=RuleExtractor(), extraction="inline", clock=clock)
+    graph = build_agent_graph(layer, model=OfflineChatModel()).compile(
+        store=store, checkpointer=InMemorySaver())
+    config: RunnableConfig = {"configurable": {"user_id": "alice", "thread_id": "t1"}}
+    graph.invoke({"messages": [HumanMessage("I work at Acme Robotics.")]}, config)
+    clock.advance(minutes=1)
+    turn, turn_sql = _count(lambda: graph.invoke(
+        {"messages": [HumanMessage("I moved to Lisbon last year, I love it.")]}, config))
+    clock.advance(minutes=1)
+    read, read_sql = _count(lambda: layer.load_thread(
+        "alice", [HumanMessage("Where do I live?")], "Where do I live?", thread_id="t1",
+        reinforce=False))
+    assert turn <= TURN_STATEMENTS, f"a turn sent {turn} statements:\n{turn_sql}"
+    assert read <= READ_STATEMENTS, f"load_memory's read sent {read} statements:\n{read_sql}"
