@@ -1,0 +1,241 @@
+"""A served turn, ours beside what a user would write with LangGraph's store alone.
+
+Ours: ``memory_lifespan`` as the HTTP app serves it (the offline chat model, the rule
+extractor, no embedding model, its extraction worker), one ``graph.ainvoke`` per turn.
+Beside it, on the same PostgreSQL in the same run: LangGraph's ``AsyncPostgresStore``
+(a pool of ``--pool-size``) and a three-node graph: ``asearch`` of the user's namespace
+(limit 10) into the prompt, the same offline model, ``aput`` of the human text.
+
+For 1, 8 and 50 concurrent users (``--users``), each side runs ``--duration`` seconds:
+every user sends the next line of a ten-line script as soon as its previous turn is
+answered. Printed per row: turns/s, p50/p95 latency, and the statements sent per turn,
+counted at psycopg's ``execute`` by who sent them (the library, LangGraph's store, a
+checkpointer); ours counts until the lifespan has drained the extraction queue, so its
+extraction is included. The ratio column is ours / LangGraph's turns per second.
+
+Bounded and local: loopback PostgreSQL (the embedded one in a temporary directory, or
+``--database-url``), at most ``--max-turns`` turns per row and side.
+
+    .venv/bin/python benchmarks/serve_bench.py [--users 1,8,50] [--duration 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from common import add_noise_option, header, percentile
+from served_app import SCRIPT, layer_options, offline_agent
+
+_WHO = (("/langmem_layer/", "library"), ("/langgraph/store/", "langgraph store"),
+        ("/langgraph/checkpoint/", "checkpointer"))
+_SKIP = ("/psycopg/", "/psycopg_pool/", "/serve_bench.py")
+
+
+class Statements:
+    """Counts statements sent through psycopg, by the package whose code sent them."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def record(self) -> None:
+        frame = sys._getframe(2)
+        while frame is not None and any(s in frame.f_code.co_filename for s in _SKIP):
+            frame = frame.f_back  # type: ignore[assignment]
+        name = frame.f_code.co_filename if frame is not None else ""
+        who = next((w for part, w in _WHO if part in name), "other")
+        with self.lock:
+            self.counts[who] += 1
+
+    def install(self) -> None:
+        """Wrap ``execute`` and ``executemany`` of psycopg's cursors, sync and async."""
+        for name in ("execute", "executemany"):
+            self._wrap(psycopg.Cursor, name, is_async=False)
+            self._wrap(psycopg.AsyncCursor, name, is_async=True)
+
+    def _wrap(self, cls: type, name: str, *, is_async: bool) -> None:
+        original = getattr(cls, name)
+
+        def call(cur: Any, *a: Any, **k: Any) -> Any:
+            self.record()
+            return original(cur, *a, **k)
+
+        async def acall(cur: Any, *a: Any, **k: Any) -> Any:
+            self.record()
+            return await original(cur, *a, **k)
+
+        setattr(cls, name, acall if is_async else call)
+
+    def take(self) -> Counter[str]:
+        with self.lock:
+            out, self.counts = self.counts, Counter()
+        return out
+
+
+STATEMENTS = Statements()
+
+
+async def _drive(users: int, duration: float, max_turns: int,
+                 turn: Callable[[int, str], Awaitable[Any]]) -> tuple[list[float], float, int]:
+    deadline = time.monotonic() + duration
+    budget = [max_turns]
+    latencies: list[float] = []
+    errors = [0]
+
+    async def user_loop(u: int) -> None:
+        i = 0
+        while time.monotonic() < deadline and budget[0] > 0:
+            budget[0] -= 1
+            t0 = time.perf_counter()
+            try:
+                await turn(u, SCRIPT[i % len(SCRIPT)])
+            except Exception as e:
+                if not errors[0]:
+                    print(f"    first error: {type(e).__name__}: {e}"[:300])
+                errors[0] += 1
+            else:
+                latencies.append(time.perf_counter() - t0)
+            i += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(user_loop(u) for u in range(users)))
+    return latencies, time.perf_counter() - t0, errors[0]
+
+
+async def _ours(uri: str, users: int, args: argparse.Namespace, run: str) -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage
+
+    from langmem_layer.server.http.lifespan import memory_lifespan
+
+    STATEMENTS.take()
+    async with memory_lifespan(database_url=uri,
+                               store_options={"index": None, "pool_size": args.pool_size},
+                               layer_options=layer_options(),
+                               graph_factory=offline_agent) as service:
+        STATEMENTS.take()  # the setup's
+        graph = service.graph
+        assert graph is not None  # built: agent=True
+
+        async def turn(u: int, text: str) -> None:
+            await graph.ainvoke({"messages": [HumanMessage(text)]}, {
+                "configurable": {"user_id": f"{run}-ours-{users}-{u}", "thread_id": f"t{u}"}})
+
+        latencies, elapsed, errors = await _drive(users, args.duration, args.max_turns, turn)
+    # The lifespan drained the extraction queue on exit: the turns' extraction is counted.
+    return {"latencies": latencies, "elapsed": elapsed, "errors": errors,
+            "statements": STATEMENTS.take()}
+
+
+async def _langgraph(uri: str, users: int, args: argparse.Namespace, run: str
+                     ) -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    from langmem_layer.offline import OfflineChatModel
+
+    model = OfflineChatModel()
+    async with AsyncPostgresStore.from_conn_string(
+            uri, pool_config={"min_size": 1, "max_size": args.pool_size}) as store:
+        await store.setup()
+
+        async def recall(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+            user = config["configurable"]["user_id"]
+            found = await store.asearch(("memories", user), limit=10)
+            notes = "\n".join(f"- {i.value['text']}" for i in found)
+            return {"messages": [SystemMessage(f"What you remember:\n{notes}")]}
+
+        async def agent(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [await model.ainvoke(state["messages"])]}
+
+        async def save(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+            user = config["configurable"]["user_id"]
+            human = next(m for m in reversed(state["messages"]) if m.type == "human")
+            await store.aput(("memories", user), uuid.uuid4().hex, {"text": human.text})
+            return {}
+
+        builder = StateGraph(MessagesState)
+        builder.add_node("recall", recall)
+        builder.add_node("agent", agent)
+        builder.add_node("save", save)
+        builder.add_edge(START, "recall")
+        builder.add_edge("recall", "agent")
+        builder.add_edge("agent", "save")
+        graph = builder.compile(store=store)
+        STATEMENTS.take()
+
+        async def turn(u: int, text: str) -> None:
+            await graph.ainvoke({"messages": [HumanMessage(text)]},
+                                {"configurable": {"user_id": f"{run}-lg-{users}-{u}"}})
+
+        latencies, elapsed, errors = await _drive(users, args.duration, args.max_turns, turn)
+    return {"latencies": latencies, "elapsed": elapsed, "errors": errors,
+            "statements": STATEMENTS.take()}
+
+
+def _row(name: str, r: dict[str, Any]) -> tuple[str, float]:
+    ms = [1000 * x for x in r["latencies"]]
+    n = len(ms)
+    rate = n / r["elapsed"] if r["elapsed"] else float("nan")
+    per = {k: v / max(1, n) for k, v in sorted(r["statements"].items())}
+    stmts = ", ".join(f"{k} {v:.1f}" for k, v in per.items()) or "none"
+    p50 = percentile(ms, 50) if ms else float("nan")
+    p95 = percentile(ms, 95) if ms else float("nan")
+    return (f"    {name:<28} {n:>6} turns {rate:7.1f}/s  p50 {p50:7.1f} ms  p95 {p95:7.1f} ms"
+            f"  errors {r['errors']}  statements/turn: {stmts}"), rate
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--users", default="1,8,50", help="comma-separated concurrent users")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per row and side")
+    p.add_argument("--max-turns", type=int, default=100_000, help="per row and side")
+    p.add_argument("--pool-size", type=int, default=8)
+    p.add_argument("--database-url", default=None)
+    add_noise_option(p)
+    args = p.parse_args(argv)
+    header("serve_bench", allow_noisy=args.allow_noisy)
+    STATEMENTS.install()
+    data_dir = None
+    if args.database_url:
+        uri = args.database_url
+    else:
+        from langmem_layer.store.embedded import embedded_uri
+
+        data_dir = Path(tempfile.mkdtemp(prefix="langmem-serve-bench-"))
+        uri = embedded_uri(data_dir)
+    run = uuid.uuid4().hex[:6]
+    failed = False
+    try:
+        for users in (int(u) for u in args.users.split(",")):
+            lg = asyncio.run(_langgraph(uri, users, args, run))
+            ours = asyncio.run(_ours(uri, users, args, run))
+            print(f"  {users} user{'s' if users > 1 else ''}, {args.duration:.0f} s each")
+            line_lg, rate_lg = _row("LangGraph store + node", lg)
+            line_ours, rate_ours = _row("langmem_layer (served)", ours)
+            print(line_lg)
+            print(line_ours)
+            ratio = rate_ours / rate_lg if rate_lg else float("nan")
+            print(f"    ours / LangGraph turns/s: {ratio:.2f}x", flush=True)
+            failed = failed or bool(lg["errors"] or ours["errors"])
+    finally:
+        if data_dir is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
