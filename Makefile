@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # torch first: pinning 2.13.0 keeps pip on the CPU build instead of the CUDA one.
 TORCH := torch==2.13.0
 
-.PHONY: demo test lint bench clean install serve dev browser
+.PHONY: demo test lint bench clean install serve dev browser docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,11 @@ test: $(VENV)/.installed-test $(DEV_VENV)/.installed browser
 	LANGMEM_RLS=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/test_isolation_rls.py tests/test_isolation_audit.py tests/test_isolation_schema.py
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(MAKE) docs
+
+# The documentation site, built strictly: a broken link or a missing reference fails.
+docs: $(VENV)/.installed-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
@@ -81,4 +86,4 @@ bench: $(VENV)/.installed-test
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/store_bench.py
 
 clean:
-	rm -rf $(VENV) $(DEV_VENV) .langmem .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEV_VENV) .langmem .pytest_cache .mypy_cache .ruff_cache site
