@@ -109,7 +109,7 @@ ALLOWLIST: tuple[Allowed, ...] = (
         r"^select distinct i\.prefix from langmem_items i where ",
         "list_namespaces without a user prefix (sql/items.list_prefixes with user_id "
         "None) lists namespace names across tenants, never values, for store browsers "
-        "(README, Tenancy); with a user it binds i.user_id",
+        "(docs/isolation.md); with a user it binds i.user_id",
     ),
     Allowed(
         "reextract.fallback_turns",

@@ -1,5 +1,6 @@
-"""The commands the README and the demo give a user run as written: each make target
-exists, each `langmem-layer ...` line parses, and the browser lookup says what to do."""
+"""The commands the README, the docs and the demo give a user run as written: each make
+target exists, each `langmem-layer ...` line parses, and the browser lookup says what to
+do."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from tests.browser import MISSING, chromium_path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: The README and every page of the docs site.
+DOCS = "\n".join([README, *(p.read_text(encoding="utf-8")
+                            for p in sorted((ROOT / "docs").glob("*.md")))])
 # Usage synopses (`[--user U]`, `NAME`, `<key>`, `a|b`) are notation, not commands.
 NOTATION = re.compile(r"[\[\]<>|…]|\.\.\.|\b[A-Z]{2,}(?:_[A-Z]+)*\b")
 
@@ -70,7 +74,7 @@ def _parses(line: str) -> None:
 
 
 def test_every_readme_command_line_parses() -> None:
-    lines = _cli_lines(README)
+    lines = _cli_lines(DOCS)
     assert len(lines) > 10, lines
     assert any("keys create --user" in line for line in lines)
     for line in lines:
@@ -79,8 +83,8 @@ def test_every_readme_command_line_parses() -> None:
 
 def test_the_readme_make_targets_exist() -> None:
     targets = _make_targets()
-    used = set(re.findall(r"^make ([a-z][\w-]*)", README, re.M))
-    used |= set(re.findall(r"`make ([a-z][\w-]*)", README))
+    used = set(re.findall(r"^make ([a-z][\w-]*)", DOCS, re.M))
+    used |= set(re.findall(r"`make ([a-z][\w-]*)", DOCS))
     assert {"demo", "test", "serve", "dev"} <= used
     assert used <= targets, used - targets
 

@@ -29,7 +29,7 @@ from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind
 
 # Measured on the full shipped set with the library's default settings; a little
-# under, so that any drop fails the build (see README "Evaluation").
+# under, so that any drop fails the build (see docs/evaluation.md).
 MIN_PRECISION = 0.95
 MIN_RECALL = 0.95
 MIN_HIT3 = 1.0  # 53/53 with the MiniLM calibration profile (floors 0.10, standing preferences)

@@ -55,7 +55,7 @@ async def test_the_memory_app_uses_the_served_store(pg_uri: str) -> None:
                 assert me.status_code == 200 and me.json()["user_id"] == "app-u"
                 assert (await http.get("/v1/me")).status_code == 401
             # Every documented route of the mounted app needs credentials (the server's
-            # auth handler does not cover custom routes; see README, LangGraph server).
+            # auth handler does not cover custom routes; see docs/langgraph-server.md).
             paths = app.openapi()["paths"]
             assert "/v1/memories" in paths
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:

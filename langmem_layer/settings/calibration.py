@@ -15,9 +15,9 @@ left unset, the profile's weight overrides apply over the spec's weights. Pass
 ``MemorySettings(calibration="spec")`` to use the specification's values whatever the
 model (or name another profile to force it).
 
-The figures behind each profile are in :data:`PROFILES` and the README ("Defaults that
-fit the embedder"); ``langmem-layer calibrate`` derives one from a user's own labelled
-queries.
+The figures behind each profile are in :data:`PROFILES` and the docs
+(``docs/reading.md``, "Defaults that fit the embedder"); ``langmem-layer calibrate``
+derives one from a user's own labelled queries.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
         "where vector search is the main source (the fixture eval: few memories a user) "
         "hit@3 is 70 % at 0.70 and 92 % at 0.30. 40 candidates: the tie broken toward the "
         "longer lists (0.721 vs 0.717 on the whole file in the ablation, ~17 % more read "
-        "time at 100k memories). Held-out split (conv-41, -42, -43) figures: README. "
+        "time at 100k memories). Held-out split (conv-41, -42, -43) figures: docs/reading.md. "
         "Floors 0.30 -> 0.10 once the block filled to a token target (docs: retrieval): on "
         "LoCoMo the evidence in block is unchanged (0.814 / 0.812), and in the fixture eval, "
         "where a user has a handful of memories, a question that shares no word with the "

@@ -12,7 +12,7 @@ Two permissive policies, applying to every role that is not a superuser or
   binds no one, not even the shared tenant ``''``.
 - ``langmem_maintenance``: any row, while :data:`MAINTENANCE_SETTING` is ``on`` in
   the transaction. Only the statements that list users for maintenance set it
-  (README, Isolation).
+  (docs/isolation.md).
 
 Both read the settings through a scalar subquery, which PostgreSQL evaluates once per
 statement (an InitPlan) rather than once per row.

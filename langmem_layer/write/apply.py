@@ -69,7 +69,7 @@ __all__ = [
 #: Predicates that hold one value at a time: a new value replaces the old one.
 SINGLE_VALUED = frozenset({"name", "works_at", "lives_in"})
 _KEY_NAMESPACE = uuid.UUID("6f1c2a52-5b0e-4b7a-9a55-3f1f4c1d2e10")
-#: Confidence a reinforcement adds (README: "confidence + 0.05").
+#: Confidence a reinforcement adds (docs/writing.md: "confidence + 0.05").
 REINFORCE_STEP = 0.05
 
 
