@@ -50,7 +50,7 @@ def _table() -> str:
 
 def test_pgvector_store_beside_memory_in_one_block_within_budget(
         store: PostgresMemoryStore, clock: Clock) -> None:
-    # The recipe of README "Knowledge retrieval beside memory".
+    # The recipe of docs/knowledge.md.
     docs = knowledge_store(store, embeddings=BagOfWordsEmbeddings(), table=_table())
     docs.add_documents(DOCS)
     memory = MemoryLayer(store, knowledge=docs, clock=clock)
@@ -227,15 +227,14 @@ async def test_memory_as_a_retriever_async(astore: AsyncPostgresMemoryStore,
     await memory.aclose()
 
 
-def test_readme_recipe_runs(store: PostgresMemoryStore, monkeypatch: pytest.MonkeyPatch,
+def test_docs_recipe_runs(store: PostgresMemoryStore, monkeypatch: pytest.MonkeyPatch,
                             capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## Knowledge retrieval beside memory")[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "knowledge.md").read_text()
+    code = re.search(r"```python\n(.*?)```", page, re.S).group(1)  # type: ignore[union-attr]
     code = code.replace('table="handbook"', f"table={_table()!r}")  # the database is shared
-    exec(compile(code, "README.md", "exec"),
+    exec(compile(code, "docs/knowledge.md", "exec"),
          {"store": store, "embeddings": BagOfWordsEmbeddings()})
     printed = capsys.readouterr().out
     assert f"### {DOCUMENTS}\n- [handbook/travel.md] Acme Robotics travel policy" in printed

@@ -37,6 +37,8 @@ from tests.fakes import ScriptedChatModel, tool_call
 pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The MCP page of the docs, whose recipe the tests run as written.
+MCP_PAGE = ROOT / "docs" / "mcp.md"
 USER = f"mcp-{uuid.uuid4().hex[:8]}"  # the HTTP server's user, unique to this run
 TOOLS = {"remember", "recall", "correct", "update", "forget"}
 
@@ -240,27 +242,23 @@ async def test_agent_with_mcp_tools_remembers_then_recalls(http_url: str, key: s
     assert out["messages"][-1].text == "You are allergic to shellfish."
 
 
-async def test_the_readme_recipe_runs_as_written(http_url: str, key: str) -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## MCP server\n", 1)[1].split("\n## ", 1)[0]
-    (recipe,) = re.findall(r"```python\n(.*?)```", section, re.S)
+async def test_the_docs_recipe_runs_as_written(http_url: str, key: str) -> None:
+    (recipe,) = re.findall(r"```python\n(.*?)```", MCP_PAGE.read_text(), re.S)
     model = ScriptedChatModel(script=[
         tool_call("remember", "c1", content="Grows tomatoes on the balcony."), "Noted."])
-    code = compile(recipe.replace("http://127.0.0.1:8000/mcp", http_url), "README.md",
+    code = compile(recipe.replace("http://127.0.0.1:8000/mcp", http_url), "docs/mcp.md",
                    "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     await eval(code, {"model": model, "key": key})
     (call,) = [m for m in model.seen[-1] if isinstance(m, ToolMessage)]
     assert call.text.startswith("Remembered [")
 
 
-async def test_the_readme_recipe_runs_offline(http_url: str, pg_uri: str) -> None:
+async def test_the_docs_recipe_runs_offline(http_url: str, pg_uri: str) -> None:
     user = f"offline-{uuid.uuid4().hex[:8]}"
     with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:
         key = create_key(store, user)
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## MCP server\n", 1)[1].split("\n## ", 1)[0]
-    (recipe,) = re.findall(r"```python\n(.*?)```", section, re.S)
-    code = compile(recipe.replace("http://127.0.0.1:8000/mcp", http_url), "README.md",
+    (recipe,) = re.findall(r"```python\n(.*?)```", MCP_PAGE.read_text(), re.S)
+    code = compile(recipe.replace("http://127.0.0.1:8000/mcp", http_url), "docs/mcp.md",
                    "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     # The offline model calls the server's remember tool for the fact the user states.
     await eval(code, {"model": OfflineChatModel(), "key": key})
