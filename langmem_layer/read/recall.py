@@ -131,19 +131,28 @@ def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit:
          ) -> Flow[list[Recalled]]:
     """Rank what a :func:`recall_op` found, and reinforce what is returned.
 
-    When the link walk found something, one round trip reads the links between the
-    candidates, so a memory linked to a strong hit inherits part of its score.
+    When the link walk found something, the links between the candidates spread a
+    strong hit's score to the memories linked to it. The recall statement reads them
+    with the candidates; only candidates added afterwards (a broad question's core
+    facts) cost a round trip to read them.
     """
     st = env.settings
     links: dict[str, set[str]] = {}
     if any("link" in c.ranks for c in candidates):
         keys = {c.key for c in candidates}
-        (found,) = yield StoreCall([mops.LinksOp(user_id, tuple(sorted(keys)))])
-        allowed = set(st.link_types)
-        for ln in found:
-            if ln.link_type in allowed and ln.src_key in keys and ln.dst_key in keys:
-                links.setdefault(ln.src_key, set()).add(ln.dst_key)
-                links.setdefault(ln.dst_key, set()).add(ln.src_key)
+        if all(c.linked is not None for c in candidates):
+            for c in candidates:
+                for other in c.linked or ():
+                    if other in keys and other != c.key:
+                        links.setdefault(c.key, set()).add(other)
+                        links.setdefault(other, set()).add(c.key)
+        else:
+            (found,) = yield StoreCall([mops.LinksOp(user_id, tuple(sorted(keys)))])
+            allowed = set(st.link_types)
+            for ln in found:
+                if ln.link_type in allowed and ln.src_key in keys and ln.dst_key in keys:
+                    links.setdefault(ln.src_key, set()).add(ln.dst_key)
+                    links.setdefault(ln.dst_key, set()).add(ln.src_key)
     ranked = rank_candidates(
         candidates, now=now, settings=st, limit=limit, trust=env.trust, links=links,
         learned=learned)

@@ -543,6 +543,23 @@ def recall_candidates(
         else f"NULL::bigint AS {s}_rank"
         for s in _COLUMNS
     )
+    # Each candidate's links, read with it when the link walk ran: ranking spreads a
+    # hit's score over those between candidates (it keeps only those), and a second
+    # round trip for them is saved. Not filtered here: naming `cand` twice would make
+    # PostgreSQL materialise it.
+    linked = (
+        """CASE WHEN EXISTS (SELECT 1 FROM lk) THEN (
+                SELECT coalesce(array_agg(DISTINCT x.other), '{}'::text[]) FROM (
+                    SELECT l.dst_key AS other FROM langmem_links l
+                    WHERE l.user_id = %(user_id)s AND l.src_key = c.key
+                      AND l.link_type = ANY(%(link_types)s::text[])
+                    UNION ALL
+                    SELECT l.src_key FROM langmem_links l
+                    WHERE l.user_id = %(user_id)s AND l.dst_key = c.key
+                      AND l.link_type = ANY(%(link_types)s::text[])
+                ) x) END"""
+        if "lk" in sources else "NULL::text[]"
+    )
     sql = f"""WITH {", ".join(ctes)},
         cand AS (
             SELECT prefix, key, max(sim) AS similarity, {rank_cols}
@@ -552,7 +569,8 @@ def recall_candidates(
         )
         SELECT * FROM (
             SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, c.similarity,
-                   {", ".join(f"c.{s}_rank" for s in _COLUMNS)}, c.prefix AS cand_prefix
+                   {", ".join(f"c.{s}_rank" for s in _COLUMNS)}, c.prefix AS cand_prefix,
+                   {linked} AS linked
             FROM cand c JOIN langmem_items i ON i.user_id = %(user_id)s AND i.key = c.key
             OFFSET 0
         ) r WHERE r.prefix = r.cand_prefix"""

@@ -82,6 +82,7 @@ class MemoryHandlers(ItemHandlers):
                     for col, name in names.items()
                     if r[f"{col}_rank"] is not None
                 },
+                linked=None if r["linked"] is None else tuple(r["linked"]),
             )
             for r in rows
         ]

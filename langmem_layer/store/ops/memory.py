@@ -408,7 +408,10 @@ class Candidate:
     """A memory found by at least one retrieval strategy, before ranking.
 
     ``ranks`` maps strategy (``"vector"``, ``"keyword"``, ``"ref"``, ``"pinned"``) to
-    the memory's 0-based rank in that strategy's list.
+    the memory's 0-based rank in that strategy's list. ``linked``: the keys of the
+    other candidates it is linked to (either direction, the walk's link types), when
+    the recall statement read them (the link walk found something); ``None`` when not
+    read.
     """
 
     namespace: tuple[str, ...]
@@ -418,6 +421,7 @@ class Candidate:
     updated_at: datetime
     similarity: float | None
     ranks: dict[str, int] = field(default_factory=dict)
+    linked: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
