@@ -29,18 +29,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -50,6 +47,7 @@ from served_app import (
     MEMORY_ROUTE,
     ROOT,
     SCRIPT,
+    database,
     free_port,
     layer_options,
     make_keys,
@@ -193,20 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     header("http_bench", allow_noisy=args.allow_noisy)
 
-    data_dir = None
-    if args.database_url:
-        uri = args.database_url
-    else:
-        from langmem_layer.store.embedded import embedded_uri
-
-        data_dir = Path(tempfile.mkdtemp(prefix="langmem-http-bench-"))
-        uri = embedded_uri(data_dir)
     run_id = uuid.uuid4().hex[:6]
     port = free_port()
     base = f"http://{HOST}:{port}"
     print(f"http_bench  users {args.users}  "
           f"{args.duration:.0f} s per phase  pool {args.pool_size}  app {args.app}")
-    try:
+    with database(args.database_url, "langmem-http-bench-") as uri:
         proc = _start_server(uri, args, port)
         try:
             started = wait_ready(base, proc)
@@ -221,9 +211,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  server stopped on SIGTERM in {stop:.1f} s (queue drained), exit "
               f"{proc.returncode}, traceback in its log: {'Traceback' in err}")
         local = asyncio.run(_inprocess_phase(uri, args, run_id))
-    finally:
-        if data_dir is not None:
-            shutil.rmtree(data_dir, ignore_errors=True)
     for line in (*http.report(), *local.report()):
         print(line)
     turn = "agent/invoke"

@@ -23,20 +23,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import psycopg
 from common import add_noise_option, header, percentile
-from served_app import SCRIPT, layer_options, offline_agent
+from served_app import SCRIPT, database, layer_options, offline_agent
 
 _WHO = (("/langmem_layer/", "library"), ("/langgraph/store/", "langgraph store"),
         ("/langgraph/checkpoint/", "checkpointer"))
@@ -209,17 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     header("serve_bench", allow_noisy=args.allow_noisy)
     STATEMENTS.install()
-    data_dir = None
-    if args.database_url:
-        uri = args.database_url
-    else:
-        from langmem_layer.store.embedded import embedded_uri
-
-        data_dir = Path(tempfile.mkdtemp(prefix="langmem-serve-bench-"))
-        uri = embedded_uri(data_dir)
     run = uuid.uuid4().hex[:6]
     failed = False
-    try:
+    with database(args.database_url, "langmem-serve-bench-") as uri:
         for users in (int(u) for u in args.users.split(",")):
             lg = asyncio.run(_langgraph(uri, users, args, run))
             ours = asyncio.run(_ours(uri, users, args, run))
@@ -231,9 +220,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             ratio = rate_ours / rate_lg if rate_lg else float("nan")
             print(f"    ours / LangGraph turns/s: {ratio:.2f}x", flush=True)
             failed = failed or bool(lg["errors"] or ours["errors"])
-    finally:
-        if data_dir is not None:
-            shutil.rmtree(data_dir, ignore_errors=True)
     return 1 if failed else 0
 
 

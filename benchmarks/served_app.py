@@ -7,17 +7,20 @@ A server process imports it as ``served_app:app`` (``benchmarks/`` on its path).
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-__all__ = ["HOST", "MEMORY_ROUTE", "ROOT", "SCRIPT", "free_port", "layer_options", "make_app",
-           "make_keys", "offline_agent", "store_options", "wait_ready"]
+__all__ = ["HOST", "MEMORY_ROUTE", "ROOT", "SCRIPT", "database", "free_port", "layer_options",
+           "make_app", "make_keys", "offline_agent", "store_options", "wait_ready"]
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"  # loopback only
@@ -71,6 +74,22 @@ def __getattr__(name: str) -> Any:
     if name == "app":  # ``served_app:app`` for the server process
         return make_app()
     raise AttributeError(name)
+
+
+@contextmanager
+def database(url: str | None, prefix: str) -> Iterator[str]:
+    """The bench's database: ``url``, else an embedded PostgreSQL in a temporary
+    directory named from ``prefix``, removed on exit."""
+    if url:
+        yield url
+        return
+    from langmem_layer.store.embedded import embedded_uri
+
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield embedded_uri(data_dir)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def free_port() -> int:

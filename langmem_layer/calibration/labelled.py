@@ -222,14 +222,13 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
     labels: dict[str, str] = {}
     with progress(len(todo) if write else 0, "write turns", show) as bar:
         for (user, session, text, when), dia_id in zip(todo, dia, strict=True):
-            if not write:
-                break
-            item = layer.remember(user, text, profile=_SCOPE, kind=Kind.EPISODIC_EVENT,
-                                  layer=Layer.EPISODIC, confidence=0.8, salience=0.5,
-                                  refs=extract_refs(text), thread_id=f"session-{session}",
-                                  now=when)
-            labels[item.key] = dia_id
-            bar.update()
+            if write:
+                item = layer.remember(user, text, profile=_SCOPE, kind=Kind.EPISODIC_EVENT,
+                                      layer=Layer.EPISODIC, confidence=0.8, salience=0.5,
+                                      refs=extract_refs(text),
+                                      thread_id=f"session-{session}", now=when)
+                labels[item.key] = dia_id
+                bar.update()
     # Recall returns memory keys; the evidence is dia ids.
     queries = [LabelledQuery(user, text, now, _keyed(_evidence_score(ev), labels),
                              category=cat) for user, text, now, ev, cat in asked]

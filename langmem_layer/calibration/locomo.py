@@ -62,7 +62,6 @@ GRID: dict[str, tuple[Any, ...]] = {
     "block_target_tokens": (400, 600, 800, 1000, 1200),
     "block_min_relevance": (0.0, 0.2, 0.4),
 }
-_RANK_KEYS = ("rrf_k",)
 _SHORT = {"block_target_tokens": "target", "block_min_relevance": "floor", "rrf_k": "k"}
 #: The most of a conversation's tokens a block may cost (mean over questions).
 MAX_SHARE = 0.05
@@ -284,31 +283,34 @@ def _history_tokens(layer: Any, data: LabelledSet) -> dict[str, int]:
             for user, texts in data.texts.items()}
 
 
-def _score_all(layer: Any, data: LabelledSet, k: int, prefix: str, show: bool,
-               desc: str) -> tuple[dict[tuple[tuple[str, Any], ...], list[Outcome]],
-                                   list[float]]:
-    """Every question under every block setting of :data:`GRID` for ``layer``'s ranking.
+#: The block settings of :data:`GRID`, rendered from each read.
+_BLOCK_GRID = [dict(zip(("block_target_tokens", "block_min_relevance"), v, strict=True))
+               for v in product(GRID["block_target_tokens"], GRID["block_min_relevance"])]
 
-    One read per question (what ``assemble_context`` is given); the blocks of the grid
-    are rendered from it. The first element of the result is keyed by the block
-    settings alone.
+
+def _score_all(layer: Any, data: LabelledSet, k: int, prefix: str, show: bool, desc: str,
+               blocks: Sequence[Mapping[str, Any]]
+               ) -> tuple[dict[tuple[tuple[str, Any], ...], list[Outcome]], list[float]]:
+    """Every question under every block setting of ``blocks`` for ``layer``'s ranking.
+
+    One read per question (what ``assemble_context`` is given, uncut); the block of each
+    setting is cut and rendered from it as the layer would. The first element of the
+    result is keyed by the block settings alone.
     """
     from langmem_layer.read.recall import block_inputs_flow, block_memories, context_block
 
     history = _history_tokens(layer, data)
-    block_grid = [dict(zip(("block_target_tokens", "block_min_relevance"), v, strict=True))
-                  for v in product(GRID["block_target_tokens"], GRID["block_min_relevance"])]
     envs = [(b, replace(layer.env, settings=layer.settings.model_copy(update=b)))
-            for b in block_grid]
-    out: dict[tuple[tuple[str, Any], ...], list[Outcome]] = {_key(b): [] for b in block_grid}
+            for b in blocks]
+    uncut = replace(layer.env, settings=layer.settings.model_copy(
+        update={"block_min_relevance": 0.0, "block_target_tokens": 0}))
+    out: dict[tuple[tuple[str, Any], ...], list[Outcome]] = {_key(b): [] for b in blocks}
     seconds: list[float] = []
     with progress(len(data.queries), desc, show) as bar:
         for q in data.queries:
             t0 = time.perf_counter()
-            inputs = layer.run(block_inputs_flow(
-                replace(layer.env, settings=layer.settings.model_copy(
-                    update={"block_min_relevance": 0.0, "block_target_tokens": 0})),
-                q.user, q.text, profile=q.profile, now=q.now))
+            inputs = layer.run(block_inputs_flow(uncut, q.user, q.text, profile=q.profile,
+                                                 now=q.now))
             seconds.append(time.perf_counter() - t0)
             ranked = [r.key for r in inputs.recalled if not r.record.pinned]
             recall = q.score(ranked, k)
@@ -356,12 +358,12 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
     ingest = time.perf_counter() - t0
     st = layer.settings
     mine = {n: getattr(st, n) for n in GRID}
+    own_block = {n: mine[n] for n in ("block_target_tokens", "block_min_relevance")}
+    # The layer's own block settings are rendered too when off the grid (not chosen from).
+    blocks = _BLOCK_GRID if own_block in _BLOCK_GRID else [*_BLOCK_GRID, own_block]
     try:
-        own, seconds = _score_all(layer, data, k, prefix, show, "block")
-        defaults = own[_key({n: mine[n] for n in mine if n not in _RANK_KEYS})] \
-            if all(mine[n] in GRID[n] for n in mine if n not in _RANK_KEYS) else None
-        if defaults is None:  # the caller's block settings are off the grid: render them
-            defaults = _defaults_off_grid(layer, data, k, prefix)
+        own, seconds = _score_all(layer, data, k, prefix, show, "block", blocks)
+        defaults = own[_key(own_block)]
         folds: list[Fold] = []
         chosen_on_all: dict[str, Any] = {}
         if cross_validation and len(units) > 1:
@@ -372,9 +374,10 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
                 else:
                     other = MemoryLayer(store, settings=MemorySettings.model_validate(
                         {**st.model_dump(), "rrf_k": value}))
-                    scored, _ = _score_all(other, data, k, prefix, show, f"rrf_k {value}")
-                for block_key, rows in scored.items():
-                    everything[_key({**dict(block_key), "rrf_k": value})] = rows
+                    scored, _ = _score_all(other, data, k, prefix, show, f"rrf_k {value}",
+                                           _BLOCK_GRID)
+                for block in _BLOCK_GRID:
+                    everything[_key({**block, "rrf_k": value})] = scored[_key(block)]
             folds = cross_validate(everything)
             chosen_on_all = dict(choose(everything)[0])
         base = _baseline(store, data, k, show)
@@ -384,24 +387,6 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
     name = profile_for(store.model_id).name if chosen == "auto" else chosen
     return LocomoReport(path.name, split, units, data.turns, len(data.queries), name, k,
                         defaults, mine, seconds, base, folds, ingest, chosen_on_all)
-
-
-def _defaults_off_grid(layer: Any, data: LabelledSet, k: int, prefix: str) -> list[Outcome]:
-    """The outcomes of ``layer``'s own settings when they are not among the grid's."""
-    from langmem_layer.read.recall import block_inputs_flow, context_block
-
-    history = _history_tokens(layer, data)
-    rows = []
-    for q in data.queries:
-        inputs = layer.run(block_inputs_flow(layer.env, q.user, q.text, profile=q.profile,
-                                             now=q.now))
-        block = context_block(layer.env, inputs.recalled, now=q.now)
-        placed = list(block.placements)
-        rows.append(Outcome(q.user.removeprefix(prefix), q.category,
-                            q.score([r.key for r in inputs.recalled if not r.record.pinned], k),
-                            q.score(placed, len(placed)) if placed else 0.0, block.tokens,
-                            block.tokens / max(1, history[q.user])))
-    return rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -38,6 +38,7 @@ from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Recalled,
 __all__ = [
     "DEFAULT_SOURCE_WEIGHTS",
     "HALF_LIFE_KINDS",
+    "UNASKED_SOURCES",
     "Facts",
     "Rankable",
     "decay_score",
@@ -52,6 +53,8 @@ __all__ = [
 _FUSED_SOURCES = tuple(s.name for s in RECALL_SOURCES if s.fused)
 #: Evidence of relevance besides the embedding: such a candidate skips the floor.
 _LEXICAL_SOURCES = frozenset(s.name for s in RECALL_SOURCES if s.lexical)
+#: Strategies whose memories come back whatever the question, after the ranked ones.
+UNASKED_SOURCES = frozenset(s.name for s in RECALL_SOURCES if s.unasked)
 DEFAULT_SOURCE_WEIGHTS: Mapping[str, float] = {
     s.name: s.default_weight for s in RECALL_SOURCES if s.default_weight is not None
 }
@@ -304,8 +307,8 @@ def rank_candidates(
     # Open loops due now and the standing preferences come back whatever the question
     # (the store bounds how many).
     taken = {t[1] for t in chosen}
-    chosen += [t for t in scored[limit:] if ("due" in t[2].ranks or "standing" in t[2].ranks)
-               and t[1] not in taken]
+    chosen += [t for t in scored[limit:]
+               if not UNASKED_SOURCES.isdisjoint(t[2].ranks) and t[1] not in taken]
 
     def recalled(c: Candidate, f: Facts, score: float) -> Recalled:
         decayed = not f.pinned and (

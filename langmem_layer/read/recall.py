@@ -16,7 +16,7 @@ from langmem_layer.message_log import recent_lines, recent_op, short_term
 from langmem_layer.read.block import ContextBlock, build_context_block
 from langmem_layer.read.narrative import pick_summary, turn_ops, with_narrative
 from langmem_layer.read.query import asks_upcoming, is_broad, understand
-from langmem_layer.read.rank import rank_candidates
+from langmem_layer.read.rank import UNASKED_SOURCES, rank_candidates
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.trust import LearnedTrust
 from langmem_layer.types import Kind, Layer, Policy, Recalled, memory_namespace, normalize_ref
@@ -30,8 +30,9 @@ UPCOMING_DAYS = 45
 _CORE_KINDS = frozenset({Kind.PROFILE_FACT.value, Kind.PREFERENCE.value})
 #: Memories read per scope to choose a broad question's core facts from.
 _CORE_SCAN = 200
-#: Strategies whose memories are in a block whatever their relevance.
-_EXEMPT = frozenset({"due", "open_question", "standing"})
+#: Strategies whose memories are in a block whatever their relevance: those that come
+#: whatever the question, and open questions (added after the ranked ones too).
+_EXEMPT = UNASKED_SOURCES | {"open_question"}
 #: A block line's tokens besides its memory's text ("- ", the newline), about.
 _LINE_TOKENS = 2
 
@@ -140,19 +141,17 @@ def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit:
     links: dict[str, set[str]] = {}
     if any("link" in c.ranks for c in candidates):
         keys = {c.key for c in candidates}
+        pairs: list[tuple[str, str]]
         if all(c.linked is not None for c in candidates):
-            for c in candidates:
-                for other in c.linked or ():
-                    if other in keys and other != c.key:
-                        links.setdefault(c.key, set()).add(other)
-                        links.setdefault(other, set()).add(c.key)
+            pairs = [(c.key, other) for c in candidates for other in c.linked or ()]
         else:
             (found,) = yield StoreCall([mops.LinksOp(user_id, tuple(sorted(keys)))])
             allowed = set(st.link_types)
-            for ln in found:
-                if ln.link_type in allowed and ln.src_key in keys and ln.dst_key in keys:
-                    links.setdefault(ln.src_key, set()).add(ln.dst_key)
-                    links.setdefault(ln.dst_key, set()).add(ln.src_key)
+            pairs = [(ln.src_key, ln.dst_key) for ln in found if ln.link_type in allowed]
+        for src, dst in pairs:
+            if src in keys and dst in keys:
+                links.setdefault(src, set()).add(dst)
+                links.setdefault(dst, set()).add(src)
     ranked = rank_candidates(
         candidates, now=now, settings=st, limit=limit, trust=env.trust, links=links,
         learned=learned)

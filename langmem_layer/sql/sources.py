@@ -26,6 +26,9 @@ class RecallSource(NamedTuple):
             similarity floor.
         default_weight: Its weight when ``source_weights`` names none (``None``: not
             weighted).
+        unasked: Its memories come back whatever the question (the store bounds how
+            many): ranking adds them after the ranked ones, and the block takes them
+            whatever their relevance.
     """
 
     name: str
@@ -33,6 +36,7 @@ class RecallSource(NamedTuple):
     fused: bool
     lexical: bool
     default_weight: float | None
+    unasked: bool = False
 
 
 #: Every strategy, in the order of the recall SQL's rank columns.
@@ -44,10 +48,11 @@ RECALL_SOURCES: tuple[RecallSource, ...] = (
     RecallSource("link", "lk", fused=False, lexical=True, default_weight=0.5),
     RecallSource("open_question", "oq", fused=False, lexical=True, default_weight=None),
     # Open loops due soon or just past due, whatever the query (the lifecycle's follow-ups).
-    RecallSource("due", "du", fused=False, lexical=True, default_weight=None),
+    RecallSource("due", "du", fused=False, lexical=True, default_weight=None, unasked=True),
     # Preferences on how to answer (policy adapt), whatever the query: they shape every
     # reply, so no question has to resemble them.
-    RecallSource("standing", "sp", fused=False, lexical=True, default_weight=None),
+    RecallSource("standing", "sp", fused=False, lexical=True, default_weight=None,
+                 unasked=True),
     RecallSource("pinned", "pin", fused=False, lexical=False, default_weight=None),
 )
 
