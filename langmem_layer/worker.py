@@ -167,7 +167,9 @@ class Worker:
             total.failed += result.failed
             total.results += result.results
             self._on_results(result.results)
-            if not result.done and not result.failed:
+            # A claim that got less than it asked for emptied what was ready: claiming
+            # again would only find the nothing that is left.
+            if result.drained or (not result.done and not result.failed):
                 return total
         return total
 

@@ -155,6 +155,14 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "a BaseStore batch may rewrite items of several users: each vector row is "
         "matched on its own (user_id, prefix, key) triple",
     ),
+    Allowed(
+        "items.replace_embeddings",
+        r"^with gone as \( ?delete from langmem_embeddings e using unnest\(.*\) as "
+        r"t\(user_id, prefix, key\) where e\.user_id = t\.user_id",
+        "items.delete_embeddings and the insert of the new vectors in one statement: each "
+        "vector row is matched on its own (user_id, prefix, key) triple, and each inserted "
+        "row carries its user",
+    ),
 )
 
 _PARAM = r"(?:%s|%\(\w+\)s|\$\d+|'(?:[^']|'')*')"

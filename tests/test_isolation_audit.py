@@ -101,6 +101,8 @@ ALLOWED_BUILDERS = {
     "reextract.fallback_turns": reextract.fallback_turns(None, 10),
     "cache.lookup_cached": cache.lookup_cached("m", [("alice", "h")], NOW),
     "items.delete_embeddings": items.delete_embeddings([("alice", "p", "k")], "m"),
+    "items.replace_embeddings": items.replace_embeddings(
+        [("alice", "p", "k")], [("alice", "p", "k", "$", [0.5])], model_id="m", dims=1, now=NOW),
     "vector.large_users": vector.large_users("m", 1000),
     "working.idle_threads": working.idle_threads(NOW, 10),
     "working.users_with_expired_messages": working.users_with_expired_messages(NOW),

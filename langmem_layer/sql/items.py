@@ -25,6 +25,7 @@ __all__ = [
     "match_items",
     "prefix_condition",
     "refresh_ttl",
+    "replace_embeddings",
     "search_items",
     "sweep_expired",
     "upsert_items",
@@ -208,6 +209,38 @@ def insert_embeddings(
             "fields": [r[3] for r in rows],
             "vectors": [vector_literal(r[4]) for r in rows],
         },
+    )
+
+
+def replace_embeddings(
+    triples: Sequence[tuple[str, str, str]],
+    rows: Sequence[tuple[str, str, str, str, list[float]]],
+    *,
+    model_id: str,
+    dims: int,
+    now: datetime,
+) -> Sql:
+    """:func:`delete_embeddings` of ``triples`` and :func:`insert_embeddings` of ``rows``
+    in one statement: the re-written items' vectors of fields they no longer have go,
+    the others are replaced. The two parts touch different rows (a field with a new
+    vector is upserted, not deleted), so neither sees the other's change."""
+    insert_sql, params = insert_embeddings(rows, model_id=model_id, dims=dims, now=now)
+    return (
+        f"""WITH gone AS (
+            DELETE FROM langmem_embeddings e
+            USING unnest(%(old_users)s::text[], %(old_prefixes)s::text[], %(old_keys)s::text[])
+                  AS t(user_id, prefix, key)
+            WHERE e.user_id = t.user_id AND e.prefix = t.prefix AND e.key = t.key
+              AND e.model_id = %(model_id)s
+              AND NOT EXISTS (
+                  SELECT 1 FROM unnest(%(users)s::text[], %(prefixes)s::text[],
+                                       %(keys)s::text[], %(fields)s::text[])
+                       AS f(user_id, prefix, key, field)
+                  WHERE f.user_id = e.user_id AND f.prefix = e.prefix AND f.key = e.key
+                    AND f.field = e.field))
+        {insert_sql}""",
+        {**params, "old_users": [u for u, _, _ in triples],
+         "old_prefixes": [p for _, p, _ in triples], "old_keys": [k for _, _, k in triples]},
     )
 
 

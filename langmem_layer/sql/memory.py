@@ -45,13 +45,21 @@ def _lock(*parts: str) -> Sql:
     )
 
 
-def lock_user_writes(user_id: str) -> Sql:
+def lock_user_writes(user_id: str, thread_id: str | None = None) -> Sql:
     """Serialise the write path's apply per user, until the transaction ends.
 
     Taken first in the apply transaction: a second worker applying for the same user
-    waits, then re-checks what the first one committed (:func:`find_identical`).
+    waits, then re-checks what the first one committed (:func:`find_identical`). With
+    ``thread_id``, the same statement also takes :func:`lock_thread`'s lock (after the
+    user's, the order every writer holding both takes them in), so the thread's links
+    need no statement of their own.
     """
-    return _lock("apply", user_id)
+    sql, params = _lock("apply", user_id)
+    if thread_id is None:
+        return sql, params
+    thread_sql, thread_params = _lock("thread", user_id, thread_id)
+    return (sql + ", " + thread_sql.removeprefix("SELECT ").replace("%(lock)s", "%(thread)s"),
+            {**params, "thread": thread_params["lock"]})
 
 
 def lock_thread(user_id: str, thread_id: str) -> Sql:

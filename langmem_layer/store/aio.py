@@ -252,27 +252,50 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                     await conn.execute(*self._bind_query(bind)[:2])
                     await cur.execute(query.sql, query.params)
                     return await cur.fetchall()
+            case RunTransaction(plan) if plan.pipelined:
+                # Each round in one round trip: BEGIN (with the first), the binding
+                # (when it changes) and the round's statements. A pipeline a round: one
+                # held across rounds can stall on a large statement, and a statement
+                # sent outside it after a BEGIN sent inside it lost its result.
+                async with self._connection() as conn:
+                    transaction = conn.transaction()
+                    begun = False
+                    bound: Binding | None = None
+                    try:
+                        while queries := plan.next_round():
+                            bind = plan.binding()
+                            cursors = [conn.cursor(row_factory=dict_row) for _ in queries]
+                            async with conn.pipeline():
+                                if not begun:
+                                    await transaction.__aenter__()
+                                    begun = True
+                                if bind != bound:
+                                    await conn.execute(*self._bind_query(bind)[:2])
+                                    bound = bind
+                                for cur, q in zip(cursors, queries, strict=True):
+                                    await cur.execute(q.sql, q.params)
+                            plan.deliver_round(
+                                [await cur.fetchall() if cur.description else []
+                                 for cur in cursors])
+                    except BaseException as e:
+                        if begun:
+                            await transaction.__aexit__(type(e), e, e.__traceback__)
+                        raise
+                    await transaction.__aexit__(None, None, None)
+                return None
             case RunTransaction(plan):
+                # DDL may hold several commands: the simple protocol, a statement at a time.
                 async with (
                     self._connection() as conn,
                     conn.transaction(),
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
-                    bound: Binding | None = None
-                    while (q := plan.next_query()) is not None:
-                        if (bind := plan.binding()) != bound and q.params is None:
-                            # DDL may hold several commands: the simple protocol, alone.
+                    bound = None
+                    while (query := plan.next_query()) is not None:
+                        if (bind := plan.binding()) != bound:
                             await conn.execute(*self._bind_query(bind)[:2])
-                            await cur.execute(q.sql, q.params)
                             bound = bind
-                        elif bind != bound:
-                            # The binding and the statement in one round trip.
-                            async with conn.pipeline():
-                                await conn.execute(*self._bind_query(bind)[:2])
-                                await cur.execute(q.sql, q.params)
-                            bound = bind
-                        else:
-                            await cur.execute(q.sql, q.params)
+                        await cur.execute(query.sql, query.params)
                         plan.deliver_rows(await cur.fetchall() if cur.description else [])
                 return None
             case EmbedDocuments(texts):

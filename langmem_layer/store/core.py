@@ -48,8 +48,8 @@ from langmem_layer.store.options import (
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
 from langmem_layer.types import MEMORY_ROOT
 
-__all__ = ["ANN_MIN_USER_VECTORS", "MAINTENANCE_OPS", "OWNER_OPS", "MemoryIndexConfig", "Plan",
-           "StoreCore"]
+__all__ = ["ANN_MIN_USER_VECTORS", "FREE_OPS", "MAINTENANCE_OPS", "OWNER_OPS",
+           "MemoryIndexConfig", "Plan", "StoreCore"]
 
 #: Ops that span users: their statements run under the maintenance bypass of
 #: row-level security, except the per-user statements they bind themselves
@@ -63,6 +63,19 @@ MAINTENANCE_OPS: tuple[type, ...] = (
 #: or drop a user's own indexes, which only the tables' owner may do. Still bound to
 #: their user.
 OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp, mops.DeleteUserOp)
+#: Ops that may share round trips with the consecutive ones of their batch
+#: (:meth:`Plan.next_round <langmem_layer.store.plan.Plan.next_round>`): the reads of a
+#: turn, and one-statement writes of a turn's bookkeeping. A round keeps the batch's
+#: order of statements, so only a step's second statement (recall's candidates after
+#: its index lookup, a search's TTL refresh) can run after a later op's first; none of
+#: the writes here touches a table those read (items, links, embeddings): they write
+#: the queue, the message and ingest logs, and the thread's activity stamp.
+FREE_OPS: frozenset[type] = frozenset({
+    mops.RecallOp, mops.TrustOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
+    GetOp, SearchOp, ListNamespacesOp, GetManyOp,
+    mops.TouchThreadOp, mops.EnqueueOp, mops.LogMessagesOp, mops.LogIngestOp,
+    mops.CompleteEntryOp,
+})
 
 
 class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers,
@@ -203,7 +216,9 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
                 run_bind = bind
                 continue
             flush()
-            steps.append(Step([i], self._handler(op), bind=bind))
+            kind = type(op)
+            steps.append(Step([i], self._handler(op), bind=bind, free=kind in FREE_OPS,
+                              kind=kind))
         flush()
         return Plan(steps, size, self.dims, self.model_id, now=self.now(),
                     max_input_tokens=self.max_input_tokens)

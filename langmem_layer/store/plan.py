@@ -12,8 +12,16 @@ job of :mod:`langmem_layer.store.driver` (one for both stores) asks for, in this
    at most ``embedding_batch_size`` documents, each call under a
    :class:`~langmem_layer.store.embedding.work.Retry`; then :meth:`Plan.deliver_embeddings`
    (always, even with nothing to embed: cache hits are delivered there too);
-3. :meth:`Plan.next_query` / :meth:`Plan.deliver_rows` in one transaction; the first
-   statement stores the new cache entries.
+3. :meth:`Plan.next_round` / :meth:`Plan.deliver_round` in one transaction; the first
+   round stores the new cache entries.
+
+A round is the statements the store sends together, in one round trip: the next
+statement, and after it the pending statements of the steps that follow when they are
+all *free* (their ops neither depend on nor affect the other ops of the batch, e.g.
+the reads of a turn) and bound alike. A round holds at most one statement of each op
+type: a step's statements may set transaction settings its own later statement relies
+on (recall's HNSW depth), which a second step of its type would overwrite. A plan that
+is not :attr:`~Plan.pipelined` runs a statement a round.
 
 A plan is stepped once: its handlers consume the rows they are given. A transaction
 that has to be run again is run from a new plan of the same ops.
@@ -80,10 +88,18 @@ Handler = Generator[Embed | Query, Any, Any]
 
 @dataclass
 class Step:
+    """One handler of a plan: the ops it answers (``indices``) and its state.
+
+    ``free``: the op's statements may share a round with the other free steps' (see
+    the module docstring); ``kind``: its op type, at most one of which a round holds.
+    """
+
     indices: list[int]
     gen: Handler
     multi: bool = False
     bind: Binding = MAINTENANCE
+    free: bool = False
+    kind: type | None = None
     request: Embed | Query | None = None
     result: Any = None
     done: bool = False
@@ -105,6 +121,7 @@ class Plan:
     max_input_tokens: int | None = None
     _cursor: int = 0
     _cache_write: Query | None = None
+    _round: list[int] = field(default_factory=list)
     _work: EmbeddingWork = field(init=False)
 
     def __post_init__(self) -> None:
@@ -203,6 +220,47 @@ class Plan:
                 raise RuntimeError("handler asked for embeddings after its first query")
             self._cursor += 1
         return None
+
+    @property
+    def pipelined(self) -> bool:
+        """Whether the store may send the plan's statements in pipeline mode: not the
+        owner's (DDL, which may hold several commands in one statement)."""
+        return not any(step.bind.owner for step in self.steps)
+
+    def next_round(self) -> list[Query]:
+        """The statements to send together next (all under :meth:`binding`), or ``[]``
+        when the batch is done; their rows go to :meth:`deliver_round`, in order."""
+        first = self.next_query()
+        if first is None:
+            return []
+        if self._cache_write is not None or not self.pipelined:
+            self._round = [self._cursor]
+            return [first]
+        head = self.steps[self._cursor]
+        self._round = [self._cursor]
+        if not head.free:
+            return [first]
+        bind, kinds, queries = self.binding(), {head.kind}, [first]
+        for n in range(self._cursor + 1, len(self.steps)):
+            step = self.steps[n]
+            if step.done:
+                continue
+            request = step.request
+            if (not step.free or not isinstance(request, Query) or step.kind in kinds
+                    or (request.bind or step.bind) != bind):
+                break
+            kinds.add(step.kind)
+            queries.append(request)
+            self._round.append(n)
+        return queries
+
+    def deliver_round(self, rows: Sequence[list[dict[str, Any]]]) -> None:
+        """Reply to :meth:`next_round`: each statement's rows, in the round's order."""
+        if self._cache_write is not None:
+            self.deliver_rows(rows[0])
+            return
+        for n, reply in zip(self._round, rows, strict=True):
+            self._advance(self.steps[n], reply)
 
     def deliver_rows(self, rows: list[dict[str, Any]]) -> None:
         """Reply to the statement returned by :meth:`next_query`."""

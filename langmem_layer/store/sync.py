@@ -203,27 +203,49 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                     conn.execute(*self._bind_query(bind)[:2])
                     cur.execute(query.sql, query.params)
                     return cur.fetchall()
+            case RunTransaction(plan) if plan.pipelined:
+                # Each round in one round trip: BEGIN (with the first), the binding
+                # (when it changes) and the round's statements. A pipeline a round: one
+                # held across rounds can stall on a large statement, and a statement
+                # sent outside it after a BEGIN sent inside it lost its result.
+                with self._connection() as conn:
+                    transaction = conn.transaction()
+                    begun = False
+                    bound: Binding | None = None
+                    try:
+                        while queries := plan.next_round():
+                            bind = plan.binding()
+                            cursors = [conn.cursor(row_factory=dict_row) for _ in queries]
+                            with conn.pipeline():
+                                if not begun:
+                                    transaction.__enter__()
+                                    begun = True
+                                if bind != bound:
+                                    conn.execute(*self._bind_query(bind)[:2])
+                                    bound = bind
+                                for cur, q in zip(cursors, queries, strict=True):
+                                    cur.execute(q.sql, q.params)
+                            plan.deliver_round(
+                                [cur.fetchall() if cur.description else [] for cur in cursors])
+                    except BaseException as e:
+                        if begun:
+                            transaction.__exit__(type(e), e, e.__traceback__)
+                        raise
+                    transaction.__exit__(None, None, None)
+                return None
             case RunTransaction(plan):
+                # DDL may hold several commands: the simple protocol, a statement at a time.
                 with (
                     self._connection() as conn,
                     conn.transaction(),
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
-                    bound: Binding | None = None
-                    while (q := plan.next_query()) is not None:
-                        if (bind := plan.binding()) != bound and q.params is None:
-                            # DDL may hold several commands: the simple protocol, alone.
+                    bound = None
+                    while (query := plan.next_query()) is not None:
+                        if (bind := plan.binding()) != bound:
                             conn.execute(*self._bind_query(bind)[:2])
-                            cur.execute(q.sql, q.params)
                             bound = bind
-                        elif bind != bound:
-                            # The binding and the statement in one round trip.
-                            with conn.pipeline():
-                                conn.execute(*self._bind_query(bind)[:2])
-                                cur.execute(q.sql, q.params)
-                            bound = bind
-                        else:
-                            cur.execute(q.sql, q.params)
+                        cur.execute(query.sql, query.params)
                         plan.deliver_rows(cur.fetchall() if cur.description else [])
                 return None
             case EmbedDocuments(texts):

@@ -101,13 +101,16 @@ class ProcessResult:
     """What one pass over the queue did.
 
     ``failed`` holds every entry that failed this pass; ``parked``, those of them that
-    will not be retried (see :func:`process_queue`).
+    will not be retried (see :func:`process_queue`). ``drained``: the pass's claim took
+    fewer entries than it asked for, so nothing else was ready then (a turn queued
+    later wakes the worker again).
     """
 
     done: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     results: list[IngestResult] = field(default_factory=list)
     parked: list[int] = field(default_factory=list)
+    drained: bool = False
 
 
 def operation_id(user_id: str, source: str, op: MemoryOperation) -> str:
@@ -260,7 +263,9 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
                            agent_id)
     # One writer per user at a time: the lock is taken first in the transaction and its
     # adds re-check, under it, what a concurrent worker committed (AddMemoryOp).
-    lock = [mops.LockUserWritesOp(user_id)] if batch else []
+    # The thread's lock too, in the same statement, for the links of its new memories.
+    links = thread_id if thread_id and env.settings.link_thread_memories else None
+    lock = [mops.LockUserWritesOp(user_id, links)] if batch else []
     outcomes = yield StoreCall([*lock, *batch, log, *finish, *fallback_ops(
         user_id, profile, thread_id, agent_id, messages, now, extracted)])
     for plan, outcome in zip(planned, outcomes[len(lock):], strict=False):
@@ -345,6 +350,9 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
                       **({"ephemeral": True} if op.ephemeral else {})} or None,
         )
         put, *then = written
+        # The apply batch takes the thread's lock with the user's (see ingest).
+        then = [o._replace(locked=True) if isinstance(o, mops.LinkThreadTailOp) else o
+                for o in then]
         plan.written.append(key)
         if old is not None and review:  # both stay; a human decides
             then.append(mops.LinkOp(user_id, key, LinkType.CONTRADICTS, old.key, now))
@@ -392,12 +400,16 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
     """
     (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now)])
     if leases is None:
-        return (yield from _ingest_entries(env, entries, now, lease_seconds,
-                                           retry_base_seconds, None))
+        outcome = yield from _ingest_entries(env, entries, now, lease_seconds,
+                                             retry_base_seconds, None)
+        outcome.drained = len(entries) < limit
+        return outcome
     leases.hold(entries)
     try:
-        return (yield from _ingest_entries(env, entries, now, lease_seconds,
-                                           retry_base_seconds, leases))
+        outcome = yield from _ingest_entries(env, entries, now, lease_seconds,
+                                             retry_base_seconds, leases)
+        outcome.drained = len(entries) < limit
+        return outcome
     finally:
         # Finished, released, or left to whoever handles the pass's failure (the
         # outage path hands its entries over in the error's ``leased``).

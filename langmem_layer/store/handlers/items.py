@@ -237,16 +237,13 @@ class ItemHandlers(Registry, Tenancy):
                 yield Query(*msql.delete_links_of(user, keys))
         if rows:
             yield Query(*isql.upsert_items(rows, now))
-        if reindexed and self.model_id:
-            yield Query(*isql.delete_embeddings(reindexed, self.model_id))
         if to_embed and self.model_id and self.dims:
-            yield self._insert_vectors(to_embed, vectors, now)
-
-    def _insert_vectors(self, to_embed: list[tuple[str, str, str, str, str]],
-                        vectors: list[list[float]], now: datetime) -> Query:
-        rows = [(u, p, k, f, v) for (u, p, k, f, _), v in zip(to_embed, vectors, strict=True)]
-        return Query(*isql.insert_embeddings(
-            rows, model_id=self.model_id or "", dims=self.dims or 0, now=now))
+            vector_rows = [(u, p, k, f, v)
+                           for (u, p, k, f, _), v in zip(to_embed, vectors, strict=True)]
+            yield Query(*isql.replace_embeddings(reindexed, vector_rows, model_id=self.model_id,
+                                                 dims=self.dims, now=now))
+        elif reindexed and self.model_id:
+            yield Query(*isql.delete_embeddings(reindexed, self.model_id))
 
     # -- reads ------------------------------------------------------------------------
 

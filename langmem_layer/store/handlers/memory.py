@@ -101,7 +101,7 @@ class MemoryHandlers(ItemHandlers):
 
     @handles(mops.LockUserWritesOp)
     def _lock_user_writes(self, op: mops.LockUserWritesOp) -> Handler:
-        yield Query(*msql.lock_user_writes(op.user_id))
+        yield Query(*msql.lock_user_writes(op.user_id, op.thread_id))
 
     @handles(mops.AddMemoryOp)
     def _add_memory(self, op: mops.AddMemoryOp) -> Handler:
@@ -149,7 +149,8 @@ class MemoryHandlers(ItemHandlers):
 
     @handles(mops.LinkThreadTailOp)
     def _link_thread_tail(self, op: mops.LinkThreadTailOp) -> Handler:
-        yield Query(*msql.lock_thread(op.user_id, op.thread_id))
+        if not op.locked:
+            yield Query(*msql.lock_thread(op.user_id, op.thread_id))
         rows = yield Query(*msql.link_thread_tail(op.user_id, op.key, op.thread_id,
                                                   op.now or self.now()))
         return rows[0]["dst_key"] if rows else None

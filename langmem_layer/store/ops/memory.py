@@ -499,9 +499,15 @@ class SummaryCandidatesOp(NamedTuple):
 
 class LockUserWritesOp(NamedTuple):
     """Wait until no other transaction applies memories for this user, and hold that
-    until this batch's transaction ends (result: None). Put it first in the batch."""
+    until this batch's transaction ends (result: None). Put it first in the batch.
+
+    With ``thread_id`` it also takes the lock :class:`LinkThreadTailOp` takes for that
+    thread, in the same statement; the batch's links of that thread then say
+    ``locked=True``.
+    """
 
     user_id: str
+    thread_id: str | None = None
 
 
 class AddMemoryOp(NamedTuple):
@@ -537,6 +543,8 @@ class LinkThreadTailOp(NamedTuple):
     key: str
     thread_id: str
     now: datetime | None = None
+    #: The batch took the thread's lock already (``LockUserWritesOp(thread_id=...)``).
+    locked: bool = False
 
 
 class ParkEntryOp(NamedTuple):
