@@ -3,7 +3,9 @@ a real uvicorn server on loopback and the real database.
 
 Each action taken in the page is checked in the database through the library. The
 browser must start: a machine without a Chromium (``tests/browser.py``) fails these
-tests with one line saying what to install. Screenshots go to ``test-output/panel/``.
+tests with one line saying what to install. The screenshots the tests take are the docs'
+pictures of the panel: each run rewrites ``docs/images/panel-*.png`` (the page at a fixed
+viewport, users with fixed names; the dates in them are the run's).
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ from tests.browser import chromium_path
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
 
-OUTPUT = Path(__file__).resolve().parents[1] / "test-output" / "panel"
+ROOT = Path(__file__).resolve().parents[1]
+OUTPUT = ROOT / "test-output" / "panel"
+#: Where the screenshots go: docs/http.md shows them.
+IMAGES = ROOT / "docs" / "images"
+#: The same dates and words in the pictures on any machine.
+PICTURE: dict[str, Any] = {"locale": "en-US", "timezone_id": "UTC"}
 # Generous: the machine is shared; these are waits for the page, not timed assertions.
 expect.set_options(timeout=20_000)
 
@@ -39,8 +46,9 @@ class Panel:
         self.url, self.dev_url, self.dev_user, self.store = url, dev_url, dev_user, store
         self.layer = MemoryLayer(store, extraction="inline")
 
-    def user(self) -> tuple[str, str]:
-        user = f"p-{uuid.uuid4().hex[:8]}"
+    def user(self, name: str | None = None) -> tuple[str, str]:
+        """A user and a key; ``name`` for a screenshot (used once per session)."""
+        user = name or f"p-{uuid.uuid4().hex[:8]}"
         return user, create_key(self.store, user)
 
     def remember(self, user: str, content: str, **kw: Any) -> str:
@@ -75,13 +83,20 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 900},
-                                  accept_downloads=True)
+                                  accept_downloads=True, **PICTURE)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     yield pg
     context.close()
     assert errors == [], f"JavaScript errors in the panel: {errors}"
+
+
+def _screenshot(page: Page, name: str) -> None:
+    # The viewport only, one image pixel per CSS pixel: small enough to commit.
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / name), scale="css", animations="disabled",
+                    caret="hide")
 
 
 def _login(page: Page, url: str, key: str, user: str) -> None:
@@ -98,9 +113,10 @@ def _card(page: Page, memory_id: str) -> Any:
     return page.locator(f'article[data-id="{memory_id}"]')
 
 
-def _seed(p: Panel) -> tuple[str, str, dict[str, str]]:
-    """Alice, her key, and her memories by name; Bob holds a secret of his own."""
-    alice, key = p.user()
+def _seed(p: Panel, name: str | None = None) -> tuple[str, str, dict[str, str]]:
+    """Alice (``name`` if given), her key, and her memories by name; Bob holds a secret
+    of his own."""
+    alice, key = p.user(name)
     soon = datetime.now(UTC) + timedelta(days=3)
     ids = {
         "allergy": p.remember(alice, "Allergic to penicillin.", kind=Kind.PROFILE_FACT,
@@ -122,7 +138,7 @@ def _seed(p: Panel) -> tuple[str, str, dict[str, str]]:
 
 
 def test_login_groups_loops_and_isolation(panel: Panel, page: Page) -> None:
-    alice, key, ids = _seed(panel)
+    alice, key, ids = _seed(panel, "maria")
     page.goto(panel.url + "/panel")
     # A wrong key is refused in words, and nothing is shown.
     page.get_by_label("API key").fill("lmk_bm9ib2R5_" + "0" * 64)
@@ -166,7 +182,7 @@ def test_login_groups_loops_and_isolation(panel: Panel, page: Page) -> None:
     page.get_by_role("button", name="Clear").click()
     expect(page.locator("article.memory")).to_have_count(len(ids))
 
-    page.screenshot(path=str(OUTPUT / "panel-desktop.png"), full_page=True)
+    _screenshot(page, "panel-memories.png")
 
 
 def _is_iso() -> Any:
@@ -176,7 +192,7 @@ def _is_iso() -> Any:
 
 
 def test_correct_pin_policy_delete_in_the_page(panel: Panel, page: Page) -> None:
-    alice, key, ids = _seed(panel)
+    alice, key, ids = _seed(panel, "sam")
     _login(page, panel.url, key, alice)
 
     # Correct in place: re-embedded, the old text in its history.
@@ -226,7 +242,7 @@ def test_correct_pin_policy_delete_in_the_page(panel: Panel, page: Page) -> None
     expect(_card(page, ids["porto"])).to_have_count(0)
     with pytest.raises(MemoryNotFoundError):
         panel.layer.get(alice, ids["porto"])
-    page.screenshot(path=str(OUTPUT / "panel-desktop-edited.png"), full_page=True)
+    _screenshot(page, "panel-edited.png")
     # Nothing else was touched.
     assert {r.key for r in panel.layer.browse(alice, limit=50)} == set(ids.values()) - {
         ids["porto"]}
@@ -283,9 +299,10 @@ def test_export_download_and_import_upload(panel: Panel, page: Page,
 
 
 def test_phone_width_keyboard_and_dev_mode(panel: Panel, browser: Browser) -> None:
-    alice, key, _ = _seed(panel)
+    alice, key, _ = _seed(panel, "jon")
     context = browser.new_context(viewport={"width": 390, "height": 844},
-                                  device_scale_factor=2, is_mobile=True, has_touch=True)
+                                  device_scale_factor=2, is_mobile=True, has_touch=True,
+                                  **PICTURE)
     try:
         page = context.new_page()
         page.goto(panel.url + "/panel")
@@ -297,7 +314,7 @@ def test_phone_width_keyboard_and_dev_mode(panel: Panel, browser: Browser) -> No
         expect(page.locator("article.memory")).to_have_count(7)
         # Nothing wider than the phone.
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
-        page.screenshot(path=str(OUTPUT / "panel-phone.png"), full_page=True)
+        _screenshot(page, "panel-phone.png")
         # Tab reaches the controls, each with a visible focus ring.
         page.locator("#q").focus()
         page.keyboard.press("Tab")
