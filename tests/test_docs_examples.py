@@ -75,14 +75,18 @@ class Block:
 
 
 def blocks(path: Path) -> list[Block]:
-    """The fenced blocks of ``path`` whose language is Python, with their markers.
+    """The fenced blocks of the page ``path`` whose language is Python (see :func:`parse`)."""
+    return parse(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+
+
+def parse(text: str, page: str) -> list[Block]:
+    """The fenced blocks of ``text`` whose language is Python, with their markers.
 
     Raises:
         AssertionError: A fence is left open, or a language looks like Python without
             being one this test runs (``pycon``, ``python-repl`` ...).
     """
-    page = path.relative_to(ROOT).as_posix()
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = text.splitlines()
     found: list[Block] = []
     n = 0
     while n < len(lines):
@@ -200,21 +204,51 @@ def _given(name: str, names: dict[str, Any], stack: contextlib.ExitStack) -> Any
 # -- the inventory: every block is run here, run by a named test, or marked not run --------
 
 
+def problems(found: list[Block]) -> list[str]:
+    """What is wrong with the blocks' markers, or with a block as Python."""
+    wrong = []
+    for block in found:
+        if block.mark and not (block.not_run or block.run_by or block.given):
+            wrong.append(f"{block.where}: unknown marker {block.mark!r}; use 'given NAME, "
+                         "...', 'run by tests/FILE.py' or 'not run: REASON'")
+        if set(block.given) - set(GIVEN):
+            wrong.append(f"{block.where}: given {sorted(set(block.given) - set(GIVEN))}, which "
+                         f"this test cannot set up (it knows {sorted(GIVEN)})")
+        try:  # even a block not run is Python (top-level await as in an asyncio REPL)
+            compile(block.code, block.where, "exec",
+                    flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        except SyntaxError as e:
+            wrong.append(f"{block.where}: not Python: {e}")
+    return wrong
+
+
 def test_every_python_block_is_run_or_marked_with_a_reason() -> None:
     assert len(PAGES) > 10 and len(ALL) >= 10, [b.where for b in ALL]
-    for block in ALL:
-        if block.mark:
-            assert block.not_run or block.run_by or block.given, (
-                f"{block.where}: unknown marker {block.mark!r}; use 'given NAME, ...', "
-                "'run by tests/FILE.py' or 'not run: REASON'")
-        assert set(block.given) <= set(GIVEN), (
-            f"{block.where}: given {set(block.given) - set(GIVEN)}, which this test does not "
-            f"know how to set up (it knows {sorted(GIVEN)})")
-        # Even a block not run is Python (top-level await as in a notebook or asyncio REPL).
-        compile(block.code, block.where, "exec",
-                flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    assert problems(ALL) == []
     here = [b for b in ALL if not (b.not_run or b.run_by)]
     assert len(here) > len(ALL) / 2, "most examples run here"
+
+
+def test_a_block_left_unclear_fails_the_inventory() -> None:
+    page = "\n".join([
+        "<!-- example: skip -->", "```python", "x = 1", "```", "",
+        "<!-- example: given store, a_database -->", "", "```python", "y = 2", "```",
+        "```python", "def broken(:", "```",
+        "<!-- example: not run: needs a GPU -->", "```py", "z = 3", "```",
+        "```bash", "echo not python", "```"])
+    found = parse(page, "page.md")
+    assert [(b.line, b.mark) for b in found] == [
+        (2, "skip"), (8, "given store, a_database"), (11, ""), (15, "not run: needs a GPU")]
+    assert found[3].not_run == "needs a GPU" and found[1].given == ["store", "a_database"]
+    wrong = problems(found)
+    assert len(wrong) == 3, wrong
+    assert wrong[0].startswith("page.md:2: unknown marker 'skip'")
+    assert wrong[1].startswith("page.md:8: given ['a_database']")
+    assert wrong[2].startswith("page.md:11: not Python")
+    with pytest.raises(AssertionError, match=r"page\.md:1: ```pycon is neither run"):
+        parse("```pycon\n>>> 1\n```\n", "page.md")
+    with pytest.raises(AssertionError, match="never closes"):
+        parse("text\n```python\nx = 1\n", "page.md")
 
 
 @pytest.mark.parametrize("block", [b for b in ALL if b.run_by], ids=lambda b: b.where)
@@ -226,10 +260,13 @@ def test_a_block_run_elsewhere_is_read_by_that_test(block: Block) -> None:
         f"{block.where}: {block.run_by} does not read {block.page}'s python blocks")
 
 
-@pytest.mark.parametrize("block", [b for b in ALL if b.not_run], ids=lambda b: b.where)
-def test_a_block_marked_not_run(block: Block) -> None:
-    # Listed in every run's summary (-ra), so a block left out is seen to be left out.
-    pytest.skip(f"not run, as {block.where} says: {block.not_run}")
+NOT_RUN = [b for b in ALL if b.not_run]
+if NOT_RUN:  # (an empty parametrisation would show as a skip of its own)
+
+    @pytest.mark.parametrize("block", NOT_RUN, ids=lambda b: b.where)
+    def test_a_block_marked_not_run(block: Block) -> None:
+        # Listed in every run's summary (-ra), so a block left out is seen to be left out.
+        pytest.skip(f"not run, as {block.where} says: {block.not_run}")
 
 
 # -- each page's blocks, in order, in one namespace ----------------------------------------
