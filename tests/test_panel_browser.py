@@ -5,7 +5,8 @@ Each action taken in the page is checked in the database through the library. Th
 browser must start: a machine without a Chromium (``tests/browser.py``) fails these
 tests with one line saying what to install. The screenshots the tests take are the docs'
 pictures of the panel: each run rewrites ``docs/images/panel-*.png`` (the page at a fixed
-viewport, users with fixed names; the dates in them are the run's).
+viewport, users with fixed names, the app's time a clock the tests move), byte for byte
+the same while the panel does not change.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from langmem_layer import Kind, MemoryLayer, MemoryNotFoundError, Policy, Postgr
 from langmem_layer.server.http.app import create_app
 from langmem_layer.server.keys import create_key
 from tests.browser import chromium_path
-from tests.fakes import BagOfWordsEmbeddings
+from tests.fakes import BagOfWordsEmbeddings, Clock
 from tests.http_server import serve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,9 +43,10 @@ class Panel:
     """The running app, its store, and one user with a key."""
 
     def __init__(self, url: str, dev_url: str, dev_user: str,
-                 store: PostgresMemoryStore) -> None:
+                 store: PostgresMemoryStore, clock: Clock) -> None:
         self.url, self.dev_url, self.dev_user, self.store = url, dev_url, dev_user, store
-        self.layer = MemoryLayer(store, extraction="inline")
+        self.clock = clock
+        self.layer = MemoryLayer(store, extraction="inline", clock=clock)
 
     def user(self, name: str | None = None) -> tuple[str, str]:
         """A user and a key; ``name`` for a screenshot (used once per session)."""
@@ -52,17 +54,23 @@ class Panel:
         return user, create_key(self.store, user)
 
     def remember(self, user: str, content: str, **kw: Any) -> str:
+        self.clock.advance(minutes=1)  # one memory a minute: the same order on every run
         return self.layer.remember(user, content, **kw).key
 
 
 @pytest.fixture(scope="module")
 def panel(pg_uri: str) -> Iterator[Panel]:
     index = {"embed": BagOfWordsEmbeddings(dims=64), "dims": 64, "model_id": "bow-64"}
-    with PostgresMemoryStore.from_conn_string(pg_uri, index=index, pool_size=4) as store:
+    # The app's "now" is a clock the tests move, so the dates in the pictures are the
+    # same on every run.
+    clock = Clock()
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=index, pool_size=4,
+                                              clock=clock) as store:
         dev_user = f"dev-{uuid.uuid4().hex[:8]}"
-        with serve(create_app(store=store)) as url, \
-                serve(create_app(store=store, dev_user=dev_user)) as dev_url:
-            yield Panel(url, dev_url, dev_user, store)
+        layer = {"clock": clock}
+        with serve(create_app(store=store, layer_options=layer)) as url, \
+                serve(create_app(store=store, dev_user=dev_user, layer_options=layer)) as dev_url:
+            yield Panel(url, dev_url, dev_user, store, clock)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +125,7 @@ def _seed(p: Panel, name: str | None = None) -> tuple[str, str, dict[str, str]]:
     """Alice (``name`` if given), her key, and her memories by name; Bob holds a secret
     of his own."""
     alice, key = p.user(name)
-    soon = datetime.now(UTC) + timedelta(days=3)
+    soon = p.clock() + timedelta(days=3)
     ids = {
         "allergy": p.remember(alice, "Allergic to penicillin.", kind=Kind.PROFILE_FACT,
                               confidence=0.95),
