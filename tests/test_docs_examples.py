@@ -274,15 +274,21 @@ if NOT_RUN:  # (an empty parametrisation would show as a skip of its own)
 
 @pytest.fixture
 def offline_env(pg_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The environment a reader runs the examples in, on this session's emptied database."""
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {TABLES}")
+    """The environment a reader runs the examples in, on this session's emptied database
+    (emptied again after: the pages' users and vectors stay out of other tests)."""
+    _empty(pg_uri)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LANGMEM_DATA_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LANGMEM_DATABASE_URL", pg_uri)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)  # nothing a block writes lands in the checkout
     yield pg_uri
+    _empty(pg_uri)
+
+
+def _empty(uri: str) -> None:
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {TABLES}")
 
 
 def run_page(page: list[Block]) -> None:
