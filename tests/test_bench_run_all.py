@@ -102,6 +102,16 @@ def test_a_machine_that_stays_busy_records_nothing() -> None:
     assert "figures that must not appear" not in page and "```" not in page
 
 
+def test_the_page_names_a_limit_other_than_the_default() -> None:
+    clock = Clock()
+    run, _ = _printing("x")
+    runner = _runner(_loads(0.6), run, clock)
+    runner.max_load, runner.max_wait = 0.5, 0.0
+    page = render([runner.one(FAKE)])
+    assert "- 1-minute load average before: 0.60 (limit 0.5)\n" in page
+    assert "stayed above 0.5 for 0 s" in page and clock.slept == []
+
+
 def test_a_benchmark_that_finds_the_machine_busy_itself_is_noisy() -> None:
     run, _ = _printing("fake_bench  2026-11-26", code=1,
                        stderr="fake_bench: the machine is busy (load average 1.2); ...")
