@@ -203,7 +203,10 @@ def test_correct_pin_policy_delete_in_the_page(panel: Panel, page: Page) -> None
     alice, key, ids = _seed(panel, "sam")
     _login(page, panel.url, key, alice)
 
+    # Each change a minute after the last (the app's clock): the list, newest change
+    # first, is in the same order on every run.
     # Correct in place: re-embedded, the old text in its history.
+    panel.clock.advance(minutes=1)
     page.get_by_role("button", name="Correct: Allergic to penicillin.").click()
     box = _card(page, ids["allergy"]).get_by_label("Corrected text")
     expect(box).to_be_focused()
@@ -218,18 +221,21 @@ def test_correct_pin_policy_delete_in_the_page(panel: Panel, page: Page) -> None
         "content", "Allergic to penicillin.")
 
     # Pin, then the button says Unpin.
+    panel.clock.advance(minutes=1)
     page.get_by_role("button", name="Pin: Prefers green tea over coffee.").click()
     unpin = page.get_by_role("button", name="Unpin: Prefers green tea over coffee.")
     expect(unpin).to_have_attribute("aria-pressed", "true")
     assert panel.layer.get(alice, ids["tea"]).record.pinned is True
 
     # The surface policy.
+    panel.clock.advance(minutes=1)
     page.get_by_label("Surface policy: Went through a divorce last year.").select_option(
         "avoid")
     expect(page.locator("#status")).to_have_text("Surface policy: avoid.")
     assert panel.layer.get(alice, ids["divorce"]).record.policy == Policy.AVOID
 
     # Archive: kept, never recalled; the card says so.
+    panel.clock.advance(minutes=1)
     page.get_by_role("button", name="Archive: Used to work at the harbour office.").click()
     expect(_card(page, ids["old"])).to_have_attribute("data-status", "archived")
     assert panel.layer.get(alice, ids["old"]).record.status == "archived"
