@@ -14,8 +14,9 @@ sys.path.insert(0, str(BENCH))
 
 import common  # noqa: E402
 
-#: Modules of helpers the scripts share; every other file is a script.
-SHARED = {"common", "workload", "served_app"}
+#: Modules of helpers the scripts share, and the runner of the suite (`make bench`,
+#: which runs the scripts as processes); every other file is a script.
+SHARED = {"common", "workload", "served_app", "run_all"}
 
 
 def test_one_percentile_definition() -> None:

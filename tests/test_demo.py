@@ -82,9 +82,12 @@ def test_readme_example_runs(store: PostgresMemoryStore, pg_uri: str, monkeypatc
     code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)  # type: ignore[union-attr]
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    # The suite's database and fake embedder stand in for the example's own .langmem dir.
-    code = code.replace('embedded(".langmem")', f"from_conn_string({pg_uri!r}, index=INDEX)")
-    namespace = {"INDEX": store.index_config}
-    exec(compile(code, "README.md", "exec"), namespace)
+    # The suite's database and fake embedder stand in for the example's own .langmem dir
+    # (tests/test_docs_examples.py runs it with the local model).
+    assert "open_store()" in code
+    monkeypatch.setenv("LANGMEM_DATABASE_URL", pg_uri)
+    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+                        lambda: store.index_config)
+    exec(compile(code, "README.md", "exec"), {})
     found = store.search(("memories", "alice", "work"))
     assert [i.value["content"] for i in found] == ["Prefers morning meetings."]

@@ -9,6 +9,7 @@ the server with exit 0, no traceback and the queue drained.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from langmem_layer.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 180.0  # seconds: a bound on waiting, not a performance assertion
+HTTP_PAGE = (ROOT / "docs" / "http.md").read_text(encoding="utf-8")
 
 
 def _free_port() -> int:
@@ -70,11 +72,13 @@ def test_serve_runs_the_agent_and_the_rest_api_and_stops_cleanly(
                     return False
 
             _until(ready, "the server to start")
+            # The first turn is the recipe of docs/http.md, as written, on this server.
+            (recipe,) = re.findall(r"```python\n(from langchain_core.*?)```", HTTP_PAGE, re.S)
+            recipe = recipe.replace("http://127.0.0.1:8000", url).replace(
+                "Bearer KEY", f"Bearer {key_a}")
+            exec(compile(recipe, "docs/http.md", "exec"), {})
             agent = RemoteRunnable(f"{url}/agent", timeout=120,
                                    headers={"Authorization": f"Bearer {key_a}"})
-            out = agent.invoke({"messages": [HumanMessage("I am allergic to peanuts")]},
-                               config={"configurable": {"thread_id": "t1"}})
-            assert isinstance(out["messages"][-1], AIMessage)
             assert http.get("/agent/input_schema").status_code == 401  # no key
 
             ha, hb = ({"Authorization": f"Bearer {k}"} for k in (key_a, key_b))
@@ -93,8 +97,9 @@ def test_serve_runs_the_agent_and_the_rest_api_and_stops_cleanly(
                 "input": {"messages": [{"type": "human", "content": "hi"}]},
                 "config": {"configurable": {"user_id": alice}}})
             assert r.status_code == 403
-            agent.invoke({"messages": [HumanMessage("I work at Acme")]},
-                         config={"configurable": {"thread_id": "t2"}})
+            out = agent.invoke({"messages": [HumanMessage("I work at Acme")]},
+                               config={"configurable": {"thread_id": "t2"}})
+            assert isinstance(out["messages"][-1], AIMessage)
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=LIMIT)

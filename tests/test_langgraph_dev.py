@@ -10,7 +10,10 @@ tracing, no analytics, no OpenAI.
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -37,6 +40,7 @@ EXTRACTION_TIMEOUT = 60.0
 #: A cron fires on the next minute boundary, then the server's scheduler picks it up.
 CRON_TIMEOUT = 150.0
 STOP_TIMEOUT = 60.0
+SERVER_PAGE = (REPO / "docs" / "langgraph-server.md").read_text(encoding="utf-8")
 
 
 @dataclass
@@ -367,6 +371,15 @@ def test_the_memory_api_is_mounted_beside_the_graphs(server: DevServer) -> None:
     spec = httpx.get(f"{server.url}/openapi.json", timeout=30)
     assert spec.status_code == 200
     assert {"/v1/me", "/v1/memories", "/threads"} <= set(spec.json()["paths"])
+
+
+def test_the_docs_recipe_runs_against_the_server(server: DevServer) -> None:
+    # The recipe of docs/langgraph-server.md, as written, on this server with its keys.
+    (recipe,) = re.findall(r"```python\n(.*?)```", SERVER_PAGE, re.S)
+    code = compile(recipe.replace("http://127.0.0.1:2024", server.url),
+                   "docs/langgraph-server.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    asyncio.run(eval(code, {"key": server.keys["bob"], "admin_key": server.keys["ops"]}))
+    _wait_for("bob's Lisbon in the store", _memory_about(server.client("bob"), "bob", "lisbon"))
 
 
 def test_the_server_stops_cleanly_with_its_database(server: DevServer) -> None:

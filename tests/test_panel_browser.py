@@ -3,7 +3,10 @@ a real uvicorn server on loopback and the real database.
 
 Each action taken in the page is checked in the database through the library. The
 browser must start: a machine without a Chromium (``tests/browser.py``) fails these
-tests with one line saying what to install. Screenshots go to ``test-output/panel/``.
+tests with one line saying what to install. The screenshots the tests take are the docs'
+pictures of the panel: each run rewrites ``docs/images/panel-*.png`` (the page at a fixed
+viewport, users with fixed names, the app's time a clock the tests move), byte for byte
+the same while the panel does not change.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +26,15 @@ from langmem_layer import Kind, MemoryLayer, MemoryNotFoundError, Policy, Postgr
 from langmem_layer.server.http.app import create_app
 from langmem_layer.server.keys import create_key
 from tests.browser import chromium_path
-from tests.fakes import BagOfWordsEmbeddings
+from tests.fakes import BagOfWordsEmbeddings, Clock
 from tests.http_server import serve
 
-OUTPUT = Path(__file__).resolve().parents[1] / "test-output" / "panel"
+ROOT = Path(__file__).resolve().parents[1]
+OUTPUT = ROOT / "test-output" / "panel"
+#: Where the screenshots go: docs/http.md shows them.
+IMAGES = ROOT / "docs" / "images"
+#: The same dates and words in the pictures on any machine.
+PICTURE: dict[str, Any] = {"locale": "en-US", "timezone_id": "UTC"}
 # Generous: the machine is shared; these are waits for the page, not timed assertions.
 expect.set_options(timeout=20_000)
 
@@ -35,26 +43,34 @@ class Panel:
     """The running app, its store, and one user with a key."""
 
     def __init__(self, url: str, dev_url: str, dev_user: str,
-                 store: PostgresMemoryStore) -> None:
+                 store: PostgresMemoryStore, clock: Clock) -> None:
         self.url, self.dev_url, self.dev_user, self.store = url, dev_url, dev_user, store
-        self.layer = MemoryLayer(store, extraction="inline")
+        self.clock = clock
+        self.layer = MemoryLayer(store, extraction="inline", clock=clock)
 
-    def user(self) -> tuple[str, str]:
-        user = f"p-{uuid.uuid4().hex[:8]}"
+    def user(self, name: str | None = None) -> tuple[str, str]:
+        """A user and a key; ``name`` for a screenshot (used once per session)."""
+        user = name or f"p-{uuid.uuid4().hex[:8]}"
         return user, create_key(self.store, user)
 
     def remember(self, user: str, content: str, **kw: Any) -> str:
+        self.clock.advance(minutes=1)  # one memory a minute: the same order on every run
         return self.layer.remember(user, content, **kw).key
 
 
 @pytest.fixture(scope="module")
 def panel(pg_uri: str) -> Iterator[Panel]:
     index = {"embed": BagOfWordsEmbeddings(dims=64), "dims": 64, "model_id": "bow-64"}
-    with PostgresMemoryStore.from_conn_string(pg_uri, index=index, pool_size=4) as store:
+    # The app's "now" is a clock the tests move, so the dates in the pictures are the
+    # same on every run.
+    clock = Clock()
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=index, pool_size=4,
+                                              clock=clock) as store:
         dev_user = f"dev-{uuid.uuid4().hex[:8]}"
-        with serve(create_app(store=store)) as url, \
-                serve(create_app(store=store, dev_user=dev_user)) as dev_url:
-            yield Panel(url, dev_url, dev_user, store)
+        layer = {"clock": clock}
+        with serve(create_app(store=store, layer_options=layer)) as url, \
+                serve(create_app(store=store, dev_user=dev_user, layer_options=layer)) as dev_url:
+            yield Panel(url, dev_url, dev_user, store, clock)
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +91,20 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 900},
-                                  accept_downloads=True)
+                                  accept_downloads=True, **PICTURE)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     yield pg
     context.close()
     assert errors == [], f"JavaScript errors in the panel: {errors}"
+
+
+def _screenshot(page: Page, name: str) -> None:
+    # The viewport only, one image pixel per CSS pixel: small enough to commit.
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / name), scale="css", animations="disabled",
+                    caret="hide")
 
 
 def _login(page: Page, url: str, key: str, user: str) -> None:
@@ -98,10 +121,11 @@ def _card(page: Page, memory_id: str) -> Any:
     return page.locator(f'article[data-id="{memory_id}"]')
 
 
-def _seed(p: Panel) -> tuple[str, str, dict[str, str]]:
-    """Alice, her key, and her memories by name; Bob holds a secret of his own."""
-    alice, key = p.user()
-    soon = datetime.now(UTC) + timedelta(days=3)
+def _seed(p: Panel, name: str | None = None) -> tuple[str, str, dict[str, str]]:
+    """Alice (``name`` if given), her key, and her memories by name; Bob holds a secret
+    of his own."""
+    alice, key = p.user(name)
+    soon = p.clock() + timedelta(days=3)
     ids = {
         "allergy": p.remember(alice, "Allergic to penicillin.", kind=Kind.PROFILE_FACT,
                               confidence=0.95),
@@ -122,7 +146,7 @@ def _seed(p: Panel) -> tuple[str, str, dict[str, str]]:
 
 
 def test_login_groups_loops_and_isolation(panel: Panel, page: Page) -> None:
-    alice, key, ids = _seed(panel)
+    alice, key, ids = _seed(panel, "maria")
     page.goto(panel.url + "/panel")
     # A wrong key is refused in words, and nothing is shown.
     page.get_by_label("API key").fill("lmk_bm9ib2R5_" + "0" * 64)
@@ -166,7 +190,7 @@ def test_login_groups_loops_and_isolation(panel: Panel, page: Page) -> None:
     page.get_by_role("button", name="Clear").click()
     expect(page.locator("article.memory")).to_have_count(len(ids))
 
-    page.screenshot(path=str(OUTPUT / "panel-desktop.png"), full_page=True)
+    _screenshot(page, "panel-memories.png")
 
 
 def _is_iso() -> Any:
@@ -176,10 +200,13 @@ def _is_iso() -> Any:
 
 
 def test_correct_pin_policy_delete_in_the_page(panel: Panel, page: Page) -> None:
-    alice, key, ids = _seed(panel)
+    alice, key, ids = _seed(panel, "sam")
     _login(page, panel.url, key, alice)
 
+    # Each change a minute after the last (the app's clock): the list, newest change
+    # first, is in the same order on every run.
     # Correct in place: re-embedded, the old text in its history.
+    panel.clock.advance(minutes=1)
     page.get_by_role("button", name="Correct: Allergic to penicillin.").click()
     box = _card(page, ids["allergy"]).get_by_label("Corrected text")
     expect(box).to_be_focused()
@@ -194,18 +221,21 @@ def test_correct_pin_policy_delete_in_the_page(panel: Panel, page: Page) -> None
         "content", "Allergic to penicillin.")
 
     # Pin, then the button says Unpin.
+    panel.clock.advance(minutes=1)
     page.get_by_role("button", name="Pin: Prefers green tea over coffee.").click()
     unpin = page.get_by_role("button", name="Unpin: Prefers green tea over coffee.")
     expect(unpin).to_have_attribute("aria-pressed", "true")
     assert panel.layer.get(alice, ids["tea"]).record.pinned is True
 
     # The surface policy.
+    panel.clock.advance(minutes=1)
     page.get_by_label("Surface policy: Went through a divorce last year.").select_option(
         "avoid")
     expect(page.locator("#status")).to_have_text("Surface policy: avoid.")
     assert panel.layer.get(alice, ids["divorce"]).record.policy == Policy.AVOID
 
     # Archive: kept, never recalled; the card says so.
+    panel.clock.advance(minutes=1)
     page.get_by_role("button", name="Archive: Used to work at the harbour office.").click()
     expect(_card(page, ids["old"])).to_have_attribute("data-status", "archived")
     assert panel.layer.get(alice, ids["old"]).record.status == "archived"
@@ -226,7 +256,7 @@ def test_correct_pin_policy_delete_in_the_page(panel: Panel, page: Page) -> None
     expect(_card(page, ids["porto"])).to_have_count(0)
     with pytest.raises(MemoryNotFoundError):
         panel.layer.get(alice, ids["porto"])
-    page.screenshot(path=str(OUTPUT / "panel-desktop-edited.png"), full_page=True)
+    _screenshot(page, "panel-edited.png")
     # Nothing else was touched.
     assert {r.key for r in panel.layer.browse(alice, limit=50)} == set(ids.values()) - {
         ids["porto"]}
@@ -283,9 +313,10 @@ def test_export_download_and_import_upload(panel: Panel, page: Page,
 
 
 def test_phone_width_keyboard_and_dev_mode(panel: Panel, browser: Browser) -> None:
-    alice, key, _ = _seed(panel)
+    alice, key, _ = _seed(panel, "jon")
     context = browser.new_context(viewport={"width": 390, "height": 844},
-                                  device_scale_factor=2, is_mobile=True, has_touch=True)
+                                  device_scale_factor=2, is_mobile=True, has_touch=True,
+                                  **PICTURE)
     try:
         page = context.new_page()
         page.goto(panel.url + "/panel")
@@ -297,7 +328,7 @@ def test_phone_width_keyboard_and_dev_mode(panel: Panel, browser: Browser) -> No
         expect(page.locator("article.memory")).to_have_count(7)
         # Nothing wider than the phone.
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
-        page.screenshot(path=str(OUTPUT / "panel-phone.png"), full_page=True)
+        _screenshot(page, "panel-phone.png")
         # Tab reaches the controls, each with a visible focus ring.
         page.locator("#q").focus()
         page.keyboard.press("Tab")
