@@ -12,6 +12,8 @@ import psycopg
 from langmem_layer import MemorySettings
 from langmem_layer.jobs.lifecycle import lifecycle_thresholds
 from langmem_layer.sql import lifecycle as lsql
+from langmem_layer.sql.items import VALUE
+from langmem_layer.sql.moved import UPDATED
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import HistoryEntry, Kind, Layer, LoopStatus, MemoryRecord, Status
 from tests.fakes import Clock
@@ -58,9 +60,11 @@ def fill(store: PostgresMemoryStore, t0: datetime) -> None:
 
 
 def state(conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    """Every memory's value and updated_at, and every stored score, of user u1."""
+    """Every memory's value and updated_at as readers see them (the moves laid over the
+    stored ones), and every stored score, of user u1."""
     items = {k: (v, u) for k, v, u in conn.execute(
-        "SELECT key, value, updated_at FROM langmem_items WHERE user_id = 'u1'").fetchall()}
+        f"SELECT i.key, {VALUE} AS value, {UPDATED} AS updated_at FROM langmem_items i "
+        "WHERE i.user_id = 'u1'").fetchall()}
     scores = dict(conn.execute(
         "SELECT key, decay FROM langmem_decay WHERE user_id = 'u1'").fetchall())
     return {"items": items, "scores": scores}

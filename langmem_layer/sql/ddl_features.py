@@ -198,4 +198,52 @@ FEATURES: list[str] = [
         WHERE is_memory AND (value ->> 'kind') = 'preference'
           AND (value ->> 'policy') = 'adapt';
     """,
+    # A lifecycle move writes only unindexed columns (sql/moved.py), so its row update
+    # can be HOT: `value` and `updated_at` are read by the table's indexes (expressions,
+    # partial-index predicates, keys), and changing either gave each moved memory a new
+    # entry in every index. `moved` holds the keys a move changes, whole (a first night
+    # moves ~40 % of a user's memories); `moved_at` the time of a status move, a typed
+    # column so readers compare it with `updated_at` without parsing. NULL in both is
+    # "nothing moved since the value was last written", so existing rows need no copy.
+    # A HOT update also needs room on the row's page for the new version, which
+    # carries the moved history: fillfactor 85 (it was 90 for reinforcement's small
+    # `access` writes) applies to pages written from now on. The recall functions
+    # filtering by status read the moved status.
+    """
+    ALTER TABLE langmem_items ADD COLUMN IF NOT EXISTS moved jsonb;
+    ALTER TABLE langmem_items ADD COLUMN IF NOT EXISTS moved_at timestamptz;
+    ALTER TABLE langmem_items SET (fillfactor = 85);
+    CREATE OR REPLACE FUNCTION langmem_user_matches(
+        p_user text, p_query tsquery, p_prefixes text[], p_statuses text[],
+        p_now timestamptz, p_limit integer)
+    RETURNS TABLE (prefix text, key text, tsv tsvector)
+    LANGUAGE plpgsql STABLE AS $fn$
+    BEGIN
+        RETURN QUERY EXECUTE format(
+            'SELECT i.prefix, i.key, i.tsv FROM langmem_items i
+             WHERE i.user_id = %L AND i.is_memory AND i.tsv @@ $1
+               AND i.prefix = ANY($2)
+               AND coalesce(i.moved->>''status'', i.value->>''status'') = ANY($3)
+               AND (i.expires_at IS NULL OR i.expires_at > $4)
+             LIMIT $5', p_user)
+        USING p_query, p_prefixes, p_statuses, p_now, p_limit;
+    END
+    $fn$;
+    CREATE OR REPLACE FUNCTION langmem_user_ref_matches(
+        p_user text, p_user_refs text[], p_prefixes text[], p_statuses text[],
+        p_now timestamptz)
+    RETURNS TABLE (prefix text, key text, refs jsonb)
+    LANGUAGE plpgsql STABLE AS $fn$
+    BEGIN
+        RETURN QUERY EXECUTE format(
+            'SELECT i.prefix, i.key, i.value -> ''refs'' FROM langmem_items i
+             WHERE i.user_id = %L AND i.is_memory
+               AND langmem_user_refs(i.user_id, i.value -> ''refs'') && $1
+               AND i.prefix = ANY($2)
+               AND coalesce(i.moved->>''status'', i.value->>''status'') = ANY($3)
+               AND (i.expires_at IS NULL OR i.expires_at > $4)', p_user)
+        USING p_user_refs, p_prefixes, p_statuses, p_now;
+    END
+    $fn$;
+    """,
 ]

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from langmem_layer.sql import Params, Sql, merge
+from langmem_layer.sql.moved import CLEAR, UPDATED
 from langmem_layer.sql.vector import nearest, vector_literal
 
 __all__ = [
@@ -42,8 +43,10 @@ def _live(now: datetime, omit_expired: bool) -> Sql:
 
 #: An item's value as every reader sees it (alias ``i``): reinforcement keeps the access
 #: fields in the ``access`` column (migration 13, see :func:`~langmem_layer.sql.memory.touch`),
-#: and a write of the value clears it.
-VALUE = "(i.value || coalesce(i.access, '{}'::jsonb))"
+#: the lifecycle's moves their keys in the ``moved`` column (:mod:`~langmem_layer.sql.moved`),
+#: and a write of the value clears both. Their keys never overlap, so one merge of the
+#: value does (``||`` merges top-level keys, and is associative); most rows have neither.
+VALUE = "(i.value || coalesce(i.moved || i.access, i.moved, i.access, '{}'::jsonb))"
 
 
 def _escape_like(text: str) -> str:
@@ -71,7 +74,7 @@ def get_items(
     """Fetch items of one namespace by key (live ones only, unless ``omit_expired=False``)."""
     live_sql, live_params = _live(now, omit_expired)
     return (
-        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at
         FROM langmem_items i
         WHERE i.user_id = %(user_id)s AND i.prefix = %(prefix)s AND i.key = ANY(%(keys)s::text[])
           AND {live_sql}""",
@@ -128,7 +131,7 @@ def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
     updated = [r.get("updated_at") or now for r in rows]
     expires = [r.get("expires_at") for r in rows]
     return (
-        """INSERT INTO langmem_items AS i
+        f"""INSERT INTO langmem_items AS i
             (user_id, prefix, key, value, is_memory, search_text,
              created_at, updated_at, expires_at, ttl_minutes)
         SELECT t.user_id, t.prefix, t.key, t.value::jsonb, t.is_memory, t.search_text,
@@ -147,6 +150,8 @@ def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
                               THEN EXCLUDED.created_at ELSE i.created_at END,
             value = EXCLUDED.value,
             access = NULL,
+            -- a writer of a memory read it merged (VALUE): the moves are in what it writes
+            {CLEAR},
             is_memory = EXCLUDED.is_memory,
             search_text = EXCLUDED.search_text,
             updated_at = EXCLUDED.updated_at,
@@ -273,11 +278,12 @@ def search_items(
     live_sql, live_params = _live(now, omit_expired)
     if query_vector is None:
         return (
-            f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
+            f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at,
+               i.ttl_minutes,
                    NULL::float8 AS score
             FROM langmem_items i
             WHERE i.user_id = %(user_id)s AND {ns_sql} AND {live_sql} AND {f_sql}
-            ORDER BY i.updated_at DESC, i.prefix, i.key
+            ORDER BY {UPDATED} DESC, i.prefix, i.key
             LIMIT %(limit)s OFFSET %(offset)s""",
             merge({"user_id": user_id, "limit": limit, "offset": offset}, ns_params,
                   live_params, f_params),
@@ -296,7 +302,8 @@ def search_items(
         vector_type=vector_type,
     )
     return (
-        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at,
+               i.ttl_minutes,
                s.sim AS score
         FROM ({near_sql}) s
         JOIN langmem_items i ON i.user_id = %(user_id)s AND i.prefix = s.prefix
@@ -353,11 +360,12 @@ def match_items(
                  "THEN %(episodic_floor)s ELSE %(floor)s END)")
         match_params.update(episodic_floor=episodic_floor, floor=floor)
     return (
-        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, i.ttl_minutes,
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at,
+               i.ttl_minutes,
                {score} AS score
         FROM langmem_items i {join}
         WHERE i.user_id = %(user_id)s AND {ns_sql} AND {live_sql} AND {f_sql} AND {match}
-        ORDER BY score DESC NULLS LAST, i.updated_at DESC, i.prefix, i.key
+        ORDER BY score DESC NULLS LAST, {UPDATED} DESC, i.prefix, i.key
         LIMIT %(limit)s OFFSET %(offset)s""",
         merge(near_params, {"user_id": user_id, "limit": limit, "offset": offset},
               ns_params, live_params, f_params, match_params),

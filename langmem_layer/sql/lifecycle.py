@@ -5,11 +5,15 @@ is set-based over ONE user's memories and binds ``user_id`` with an equality pre
 Pinned memories are exempt from every statement that changes a memory.
 
 Each transition is a candidate query (which memories, and why) and an update that
-moves them and appends a :class:`~langmem_layer.types.HistoryEntry` to the value's
-``history``. A transition's condition is false once applied, so running the lifecycle
-again for the same ``now`` changes nothing. A dry run counts the candidates instead.
-The nightly job sends :func:`lifecycle_pass`: the rescore and every transition in one
-statement, each memory read once and each memory moved written once.
+moves them and appends a :class:`~langmem_layer.types.HistoryEntry` to the memory's
+``history``. A move writes only the unindexed columns :data:`MOVE_COLUMNS` (the keys it
+changes, whole, and the time of a status move; :mod:`langmem_layer.sql.moved`), never
+``value`` nor ``updated_at``, so PostgreSQL can update the row in place (HOT) with no
+new index entry; every reader lays the moved keys over the value. A transition's
+condition is false once applied, so running the lifecycle again for the same ``now``
+changes nothing. A dry run counts the candidates instead. The nightly job sends
+:func:`lifecycle_pass`: the rescore and every transition in one statement, each memory
+read once and each memory moved written once.
 """
 
 from __future__ import annotations
@@ -19,12 +23,22 @@ from datetime import datetime
 from typing import Any
 
 from langmem_layer.sql import Sql
+from langmem_layer.sql.moved import (
+    CLEAR,
+    MOVED_KEYS,
+    STATUS,
+    UPDATED,
+    folded,
+    moved,
+    moved_text,
+)
 from langmem_layer.types import Kind, utc_iso
 
 __all__ = [
     "HALF_LIFE_KINDS",
     "MAX_DECAY_EXPONENT",
     "MAX_HALVINGS",
+    "MOVE_COLUMNS",
     "Transition",
     "apply_transition",
     "decay_expression",
@@ -48,21 +62,27 @@ MAX_HALVINGS = 1000.0
 
 _MINE = "i.user_id = %(user_id)s AND i.is_memory"
 _NOT_PINNED = "(i.value -> 'pinned') IS DISTINCT FROM 'true'::jsonb"
-_STATUS = "i.value ->> 'status'"
+_STATUS = STATUS
+#: The only columns of ``langmem_items`` a lifecycle move sets: both unindexed (a
+#: test reads the indexes' columns from the catalog), so a move can be HOT.
+MOVE_COLUMNS = ("moved", "moved_at")
 
 
 def _field(name: str) -> str:
-    """``name`` of the value with reinforcement's ``access`` laid over it, as text.
+    """``name`` of the value as every reader sees it (the lifecycle's moves and
+    reinforcement's ``access`` laid over it), as text.
 
-    ``(value || access) ->> name`` (:data:`langmem_layer.sql.items.VALUE`) without
-    building the merged document: the lifecycle reads two fields of every memory.
+    ``VALUE ->> name`` (:data:`langmem_layer.sql.items.VALUE`) without building the
+    merged document: the lifecycle reads a few fields of every memory.
     """
+    if name in MOVED_KEYS:
+        return moved_text(name)
     return (f"(CASE WHEN i.access ? '{name}' THEN i.access ->> '{name}' "
             f"ELSE i.value ->> '{name}' END)")
 
 
-# The last time a memory was written (created, reinforced, corrected) or retrieved.
-_LAST_SEEN = f"greatest(i.updated_at, {_field('last_accessed_at')}::timestamptz)"
+# The last time a memory was written (created, reinforced, corrected, moved) or retrieved.
+_LAST_SEEN = f"greatest({UPDATED}, {_field('last_accessed_at')}::timestamptz)"
 _DAYS_SINCE_ACCESS = (
     f"greatest(0.0, extract(epoch FROM (%(now)s::timestamptz - "
     f"{_field('last_accessed_at')}::timestamptz))::float8 / 86400.0)"
@@ -190,47 +210,50 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
     """
     params: dict[str, Any] = {"user_id": user_id, "now": now, "now_iso": utc_iso(now),
                               "half_life": half_life_days, "flag": flag_below}
-    carried = "i.tid, i.user_id, i.prefix, i.key, i.is_memory, i.access, i.old, i.at, i.new"
+    carried = ("i.tid, i.user_id, i.prefix, i.key, i.is_memory, i.access, i.value, "
+               "i.updated_at, i.old, i.at, i.new")
     stage = f"""SELECT i.ctid AS tid, i.user_id, i.prefix, i.key, i.is_memory, i.access,
-                   i.value, i.updated_at, s.decay AS old, s.ctid AS at,
+                   i.value, i.updated_at, i.moved, i.moved_at, s.decay AS old, s.ctid AS at,
                    {decay_expression()} AS new
             {_SCANNED}"""
     hits: list[str] = []
     for n, rule in enumerate(rules):
         where, named = _renamed(rule.where, rule.params, f"r{n}_")
-        value, stamped = _moved_value(rule)
-        value, _ = _renamed(value, rule.params, f"r{n}_")
+        change, stamped = _moved(rule)
+        change, _ = _renamed(change, rule.params, f"r{n}_")
         params.update(named)
-        stamp = "%(now)s::timestamptz" if stamped else "i.updated_at"
+        stamp = "%(now)s::timestamptz" if stamped else "i.moved_at"
         # OFFSET 0 keeps each stage a subquery of its own: pulled up, every later
         # condition would repeat the earlier stages' expressions instead of reading
         # their result.
         checked = f"SELECT i.*, coalesce({where}, false) AS m{n} FROM ({stage} OFFSET 0) i"
         hits.append(f"i.m{n}")
         stage = f"""SELECT {carried}, {", ".join(hits)},
-                   CASE WHEN i.m{n} THEN {value} ELSE i.value END AS value,
-                   CASE WHEN i.m{n} THEN {stamp} ELSE i.updated_at END AS updated_at
+                   CASE WHEN i.m{n} THEN {change} ELSE i.moved END AS moved,
+                   CASE WHEN i.m{n} THEN {stamp} ELSE i.moved_at END AS moved_at
             FROM ({checked} OFFSET 0) i"""
-    moved = " OR ".join(f"f.m{n}" for n in range(len(rules))) or "false"
-    # The stored result keeps the new value of the memories moved only: the others'
-    # values would make it spill to disk for nothing.
+    any_moved = " OR ".join(f"f.m{n}" for n in range(len(rules))) or "false"
+    # The stored result keeps the moved state of the memories moved only: the others'
+    # would make it spill to disk for nothing.
     any_hit = " OR ".join(hits) or "false"
-    stage = (f"SELECT {carried}, {', '.join(hits) or 'false AS m'}, i.updated_at, "
-             f"CASE WHEN {any_hit} THEN i.value END AS moved_value "
+    stage = (f"SELECT i.tid, i.prefix, i.key, i.old, i.at, i.new, "
+             f"{', '.join(hits) or 'false AS m'}, "
+             f"CASE WHEN {any_hit} THEN i.moved END AS moved, i.moved_at "
              f"FROM ({stage} OFFSET 0) i")
+    sets = ", ".join(f"{c} = f.{c}" for c in MOVE_COLUMNS)
     flags = ", ".join(["1"] + [f"f.m{n}" for n in range(len(rules))])
     counts = "".join(f", (SELECT count(*) FROM mv WHERE mv.m{n}) AS moved_{n}"
                      for n in range(len(rules)))
     # The memory rows are found again by the address the scan read them at (a TID
     # scan): under a concurrent change that address holds an older version and the
-    # row is skipped. The scores as in rescore_decay.
+    # row is skipped. Only MOVE_COLUMNS are set. The scores as in rescore_decay.
     return (
         f"""WITH f AS MATERIALIZED ({stage}),
         {_write_scores('f')},
         mv AS (
-            UPDATE langmem_items i SET value = f.moved_value, updated_at = f.updated_at
+            UPDATE langmem_items i SET {sets}
             FROM f
-            WHERE i.user_id = %(user_id)s AND i.ctid = f.tid AND ({moved})
+            WHERE i.user_id = %(user_id)s AND i.ctid = f.tid AND ({any_moved})
             RETURNING {flags}
         )
         SELECT {_score_counts('f')}{counts}
@@ -297,16 +320,16 @@ def transitions(
     Stale memories are archived first, so a memory that goes stale today is not
     archived in the same run.
     """
-    stale_since = """coalesce((SELECT max((h ->> 'at')::timestamptz)
-            FROM jsonb_array_elements(coalesce(i.value -> 'history', '[]'::jsonb)) h
-            WHERE h ->> 'event' = 'status' AND h ->> 'new' = 'stale'), i.updated_at)"""
+    stale_since = f"""coalesce((SELECT max((h ->> 'at')::timestamptz)
+            FROM jsonb_array_elements(coalesce({moved('history')}, '[]'::jsonb)) h
+            WHERE h ->> 'event' = 'status' AND h ->> 'new' = 'stale'), {UPDATED})"""
     due = "(i.value ->> 'due_at')::timestamptz"
     loop = ("i.value ->> 'kind' = 'open_loop' "
-            "AND coalesce(i.value ->> 'loop_status', 'open') <> 'closed'")
+            f"AND coalesce({_field('loop_status')}, 'open') <> 'closed'")
     outcomes = ("(coalesce((i.value ->> 'success_count')::int, 0) "
                 "+ coalesce((i.value ->> 'failure_count')::int, 0))")
     failures = "coalesce((i.value ->> 'failure_count')::int, 0)"
-    flagged = "coalesce((i.value -> 'metadata' -> 'needs_revalidation') = 'true'::jsonb, false)"
+    flagged = f"coalesce(({moved('metadata')} -> 'needs_revalidation') = 'true'::jsonb, false)"
     return [
         Transition(
             "archived",
@@ -317,7 +340,7 @@ def transitions(
         ),
         Transition(
             "stale_ephemeral",
-            f"{_STATUS} = 'active' AND (i.value -> 'metadata' -> 'ephemeral') = 'true'::jsonb "
+            f"{_STATUS} = 'active' AND ({moved('metadata')} -> 'ephemeral') = 'true'::jsonb "
             f"AND {_LAST_SEEN} <= {_ago('days')}",
             "%(reason)s::text",
             {"days": ephemeral_stale_days,
@@ -358,7 +381,7 @@ def transitions(
         Transition(
             "needs_revalidation",
             f"{_STATUS} = 'active' AND i.value ->> 'layer' = 'semantic' AND NOT {flagged} "
-            f"AND i.updated_at <= {_ago('days')}",
+            f"AND {UPDATED} <= {_ago('days')}",
             "%(reason)s::text",
             {"days": revalidate_after_days,
              "reason": f"not confirmed for {revalidate_after_days:g} days"},
@@ -366,7 +389,7 @@ def transitions(
         ),
         Transition(
             "revalidated",
-            f"{_STATUS} = 'active' AND {flagged} AND i.updated_at > {_ago('days')}",
+            f"{_STATUS} = 'active' AND {flagged} AND {UPDATED} > {_ago('days')}",
             "%(reason)s::text",
             {"days": revalidate_after_days, "reason": "confirmed again"},
             flag=("needs_revalidation", False),
@@ -375,7 +398,7 @@ def transitions(
 
 
 def _history(entries: list[str]) -> str:
-    return ("coalesce(i.value -> 'history', '[]'::jsonb) || jsonb_build_array("
+    return (f"coalesce({moved('history')}, '[]'::jsonb) || jsonb_build_array("
             + ", ".join(entries) + ")")
 
 
@@ -402,45 +425,54 @@ def apply_transition(user_id: str, t: Transition, now: datetime, *,
                   "%(among_prefixes)s::text[], %(among_keys)s::text[]) AS c(p, k))")
     if dry_run:
         return f"SELECT count(*) AS n FROM langmem_items i WHERE {where}", params
-    value, stamped = _moved_value(t)
-    # A status change is a write of the memory; a flag is bookkeeping and keeps the
-    # time the memory was last confirmed.
-    stamp = ", updated_at = %(now)s" if stamped else ""
+    change, stamped = _moved(t)
+    # A status change is a write of the memory (read back as the later of updated_at
+    # and moved_at); a flag is bookkeeping and keeps the time the memory was last
+    # confirmed.
+    stamp = "%(now)s::timestamptz" if stamped else "i.moved_at"
+    sets = ", ".join(f"{c} = {e}" for c, e in zip(MOVE_COLUMNS, (change, stamp), strict=True))
     # One pass: the rule's condition on the row it updates, no candidate list joined
     # back (a row changed meanwhile by another transaction is checked again as it is).
     return (
         f"""UPDATE langmem_items i
-        SET value = {value}{stamp}
+        SET {sets}
         WHERE {where}
         RETURNING i.key""",
         params,
     )
 
 
-def _moved_value(t: Transition) -> tuple[str, bool]:
-    """The value of ``langmem_items i`` once ``t`` has moved it (its history entries
-    appended), and whether the move is a write (``updated_at`` set to ``now``)."""
-    value = "i.value"
+def _moved(t: Transition) -> tuple[str, bool]:
+    """The ``moved`` column of ``langmem_items i`` once ``t`` has moved it: the keys it
+    changes, whole (its history entries appended to the history as readers see it),
+    over those earlier moves wrote; and whether the move is a write (``moved_at`` set
+    to ``now``).
+
+    A key is written only when the move changes it, so the value read is unchanged
+    in every other key (a memory without ``loop_status`` does not get one).
+    """
+    keys: list[str] = []
     entries: list[str] = []
     if t.status is not None:
-        value = f"jsonb_set({value}, '{{status}}', to_jsonb('{t.status}'::text))"
-        entries.append(_entry("status", "i.value -> 'status'", f"to_jsonb('{t.status}'::text)",
+        keys.append(f"'status', to_jsonb('{t.status}'::text)")
+        entries.append(_entry("status", moved("status"), f"to_jsonb('{t.status}'::text)",
                               t.reason))
     if t.loop_closed:
-        value = f"jsonb_set({value}, '{{loop_status}}', '\"closed\"'::jsonb)"
+        keys.append("'loop_status', '\"closed\"'::jsonb")
         entries.append(_entry("loop_status",
-                              "to_jsonb(coalesce(i.value ->> 'loop_status', 'open'))",
+                              f"to_jsonb(coalesce({_field('loop_status')}, 'open'))",
                               "'\"closed\"'::jsonb", t.reason))
     if t.flag is not None:
         name, on = t.flag
-        meta = "coalesce(i.value -> 'metadata', '{}'::jsonb)"
-        new_meta = (f"{meta} || jsonb_build_object('{name}', true)" if on
-                    else f"{meta} - '{name}'")
-        value = f"jsonb_set({value}, '{{metadata}}', {new_meta})"
+        meta = f"coalesce({moved('metadata')}, '{{}}'::jsonb)"
+        keys.append(f"'metadata', {meta} || jsonb_build_object('{name}', true)" if on
+                    else f"'metadata', {meta} - '{name}'")
         entries.append(_entry("flag", "'null'::jsonb" if on else f"to_jsonb('{name}'::text)",
                               f"to_jsonb('{name}'::text)" if on else "'null'::jsonb",
                               t.reason))
-    return f"jsonb_set({value}, '{{history}}', {_history(entries)})", t.status is not None
+    keys.append(f"'history', {_history(entries)}")
+    return (f"coalesce(i.moved, '{{}}'::jsonb) || jsonb_build_object({', '.join(keys)})",
+            t.status is not None)
 
 
 def purge_expired(user_id: str, now: datetime, *, dry_run: bool = False) -> Sql:
@@ -486,20 +518,24 @@ def purge_expired(user_id: str, now: datetime, *, dry_run: bool = False) -> Sql:
 def memory_history(user_id: str, key: str) -> Sql:
     """The history list of one memory (a row ``history``), whatever its status."""
     return (
-        """SELECT coalesce(i.value -> 'history', '[]'::jsonb) AS history FROM langmem_items i
+        f"""SELECT coalesce({moved('history')}, '[]'::jsonb) AS history FROM langmem_items i
         WHERE i.user_id = %(user_id)s AND i.key = %(key)s AND i.is_memory""",
         {"user_id": user_id, "key": key},
     )
 
 
 def record_outcome(user_id: str, key: str, success: bool, now: datetime) -> Sql:
-    """Count one outcome of following a procedural habit; returns the new counts."""
+    """Count one outcome of following a procedural habit; returns the new counts.
+
+    A write of the memory (the user's report, not a nightly move): the moves are folded
+    into the value written and their columns cleared.
+    """
     field = "success_count" if success else "failure_count"
     return (
         f"""UPDATE langmem_items i
-        SET value = jsonb_set(i.value, '{{{field}}}',
+        SET value = jsonb_set({folded()}, '{{{field}}}',
                               to_jsonb(coalesce((i.value ->> '{field}')::int, 0) + 1)),
-            updated_at = %(now)s
+            updated_at = %(now)s, {CLEAR}
         WHERE i.user_id = %(user_id)s AND i.key = %(key)s AND i.is_memory
           AND i.value ->> 'layer' = 'procedural'
         RETURNING coalesce((i.value ->> 'success_count')::int, 0) AS success_count,

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from langmem_layer.sql import Sql
 from langmem_layer.sql.items import VALUE
+from langmem_layer.sql.moved import CLEAR, STATUS, UPDATED, folded
 from langmem_layer.types import utc_iso
 
 __all__ = [
@@ -70,10 +71,10 @@ def lock_thread(user_id: str, thread_id: str) -> Sql:
 def find_identical(user_id: str, prefix: str, content_hash: str, now: datetime) -> Sql:
     """The active memory of one scope with this content hash (case and spacing folded)."""
     return (
-        """SELECT i.key FROM langmem_items i
+        f"""SELECT i.key FROM langmem_items i
         WHERE i.user_id = %(user_id)s AND i.is_memory
           AND i.value ->> 'content_hash' = %(hash)s AND i.prefix = %(prefix)s
-          AND i.value ->> 'status' = 'active'
+          AND {STATUS} = 'active'
           AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
         ORDER BY i.created_at, i.key
         LIMIT 1""",
@@ -92,8 +93,10 @@ def reinforce(user_id: str, keys: Sequence[str], now: datetime, confidence_step:
     access time goes to the ``access`` column, which readers lay over the value and
     which keeps the access count a touch wrote.
     """
-    stale = "i.value->>'status' = 'stale'"
-    flagged = "(i.value->'metadata'->'needs_revalidation') = 'true'::jsonb"
+    # The moves folded in: the value written is the merged one, and the columns cleared.
+    m = folded()
+    stale = f"{m}->>'status' = 'stale'"
+    flagged = f"({m}->'metadata'->'needs_revalidation') = 'true'::jsonb"
     entry = """jsonb_build_array(jsonb_build_object(
                         'at', %(now_iso)s::text, 'event', '{event}', 'old', {old},
                         'new', {new}, 'reason', '{reason}'))"""
@@ -103,24 +106,24 @@ def reinforce(user_id: str, keys: Sequence[str], now: datetime, confidence_step:
                              reason="confirmed again: restated by a turn")
     return (
         f"""UPDATE langmem_items i
-        SET value = i.value || jsonb_build_object(
+        SET value = {m} || jsonb_build_object(
                 'confidence', least(1.0, coalesce((i.value->>'confidence')::float8, 0)
                                          + %(step)s::float8),
                 'reinforcement_count', coalesce((i.value->>'reinforcement_count')::int, 0) + 1)
               -- A stale memory matched again comes back, a flagged fact is confirmed,
               -- and the history says so.
               || CASE WHEN {stale} OR {flagged} THEN jsonb_build_object(
-                    'history', coalesce(i.value->'history', '[]'::jsonb)
+                    'history', coalesce({m}->'history', '[]'::jsonb)
                         || CASE WHEN {stale} THEN {reactivated} ELSE '[]'::jsonb END
                         || CASE WHEN {flagged} THEN {confirmed} ELSE '[]'::jsonb END)
                  ELSE '{{}}'::jsonb END
               || CASE WHEN {stale} THEN '{{"status": "active"}}'::jsonb ELSE '{{}}'::jsonb END
               || CASE WHEN {flagged} THEN jsonb_build_object(
-                    'metadata', (i.value->'metadata') - 'needs_revalidation')
+                    'metadata', ({m}->'metadata') - 'needs_revalidation')
                  ELSE '{{}}'::jsonb END,
             access = coalesce(i.access, '{{}}'::jsonb)
                      || jsonb_build_object('last_accessed_at', %(now_iso)s::text),
-            updated_at = %(now)s
+            updated_at = %(now)s, {CLEAR}
         WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory
         RETURNING i.key""",
         {"user_id": user_id, "keys": list(keys), "now": now, "now_iso": utc_iso(now),
@@ -140,8 +143,8 @@ def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime) -> S
     # memory not among their targets (a hashed NOT IN). A correlated NOT EXISTS per memory
     # became quadratic under the generic plan of a prepared statement.
     return (
-        """WITH thread AS MATERIALIZED (
-            SELECT i.key, i.created_at, i.value ->> 'status' = 'active' AS active
+        f"""WITH thread AS MATERIALIZED (
+            SELECT i.key, i.created_at, {STATUS} = 'active' AS active
             FROM langmem_items i
             WHERE i.user_id = %(user_id)s AND i.is_memory AND i.key <> %(key)s
               AND i.value -> 'source' ->> 'thread_id' = %(thread_id)s
@@ -152,7 +155,7 @@ def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime) -> S
             WHERE s.active
         )
         INSERT INTO langmem_links (user_id, src_key, link_type, dst_key, created_at, metadata)
-        SELECT %(user_id)s, %(key)s, 'elaborates', t.key, %(now)s, '{}'::jsonb
+        SELECT %(user_id)s, %(key)s, 'elaborates', t.key, %(now)s, '{{}}'::jsonb
         FROM thread t
         WHERE t.active AND t.key NOT IN (SELECT dst_key FROM followed)
         ORDER BY t.created_at DESC, t.key DESC
@@ -193,28 +196,30 @@ def set_status(user_id: str, keys: Sequence[str], status: str, now: datetime, *,
     With ``close_loop`` an open loop among them is also closed (``loop_status``
     ``"closed"``, with its own history entry); other kinds keep their ``loop_status``.
     """
+    # The moves folded in: the value written is the merged one, and the columns cleared.
+    m = folded()
     closes = ("%(close)s::boolean AND i.value->>'kind' = 'open_loop' "
-              "AND coalesce(i.value->>'loop_status', 'open') <> 'closed'")
+              f"AND coalesce({m}->>'loop_status', 'open') <> 'closed'")
     entry = """jsonb_build_object('at', %(now_iso)s::text, 'event', {event}, 'old', {old},
                                   'new', {new}, 'reason', %(reason)s::text)"""
-    status_entry = entry.format(event="'status'", old="i.value->'status'",
+    status_entry = entry.format(event="'status'", old=f"{m}->'status'",
                                 new="to_jsonb(%(status)s::text)")
     loop_entry = entry.format(event="'loop_status'",
-                              old="to_jsonb(coalesce(i.value->>'loop_status', 'open'))",
+                              old=f"to_jsonb(coalesce({m}->>'loop_status', 'open'))",
                               new="'\"closed\"'::jsonb")
     return (
         f"""UPDATE langmem_items i
-        SET value = i.value || jsonb_build_object(
+        SET value = {m} || jsonb_build_object(
                 'status', %(status)s::text,
-                'history', coalesce(i.value->'history', '[]'::jsonb)
+                'history', coalesce({m}->'history', '[]'::jsonb)
                     || jsonb_build_array({status_entry})
                     || CASE WHEN {closes} THEN jsonb_build_array({loop_entry})
                        ELSE '[]'::jsonb END)
               || CASE WHEN {closes} THEN jsonb_build_object('loop_status', 'closed')
                  ELSE '{{}}'::jsonb END,
-            updated_at = %(now)s
+            updated_at = %(now)s, {CLEAR}
         WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory
-          AND i.value->>'status' IS DISTINCT FROM %(status)s
+          AND {STATUS} IS DISTINCT FROM %(status)s
         RETURNING i.key""",
         {"user_id": user_id, "keys": list(keys), "status": status, "now": now,
          "now_iso": utc_iso(now), "reason": reason, "close": close_loop},
@@ -224,7 +229,7 @@ def set_status(user_id: str, keys: Sequence[str], status: str, now: datetime, *,
 def find_memory(user_id: str, key: str) -> Sql:
     """One typed memory by id, whatever its scope."""
     return (
-        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at
         FROM langmem_items i
         WHERE i.user_id = %(user_id)s AND i.key = %(key)s AND i.is_memory""",
         {"user_id": user_id, "key": key},
@@ -310,7 +315,8 @@ def links_of(user_id: str, keys: Sequence[str]) -> Sql:
 def user_items(user_id: str) -> Sql:
     """Every item of a tenant (memories and generic items), for export."""
     return (
-        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.is_memory, i.created_at, i.updated_at,
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.is_memory, i.created_at,
+               {UPDATED} AS updated_at,
                i.expires_at, i.ttl_minutes
         FROM langmem_items i WHERE i.user_id = %(user_id)s ORDER BY i.prefix, i.key""",
         {"user_id": user_id},

@@ -14,6 +14,7 @@ from typing import Any
 
 from langmem_layer.sql import Sql
 from langmem_layer.sql.items import VALUE
+from langmem_layer.sql.moved import STATUS, UPDATED, open_loop
 from langmem_layer.sql.sources import RECALL_SOURCES
 from langmem_layer.sql.vector import user_walk, vector_literal
 from langmem_layer.types import utc_iso
@@ -24,8 +25,8 @@ __all__ = [
 ]
 
 
-_ELIGIBLE = """i.user_id = %(user_id)s AND i.prefix = ANY(%(prefixes)s::text[]) AND i.is_memory
-          AND i.value->>'status' = ANY(%(statuses)s::text[])
+_ELIGIBLE = f"""i.user_id = %(user_id)s AND i.prefix = ANY(%(prefixes)s::text[]) AND i.is_memory
+          AND {STATUS} = ANY(%(statuses)s::text[])
           AND (i.expires_at IS NULL OR i.expires_at > %(now)s)"""
 
 
@@ -461,12 +462,11 @@ def recall_candidates(
         ),
         oq AS (
             SELECT i.prefix, i.key,
-                   row_number() OVER (ORDER BY count(*) DESC, max(i.updated_at) DESC, i.key) - 1
+                   row_number() OVER (ORDER BY count(*) DESC, max({UPDATED}) DESC, i.key) - 1
                        AS rnk
             FROM langmem_items i
             CROSS JOIN LATERAL jsonb_array_elements_text(i.value -> 'refs') AS r(ref)
-            WHERE i.value->>'kind' = 'open_loop'
-              AND coalesce(i.value->>'loop_status', 'open') <> 'closed'
+            WHERE {open_loop()}
               AND r.ref IN (SELECT ref FROM oq_refs) {not_seed}
               AND """
             + _ELIGIBLE
@@ -480,14 +480,14 @@ def recall_candidates(
     if due_window is not None and due_limit > 0:
         params.update(due_from=utc_iso(due_window[0]), due_to=utc_iso(due_window[1]),
                       due_limit=due_limit)
-        # The open-loop conditions are the due index's predicate, word for word.
+        # The open-loop conditions are the due index's predicate, word for word (and
+        # the loop status a move wrote, checked at the row).
         ctes.append(
-            """du AS (
+            f"""du AS (
             SELECT i.prefix, i.key,
                    row_number() OVER (ORDER BY i.value ->> 'due_at', i.key) - 1 AS rnk
             FROM langmem_items i
-            WHERE (i.value ->> 'kind') = 'open_loop'
-              AND coalesce(i.value ->> 'loop_status', 'open') <> 'closed'
+            WHERE {open_loop()}
               AND (i.value ->> 'due_at') IS NOT NULL
               AND (i.value ->> 'due_at') >= %(due_from)s AND (i.value ->> 'due_at') <= %(due_to)s
               AND """
@@ -502,10 +502,10 @@ def recall_candidates(
         params.update(standing_limit=standing_limit)
         # The conditions are the standing index's predicate, word for word.
         ctes.append(
-            """sp AS (
+            f"""sp AS (
             SELECT i.prefix, i.key,
                    row_number() OVER (ORDER BY (i.value ->> 'salience') DESC,
-                                      i.updated_at DESC, i.key) - 1 AS rnk
+                                      {UPDATED} DESC, i.key) - 1 AS rnk
             FROM langmem_items i
             WHERE (i.value ->> 'kind') = 'preference' AND (i.value ->> 'policy') = 'adapt'
               AND """
@@ -568,7 +568,8 @@ def recall_candidates(
             HAVING bool_or(src < {len(sources)})
         )
         SELECT * FROM (
-            SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at, c.similarity,
+            SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at,
+                   c.similarity,
                    {", ".join(f"c.{s}_rank" for s in _COLUMNS)}, c.prefix AS cand_prefix,
                    {linked} AS linked
             FROM cand c JOIN langmem_items i ON i.user_id = %(user_id)s AND i.key = c.key

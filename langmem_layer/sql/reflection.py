@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from langmem_layer.sql import Sql
+from langmem_layer.sql.items import VALUE
+from langmem_layer.sql.moved import STATUS, moved
 from langmem_layer.types import utc_iso
 
 __all__ = ["evidence_state", "memories", "synthesized"]
@@ -47,18 +49,18 @@ def memories(user_id: str, model_id: str | None, *, layers: Sequence[str] | None
     """
     vector = _VECTOR if model_id is not None else "NULL::bytea AS vector"
     return (
-        f"""SELECT i.prefix, i.key, i.value, {vector}
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, {vector}
         FROM langmem_items i
         WHERE i.user_id = %(user_id)s AND i.is_memory
-          AND i.value ->> 'status' = 'active'
+          AND {STATUS} = 'active'
           AND (%(layers)s::text[] IS NULL OR i.value ->> 'layer' = ANY(%(layers)s::text[]))
           AND (%(policies)s::text[] IS NULL
                OR i.value ->> 'policy' = ANY(%(policies)s::text[]))
           AND NOT (i.value ->> 'kind' = ANY(%(exclude)s::text[]))
           AND (%(since)s::text IS NULL OR i.value ->> 'occurred_at' >= %(since)s::text)
           AND (%(synthesis)s::text IS NULL
-               OR i.value -> 'metadata' ->> 'synthesis' = %(synthesis)s::text)
-          AND NOT (%(observed)s AND i.value -> 'metadata' ? 'synthesis')
+               OR {moved('metadata')} ->> 'synthesis' = %(synthesis)s::text)
+          AND NOT (%(observed)s AND {moved('metadata')} ? 'synthesis')
         ORDER BY i.value ->> 'occurred_at', i.key""",
         {"user_id": user_id, "model_id": model_id,
          "layers": list(layers) if layers is not None else None,
@@ -80,12 +82,12 @@ def evidence_state(user_id: str, pairs: Sequence[tuple[str, str]]) -> Sql:
     A row per pair, in one statement for all of a user's synthesized records.
     """
     return (
-        """SELECT p.src AS record, p.dst AS key, i.key IS NOT NULL AS exists,
-                  i.value ->> 'status' AS status, i.value ->> 'policy' AS policy,
-                  i.value AS value,
+        f"""SELECT p.src AS record, p.dst AS key, i.key IS NOT NULL AS exists,
+                  {STATUS} AS status, i.value ->> 'policy' AS policy,
+                  {VALUE} AS value,
                   coalesce(EXISTS (
                       SELECT 1 FROM jsonb_array_elements(
-                          coalesce(i.value -> 'history', '[]'::jsonb)) h
+                          coalesce({moved('history')}, '[]'::jsonb)) h
                       WHERE h ->> 'reason' = %(forgotten)s), false) AS forgotten
         FROM unnest(%(src)s::text[], %(dst)s::text[]) AS p(src, dst)
         LEFT JOIN langmem_items i

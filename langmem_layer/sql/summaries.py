@@ -12,6 +12,7 @@ from datetime import datetime
 
 from langmem_layer.sql import Sql
 from langmem_layer.sql.items import VALUE, prefix_args
+from langmem_layer.sql.moved import STATUS, UPDATED, moved
 
 __all__ = ["candidates", "messages", "thread_stats"]
 
@@ -74,16 +75,18 @@ def candidates(user_id: str, prefix: str, *, start: str, end: str, now: datetime
     """
     _, below = prefix_args(prefix)
     return (
-        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, i.updated_at
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at
         FROM langmem_items i
         WHERE i.user_id = %(user_id)s AND i.is_memory
           AND (i.value ->> 'kind') = 'temporal_summary'
           AND (i.prefix = %(prefix)s OR i.prefix LIKE %(below)s)
           AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
-          AND (i.value ->> 'status') = 'active'
-          AND (i.value -> 'metadata' ->> 'synthesis') = 'temporal_summary'
-          AND (i.value -> 'metadata' ->> 'end') COLLATE "C" > %(start)s
-          AND (i.value -> 'metadata' ->> 'start') COLLATE "C" < %(end)s
+          AND {STATUS} = 'active'
+          AND ({moved('metadata')} ->> 'synthesis') = 'temporal_summary'
+          AND ({moved('metadata')} ->> 'end') COLLATE "C" > %(start)s
+          AND ({moved('metadata')} ->> 'start') COLLATE "C" < %(end)s
+        -- the index's order: only status moves set moved_at, and none leaves a memory
+        -- active (they go stale or archived; a reactivation writes the value)
         ORDER BY i.updated_at DESC, i.prefix, i.key
         LIMIT %(limit)s""",
         {"user_id": user_id, "prefix": prefix, "below": below, "now": now,
