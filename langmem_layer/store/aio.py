@@ -291,11 +291,11 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
                     bound = None
-                    while (query := plan.next_query()) is not None:
+                    while (statement := plan.next_query()) is not None:
                         if (bind := plan.binding()) != bound:
                             await conn.execute(*self._bind_query(bind)[:2])
                             bound = bind
-                        await cur.execute(query.sql, query.params)
+                        await cur.execute(statement.sql, statement.params)
                         plan.deliver_rows(await cur.fetchall() if cur.description else [])
                 return None
             case EmbedDocuments(texts):

@@ -241,11 +241,11 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
                     bound = None
-                    while (query := plan.next_query()) is not None:
+                    while (statement := plan.next_query()) is not None:
                         if (bind := plan.binding()) != bound:
                             conn.execute(*self._bind_query(bind)[:2])
                             bound = bind
-                        cur.execute(query.sql, query.params)
+                        cur.execute(statement.sql, statement.params)
                         plan.deliver_rows(cur.fetchall() if cur.description else [])
                 return None
             case EmbedDocuments(texts):
