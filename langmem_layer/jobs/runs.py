@@ -45,6 +45,7 @@ from langmem_layer.errors import (
     PoolTimeoutError,
     SchemaNotReadyError,
 )
+from langmem_layer.jobs import batching
 from langmem_layer.jobs import schedule as sched
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobResult, _execute
 from langmem_layer.settings import MemorySettings
@@ -192,6 +193,11 @@ def _session(ctx: JobContext) -> Iterator[tuple[psycopg.Connection[Any], JobCont
     connection does not wait on itself; a layer is rebuilt on it on first use.
     """
     with ctx.store.pinned() as store:
+        if store.embeddings is not None:
+            # The copy's model only: each distinct text embedded once in this run.
+            store.embeddings = batching.RunEmbeddings(
+                store.embeddings,
+                batch_size=max(store.embedding_batch_size, batching.CHUNK_TEXTS))
         bound = JobContext(store, database_url=ctx.database_url, data_dir=ctx.data_dir,
                            settings=ctx.settings, synthesizer=ctx.synthesizer)
         bound.conn = store.conn
@@ -275,6 +281,9 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     ``record`` is (job, period, shard) to advance per user, or None (unrecorded).
     Returns users done, summed counts and the last user done.
     """
+    if job.defers_writes and not dry_run:
+        return _per_user_batched(conn, bound, job, now=now, users=users, total=total,
+                                 record=record, options=options, progress=progress, out=out)
     pause = _settings(bound).jobs_pause_ms / 1000
     done, totals, last = 0, dict[str, int](), None
     with _progress(total, job.name, progress, out) as bar:
@@ -300,6 +309,87 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
                 # Between users, outside any transaction: nothing held while waiting.
                 time.sleep(pause)
     return done, totals, last
+
+
+def _per_user_batched(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *,
+                      now: datetime, users: Iterable[str], total: int,
+                      record: tuple[str, str, str] | None, options: Mapping[str, Any],
+                      progress: bool, out: TextIO | None
+                      ) -> tuple[int, dict[str, int], str | None]:
+    """:func:`_per_user` for a job that defers its writes: users prepared a chunk at a
+    time, the chunk's texts embedded together, then each user's writes applied in its
+    own transaction, in order (see :mod:`langmem_layer.jobs.batching`)."""
+    pause = _settings(bound).jobs_pause_ms / 1000
+    limit = max(bound.store.embedding_batch_size, batching.CHUNK_TEXTS)
+    done, totals, last = 0, dict[str, int](), None
+    chunk: list[batching.Prepared] = []
+
+    def settle() -> None:
+        nonlocal done, last
+        model = bound.store.embeddings
+        texts = [t for p in chunk for t in p.texts]
+        if texts and isinstance(model, batching.RunEmbeddings):
+            try:
+                model.prefetch(texts)
+            except Exception as e:  # each user's own batch calls the model again
+                logger.warning("job %s: embedding %d users' texts together failed (%s); "
+                               "each user's are embedded on their own", job.name,
+                               len(chunk), e)
+        for p in chunk:
+            if isinstance(p.error, _STOPS_THE_RUN):
+                raise p.error
+            try:
+                if p.error is not None:
+                    raise p.error
+                counts = _apply(conn, bound, job, p, now=now, record=record,
+                                options=options)
+            except _STOPS_THE_RUN:
+                raise
+            except Exception as e:
+                if conn.broken:
+                    raise
+                _user_failed(conn, job, p.user_id, e, record)
+                counts = {FAILED: 1}
+            else:
+                done += 1
+            last = p.user_id
+            for k, n in counts.items():
+                totals[k] = totals.get(k, 0) + n
+            bar.update()
+            if pause:
+                time.sleep(pause)
+        chunk.clear()
+
+    with _progress(total, job.name, progress, out) as bar:
+        for user_id in users:
+            chunk.append(batching.prepare(conn, bound, job, user_id, now=now,
+                                          options=options, skip=record is not None))
+            if (sum(len(p.texts) for p in chunk) >= limit
+                    or len(chunk) >= batching.CHUNK_USERS):
+                settle()
+        settle()
+    return done, totals, last
+
+
+def _apply(conn: psycopg.Connection[Any], bound: JobContext, job: Job,
+           prepared: batching.Prepared, *, now: datetime,
+           record: tuple[str, str, str] | None, options: Mapping[str, Any]
+           ) -> dict[str, int]:
+    """A prepared user's writes, fingerprint and cursor advance, in its own transaction."""
+    user_id = prepared.user_id
+    counts = _counts(prepared.counts, job, user_id)
+    with conn.transaction():
+        _rows(conn, rls.bind(user_id, role=bound.store.rls_role, switch_role=True))
+        if record is not None:
+            _rows(conn, sql.relaxed_commit())
+        if prepared.ops:
+            bound.store.batch(prepared.ops)
+        if record is not None and not prepared.skipped:
+            batching.remember(conn, job, user_id, now, options)
+        tokens = counts.pop(TOKENS, 0)
+        if record is not None:
+            _advance(conn, job, record, user_id, counts, tokens)
+    return counts
 
 
 #: Errors that stop a whole run rather than one user's part of it: the database is
@@ -330,13 +420,24 @@ def _one_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, user_i
         if dry_run:
             # Whatever the function wrote despite dry_run is undone.
             raise psycopg.Rollback()
-        if record is not None and not _rows(
-                conn, sql.advance(*record, user_id, counts, tokens)):
-            raise ConcurrencyError(
-                f"Job {job.name}: user {user_id!r} was already done for "
-                f"{record[1]} (shard {record[2]}) by another runner; nothing "
-                "was applied twice. Run again to continue after it.")
+        if record is not None:
+            _advance(conn, job, record, user_id, counts, tokens)
     return counts
+
+
+def _advance(conn: psycopg.Connection[Any], job: Job, record: tuple[str, str, str],
+             user_id: str, counts: Mapping[str, int], tokens: int) -> None:
+    """Move the run's cursor to ``user_id`` in the user's transaction.
+
+    Raises:
+        ConcurrencyError: Another runner already did the user (the transaction rolls
+            back, so nothing is applied twice).
+    """
+    if not _rows(conn, sql.advance(*record, user_id, counts, tokens)):
+        raise ConcurrencyError(
+            f"Job {job.name}: user {user_id!r} was already done for "
+            f"{record[1]} (shard {record[2]}) by another runner; nothing "
+            "was applied twice. Run again to continue after it.")
 
 
 def _user_failed(conn: psycopg.Connection[Any], job: Job, user_id: str, error: Exception,
