@@ -48,20 +48,23 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TextIO
 
 import psycopg
 from langchain_core.embeddings import Embeddings
 
+from langmem_layer.jobs import turns
 from langmem_layer.jobs.registry import Job, JobContext, _execute
 from langmem_layer.sql import job_users as jsql
+from langmem_layer.sql import jobs as jobs_sql
 from langmem_layer.sql import rls
 
-__all__ = ["CHUNK_TEXTS", "CHUNK_USERS", "SKIPPED", "Prepared", "RunEmbeddings", "prepare",
-           "remember"]
+__all__ = ["CHUNK_TEXTS", "CHUNK_USERS", "SKIPPED", "Prepared", "RunEmbeddings", "per_user",
+           "prepare", "remember"]
 
 logger = logging.getLogger("langmem_layer.jobs")
 
@@ -222,3 +225,82 @@ def remember(conn: psycopg.Connection[Any], job: Job, user_id: str, now: datetim
     writes), so that the next run can pass over the user if nothing changes."""
     if job.unchanged is not None:
         _execute(conn, *jsql.remember(job.name, user_id, now, _options(options)))
+
+
+def per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now: datetime,
+             users: Iterable[str], total: int, record: tuple[str, str, str] | None,
+             options: Mapping[str, Any], progress: bool, out: TextIO | None
+             ) -> tuple[int, dict[str, int], str | None]:
+    """Run a job that defers its writes for each of ``users``: prepared a chunk at a
+    time, the chunk's texts embedded together, then each user's writes applied in its
+    own transaction, in order. ``record`` is (job, period, shard) to advance per user,
+    or None (unrecorded). Returns users done, summed counts and the last user done."""
+    pause = turns.run_settings(bound).jobs_pause_ms / 1000
+    limit = max(bound.store.embedding_batch_size, CHUNK_TEXTS)
+    done, totals, last = 0, dict[str, int](), None
+    chunk: list[Prepared] = []
+
+    def settle() -> None:
+        nonlocal done, last
+        model = bound.store.embeddings
+        texts = [t for p in chunk for t in p.texts]
+        if texts and isinstance(model, RunEmbeddings):
+            try:
+                model.prefetch(texts)
+            except Exception as e:  # each user's own batch calls the model again
+                logger.warning("job %s: embedding %d users' texts together failed (%s); "
+                               "each user's are embedded on their own", job.name,
+                               len(chunk), e)
+        for p in chunk:
+            if isinstance(p.error, turns.STOPS_THE_RUN):
+                raise p.error
+            try:
+                if p.error is not None:
+                    raise p.error
+                counts = _apply(conn, bound, job, p, now=now, record=record,
+                                options=options)
+            except turns.STOPS_THE_RUN:
+                raise
+            except Exception as e:
+                if conn.broken:
+                    raise
+                turns.user_failed(conn, job, p.user_id, e, record)
+                counts = {turns.FAILED: 1}
+            else:
+                done += 1
+            last = p.user_id
+            for k, n in counts.items():
+                totals[k] = totals.get(k, 0) + n
+            bar.update()
+            if pause:
+                time.sleep(pause)
+        chunk.clear()
+
+    with turns.progress_bar(total, job.name, progress, out) as bar:
+        for user_id in users:
+            chunk.append(prepare(conn, bound, job, user_id, now=now, options=options,
+                                 skip=record is not None))
+            if sum(len(p.texts) for p in chunk) >= limit or len(chunk) >= CHUNK_USERS:
+                settle()
+        settle()
+    return done, totals, last
+
+
+def _apply(conn: psycopg.Connection[Any], bound: JobContext, job: Job, prepared: Prepared, *,
+           now: datetime, record: tuple[str, str, str] | None, options: Mapping[str, Any]
+           ) -> dict[str, int]:
+    """A prepared user's writes, fingerprint and cursor advance, in its own transaction."""
+    user_id = prepared.user_id
+    counts = turns.counts_of(prepared.counts, job, user_id)
+    with conn.transaction():
+        _execute(conn, *rls.bind(user_id, role=bound.store.rls_role, switch_role=True))
+        if record is not None:
+            _execute(conn, *jobs_sql.relaxed_commit())
+        if prepared.ops:
+            bound.store.batch(prepared.ops)
+        if record is not None and not prepared.skipped:
+            remember(conn, job, user_id, now, options)
+        tokens = counts.pop(turns.TOKENS, 0)
+        if record is not None:
+            turns.advance(conn, job, record, user_id, counts, tokens)
+    return counts

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -39,15 +38,18 @@ from typing import Any, Literal, TextIO
 import psycopg
 
 from langmem_layer.errors import (
-    ConcurrencyError,
     ConfigurationError,
-    DatabaseUnavailableError,
-    PoolTimeoutError,
-    SchemaNotReadyError,
 )
 from langmem_layer.jobs import batching
 from langmem_layer.jobs import schedule as sched
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobResult, _execute
+from langmem_layer.jobs.turns import FAILED, TOKENS
+from langmem_layer.jobs.turns import STOPS_THE_RUN as _STOPS_THE_RUN
+from langmem_layer.jobs.turns import advance as _advance
+from langmem_layer.jobs.turns import counts_of as _counts
+from langmem_layer.jobs.turns import progress_bar as _progress
+from langmem_layer.jobs.turns import run_settings as _settings
+from langmem_layer.jobs.turns import user_failed as _user_failed
 from langmem_layer.settings import MemorySettings
 from langmem_layer.sql import jobs as sql
 from langmem_layer.sql import rls
@@ -58,10 +60,6 @@ __all__ = ["ALL", "JobRun", "Shard", "run", "run_due", "run_users"]
 
 #: Users fetched per page of the walk (the cursor moves per user, not per page).
 PAGE = 500
-#: The outcome a per-user job reports tokens sent to a chat model under; the runner
-#: sums it into the run's ``tokens`` column instead of its counts.
-TOKENS = "tokens"
-
 Status = Literal["done", "skipped", "busy", "dry-run"]
 
 
@@ -175,14 +173,6 @@ class JobRun:
 # -- running ---------------------------------------------------------------------------
 
 
-def _settings(ctx: JobContext) -> MemorySettings:
-    if ctx.settings is not None:
-        return ctx.settings
-    from langmem_layer.environment import settings_from_env
-
-    return settings_from_env()
-
-
 @contextmanager
 def _session(ctx: JobContext) -> Iterator[tuple[psycopg.Connection[Any], JobContext]]:
     """One connection for the whole run, and a context whose store works on it.
@@ -221,15 +211,6 @@ def _listing(conn: psycopg.Connection[Any], query: tuple[str, Any]) -> list[dict
         return _rows(conn, query)
 
 
-def _counts(raw: Any, job: Job, user_id: str) -> dict[str, int]:
-    if not isinstance(raw, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, int) for k, v in raw.items()):
-        raise ConfigurationError(
-            f"Per-user job {job.name} must return a dict of outcome -> int for user "
-            f"{user_id!r}; got {raw!r}.")
-    return dict(raw)
-
-
 def _resolve(job: Job | str) -> Job:
     if isinstance(job, Job):
         return job
@@ -264,14 +245,6 @@ def _total(conn: psycopg.Connection[Any], *, after: str | None, shard: Shard,
     return int(rows[0]["n"]) if rows else 0
 
 
-def _progress(total: int, job: str, enabled: bool, out: TextIO | None) -> Any:
-    from tqdm import tqdm
-
-    # disable=None: a bar only on a terminal, so logs and pipes stay clean.
-    return tqdm(total=total, desc=job, unit="user", file=out or sys.stderr,
-                disable=None if enabled else True, leave=False)
-
-
 def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now: datetime,
               users: Iterable[str], total: int, record: tuple[str, str, str] | None,
               dry_run: bool, options: Mapping[str, Any], progress: bool,
@@ -282,7 +255,7 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     Returns users done, summed counts and the last user done.
     """
     if job.defers_writes and not dry_run:
-        return _per_user_batched(conn, bound, job, now=now, users=users, total=total,
+        return batching.per_user(conn, bound, job, now=now, users=users, total=total,
                                  record=record, options=options, progress=progress, out=out)
     pause = _settings(bound).jobs_pause_ms / 1000
     done, totals, last = 0, dict[str, int](), None
@@ -311,98 +284,6 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     return done, totals, last
 
 
-def _per_user_batched(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *,
-                      now: datetime, users: Iterable[str], total: int,
-                      record: tuple[str, str, str] | None, options: Mapping[str, Any],
-                      progress: bool, out: TextIO | None
-                      ) -> tuple[int, dict[str, int], str | None]:
-    """:func:`_per_user` for a job that defers its writes: users prepared a chunk at a
-    time, the chunk's texts embedded together, then each user's writes applied in its
-    own transaction, in order (see :mod:`langmem_layer.jobs.batching`)."""
-    pause = _settings(bound).jobs_pause_ms / 1000
-    limit = max(bound.store.embedding_batch_size, batching.CHUNK_TEXTS)
-    done, totals, last = 0, dict[str, int](), None
-    chunk: list[batching.Prepared] = []
-
-    def settle() -> None:
-        nonlocal done, last
-        model = bound.store.embeddings
-        texts = [t for p in chunk for t in p.texts]
-        if texts and isinstance(model, batching.RunEmbeddings):
-            try:
-                model.prefetch(texts)
-            except Exception as e:  # each user's own batch calls the model again
-                logger.warning("job %s: embedding %d users' texts together failed (%s); "
-                               "each user's are embedded on their own", job.name,
-                               len(chunk), e)
-        for p in chunk:
-            if isinstance(p.error, _STOPS_THE_RUN):
-                raise p.error
-            try:
-                if p.error is not None:
-                    raise p.error
-                counts = _apply(conn, bound, job, p, now=now, record=record,
-                                options=options)
-            except _STOPS_THE_RUN:
-                raise
-            except Exception as e:
-                if conn.broken:
-                    raise
-                _user_failed(conn, job, p.user_id, e, record)
-                counts = {FAILED: 1}
-            else:
-                done += 1
-            last = p.user_id
-            for k, n in counts.items():
-                totals[k] = totals.get(k, 0) + n
-            bar.update()
-            if pause:
-                time.sleep(pause)
-        chunk.clear()
-
-    with _progress(total, job.name, progress, out) as bar:
-        for user_id in users:
-            chunk.append(batching.prepare(conn, bound, job, user_id, now=now,
-                                          options=options, skip=record is not None))
-            if (sum(len(p.texts) for p in chunk) >= limit
-                    or len(chunk) >= batching.CHUNK_USERS):
-                settle()
-        settle()
-    return done, totals, last
-
-
-def _apply(conn: psycopg.Connection[Any], bound: JobContext, job: Job,
-           prepared: batching.Prepared, *, now: datetime,
-           record: tuple[str, str, str] | None, options: Mapping[str, Any]
-           ) -> dict[str, int]:
-    """A prepared user's writes, fingerprint and cursor advance, in its own transaction."""
-    user_id = prepared.user_id
-    counts = _counts(prepared.counts, job, user_id)
-    with conn.transaction():
-        _rows(conn, rls.bind(user_id, role=bound.store.rls_role, switch_role=True))
-        if record is not None:
-            _rows(conn, sql.relaxed_commit())
-        if prepared.ops:
-            bound.store.batch(prepared.ops)
-        if record is not None and not prepared.skipped:
-            batching.remember(conn, job, user_id, now, options)
-        tokens = counts.pop(TOKENS, 0)
-        if record is not None:
-            _advance(conn, job, record, user_id, counts, tokens)
-    return counts
-
-
-#: Errors that stop a whole run rather than one user's part of it: the database is
-#: gone or busy, another runner took the period, the job itself is misconfigured.
-_STOPS_THE_RUN = (ConcurrencyError, ConfigurationError, DatabaseUnavailableError,
-                  PoolTimeoutError, SchemaNotReadyError, psycopg.OperationalError,
-                  psycopg.InterfaceError)
-#: The outcome counting users whose part failed.
-FAILED = "failed"
-#: Characters of a user's error kept in the run's row.
-_ERROR_CHARS = 500
-
-
 def _one_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, user_id: str, *,
               now: datetime, record: tuple[str, str, str] | None, dry_run: bool,
               options: Mapping[str, Any]) -> dict[str, int]:
@@ -423,34 +304,6 @@ def _one_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, user_i
         if record is not None:
             _advance(conn, job, record, user_id, counts, tokens)
     return counts
-
-
-def _advance(conn: psycopg.Connection[Any], job: Job, record: tuple[str, str, str],
-             user_id: str, counts: Mapping[str, int], tokens: int) -> None:
-    """Move the run's cursor to ``user_id`` in the user's transaction.
-
-    Raises:
-        ConcurrencyError: Another runner already did the user (the transaction rolls
-            back, so nothing is applied twice).
-    """
-    if not _rows(conn, sql.advance(*record, user_id, counts, tokens)):
-        raise ConcurrencyError(
-            f"Job {job.name}: user {user_id!r} was already done for "
-            f"{record[1]} (shard {record[2]}) by another runner; nothing "
-            "was applied twice. Run again to continue after it.")
-
-
-def _user_failed(conn: psycopg.Connection[Any], job: Job, user_id: str, error: Exception,
-                 record: tuple[str, str, str] | None) -> None:
-    """Log a user's failure and, in a recorded run, move past the user keeping its error."""
-    text = f"{type(error).__name__}: {error}"[:_ERROR_CHARS]
-    logger.warning("job %s failed for user %r (the run goes on): %s", job.name, user_id, text)
-    if record is not None:
-        with conn.transaction():
-            if not _rows(conn, sql.user_failed(*record, user_id, text)):
-                raise ConcurrencyError(
-                    f"Job {job.name}: user {user_id!r} was already done for {record[1]} "
-                    f"(shard {record[2]}) by another runner. Run again to continue after it.")
 
 
 def _period(job: Job, now: datetime, settings: MemorySettings) -> str:
