@@ -4,6 +4,7 @@ two runners sharing a job's users without overlap."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -225,3 +226,60 @@ def test_two_runners_share_a_jobs_users_each_exactly_once(
     assert sum(r.users for runs in results.values() for r in runs) == len(users)
     # Each user's work was applied once: one decision log entry each.
     assert decision_logs(pg_uri, "consolidate") == dict.fromkeys(users, 1)
+
+
+def test_one_users_failure_in_a_batched_run_is_that_users_alone(
+        counting: tuple[PostgresMemoryStore, CountingEmbeddings], pg_uri: str) -> None:
+    """A user whose part fails while the chunk is prepared is recorded failed, in their
+    turn; the users before and after it in the chunk are done, and the failed user's
+    texts were never written."""
+    store, model = counting
+    base = JOBS["consolidate"]
+
+    def fails_for_u3(ctx: JobContext, user_id: str, **kwargs: Any) -> dict[str, int]:
+        if user_id == "u3":
+            raise ValueError("u3's evidence is broken")
+        return base.function(ctx, user_id, **kwargs)  # type: ignore[no-any-return]
+
+    job = dataclasses.replace(base, function=fails_for_u3)
+    ctx = JobContext(store, settings=MemorySettings(), synthesizer=OfflineSynthesizer())
+
+    result = run(ctx, job, now=NOW)
+
+    assert result.counts["failed"] == 1 and list(result.failures) == ["u3"]
+    assert "u3's evidence is broken" in result.failures["u3"]
+    assert result.users == len(USERS) - 1
+    assert decision_logs(pg_uri, "consolidate") == {u: 1 for u in USERS if u != "u3"}
+    assert len(model.batches) == 1
+    # The failed user was not remembered: the next run does them, and skips the others.
+    again = run(ctx, "consolidate", now=NOW, force=True)
+    assert again.counts == {"skipped": len(USERS) - 1, "created": 2}
+
+
+class RefusesLargeCalls(CountingEmbeddings):
+    """A model that fails on any call of more than ``limit`` texts."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(dims=64)
+        self.limit = limit
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if len(texts) > self.limit:
+            raise RuntimeError(f"{len(texts)} texts at once")
+        return super().embed_documents(texts)
+
+
+def test_a_failed_call_for_the_chunk_fails_no_user(pg_uri: str, store: PostgresMemoryStore,
+                                                   clock: Clock) -> None:
+    """When the model fails on the chunk's call, each user's own write embeds its texts."""
+    seed(store, USERS)
+    model = RefusesLargeCalls(limit=3)
+    index = {"embed": model, "dims": 64, "model_id": "bow-64"}
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=index, clock=clock) as s:
+        ctx = JobContext(s, settings=MemorySettings(), synthesizer=OfflineSynthesizer())
+        result = run(ctx, "consolidate", now=NOW)
+    assert result.users == len(USERS) and not result.failed
+    assert decision_logs(pg_uri, "consolidate") == dict.fromkeys(USERS, 1)
+    # One call per user, none of them holding a text an earlier one embedded.
+    assert len(model.batches) == len(USERS)
+    assert len(model.texts) == len(set(model.texts))

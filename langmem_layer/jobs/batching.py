@@ -77,7 +77,7 @@ CHUNK_USERS = 64
 #: The outcome counting users passed over (nothing new since the job last ran for them).
 SKIPPED = "skipped"
 #: Vectors kept in memory per run at most; past it the memory starts over.
-_KEPT_VECTORS = 100_000
+_KEPT_VECTORS = 20_000
 
 
 class RunEmbeddings(Embeddings):
