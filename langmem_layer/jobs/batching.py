@@ -1,10 +1,11 @@
 """Per-user jobs that embed what they write: many users' texts per model call, each text
 embedded once, users with nothing new passed over.
 
-The reflection jobs (``consolidate``, ``summarize``) spend nearly all their time in the
-embedding model, on the records they write. A user writes a few dozen texts; a model
-call over a few dozen texts is mostly overhead and padding, while one call over a few
-hundred, sorted by length, is far cheaper per text. So the runner
+The reflection jobs (``consolidate``, ``reflect``, ``summarize``) spend nearly all their
+time in the embedding model, on the records they write. A user writes a few dozen
+texts; a model call over a few dozen texts pays more padding and per-call overhead than
+one call over a few hundred sorted by length, and texts that several users write alike
+need embedding only once. So the runner
 (:mod:`langmem_layer.jobs.runs`) runs a job flagged ``defers_writes`` in two steps over
 a chunk of users:
 
