@@ -188,6 +188,19 @@ def test_run_embeddings_embeds_a_text_once_per_run() -> None:
     assert (run_model.calls, run_model.texts) == (3, 5)
 
 
+def test_run_embeddings_drops_the_least_recently_used_vectors_past_its_budget() -> None:
+    model = CountingEmbeddings(dims=16)
+    run_model = RunEmbeddings(model, batch_size=10, kept_bytes=3 * 16 * 4)  # 3 vectors
+    run_model.prefetch(["a", "b", "c"])
+    run_model.prefetch(["a"])  # used again: "b" is now the oldest
+    run_model.prefetch(["d"])
+    assert list(run_model.vectors) == ["c", "a", "d"]
+    run_model.embed_documents(["a", "c", "d"])
+    assert model.texts == ["a", "b", "c", "d"]  # nothing embedded twice
+    run_model.prefetch(["b", "e", "f", "g"])  # more than the budget at once: all kept
+    assert set(run_model.vectors) >= {"b", "e", "f", "g"}
+
+
 def test_two_runners_share_a_jobs_users_each_exactly_once(
         pg_uri: str, store: PostgresMemoryStore, clock: Clock, index: dict) -> None:
     """Two workers' scheduler passes at once, over more shards than workers: each shard,

@@ -64,8 +64,8 @@ from langmem_layer.sql import job_users as jsql
 from langmem_layer.sql import jobs as jobs_sql
 from langmem_layer.sql import rls
 
-__all__ = ["CHUNK_TEXTS", "CHUNK_USERS", "SKIPPED", "Prepared", "RunEmbeddings", "per_user",
-           "prepare", "remember"]
+__all__ = ["CHUNK_TEXTS", "CHUNK_USERS", "KEPT_BYTES", "SKIPPED", "Prepared", "RunEmbeddings",
+           "per_user", "prepare", "remember"]
 
 logger = logging.getLogger("langmem_layer.jobs")
 
@@ -77,19 +77,22 @@ CHUNK_TEXTS = 512
 CHUNK_USERS = 64
 #: The outcome counting users passed over (nothing new since the job last ran for them).
 SKIPPED = "skipped"
-#: Vectors kept in memory per run at most; past it the memory starts over.
-_KEPT_VECTORS = 20_000
+#: Bytes of vectors a run keeps in memory at most (~87,000 MiniLM vectors); past it
+#: the least recently asked for are dropped (and embedded again if asked for again).
+KEPT_BYTES = 128 * 2**20
 
 
 class RunEmbeddings(Embeddings):
     """The store's model for one run of a job: each distinct text embedded once.
 
-    Vectors are kept in memory (float32) for the run, so a text asked for again (by
-    :meth:`prefetch` and then the store, or by two users) is not embedded again.
+    Vectors are kept in memory (float32, up to :data:`KEPT_BYTES`, least recently asked
+    for dropped first) for the run, so a text asked for again (by :meth:`prefetch` and
+    then the store, or by two users) is not embedded again.
 
     Args:
         inner: The model.
         batch_size: Texts per call of :meth:`prefetch` at most.
+        kept_bytes: Bytes of vectors kept at most.
 
     Attributes:
         texts: Texts sent to the model.
@@ -97,20 +100,27 @@ class RunEmbeddings(Embeddings):
         asked: Texts asked for (by :meth:`prefetch` and the store).
     """
 
-    def __init__(self, inner: Embeddings, *, batch_size: int) -> None:
+    def __init__(self, inner: Embeddings, *, batch_size: int,
+                 kept_bytes: int = KEPT_BYTES) -> None:
         self.inner = inner
         self.batch_size = max(1, batch_size)
-        self.vectors: dict[str, Any] = {}
+        self.kept_bytes = kept_bytes
+        self.vectors: dict[str, Any] = {}  # in order of last use, oldest first
         self.texts = self.calls = self.asked = 0
+        self._bytes = 0
 
     def prefetch(self, texts: Sequence[str]) -> None:
         """Embed the texts not yet known, once each, in calls of up to ``batch_size``."""
         import numpy as np
 
         self.asked += len(texts)
-        missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
-        if len(self.vectors) + len(missing) > _KEPT_VECTORS:
-            self.vectors.clear()
+        wanted = list(dict.fromkeys(texts))
+        missing = []
+        for t in wanted:
+            if t in self.vectors:
+                self.vectors[t] = self.vectors.pop(t)  # recently used: dropped last
+            else:
+                missing.append(t)
         for i in range(0, len(missing), self.batch_size):
             part = missing[i:i + self.batch_size]
             vectors = self.inner.embed_documents(part)
@@ -118,6 +128,10 @@ class RunEmbeddings(Embeddings):
             self.texts += len(part)
             for text, vec in zip(part, vectors, strict=True):
                 self.vectors[text] = np.asarray(vec, dtype=np.float32)
+                self._bytes += self.vectors[text].nbytes
+        # Never drop what this call was asked for: its caller reads it next.
+        while self._bytes > self.kept_bytes and len(self.vectors) > len(wanted):
+            self._bytes -= self.vectors.pop(next(iter(self.vectors))).nbytes
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Vectors of ``texts``: known ones from memory, the others from the model."""

@@ -185,9 +185,11 @@ def _session(ctx: JobContext) -> Iterator[tuple[psycopg.Connection[Any], JobCont
     with ctx.store.pinned() as store:
         if store.embeddings is not None:
             # The copy's model only: each distinct text embedded once in this run.
+            # A chunk closes once its texts reach the limit, so it may pass it by one
+            # user's texts: twice the limit keeps a chunk's texts in one call.
             store.embeddings = batching.RunEmbeddings(
                 store.embeddings,
-                batch_size=max(store.embedding_batch_size, batching.CHUNK_TEXTS))
+                batch_size=2 * max(store.embedding_batch_size, batching.CHUNK_TEXTS))
         bound = JobContext(store, database_url=ctx.database_url, data_dir=ctx.data_dir,
                            settings=ctx.settings, synthesizer=ctx.synthesizer)
         bound.conn = store.conn
