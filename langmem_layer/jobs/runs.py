@@ -18,6 +18,10 @@ schedule, see :mod:`langmem_layer.jobs.schedule`) and one shard, and records it 
 - **Sharded.** Users are split by a stable hash of ``user_id`` (``shard``, e.g.
   ``Shard(1, 4)``): four workers with ``--shard 0/4`` ... ``3/4`` share the users,
   each recording its own row.
+- **Batched embedding.** A job that defers its writes (``defers_writes``) is run a
+  chunk of users at a time by :func:`langmem_layer.jobs.batching.per_user`: the
+  chunk's texts embedded in one model call, each user's writes still committed with
+  the cursor in the user's own transaction, and users with nothing new skipped.
 
 Whole-store jobs are recorded the same way (shard ``0/1``); their work is one call,
 so "resume" means running them again, which they tolerate (each is idempotent).
