@@ -12,11 +12,18 @@ against topics planted (precision and recall of consolidation), the paraphrase p
 merged, the reflections written, and the memory-block tokens of a turn ("What did we
 talk about last week?") without and with the temporal summaries (``summarize``), plus
 the procedural profile's tokens. ``--jobs`` picks the jobs run (e.g. ``--jobs summarize``
-for the summaries alone). Each job's line says how many texts the jobs had embedded and
-the seconds spent in the model, the bulk of a first run; ``--torch-threads`` sets
-torch's intra-op threads (on a shared machine one thread beats two by far).
+for the summaries alone). Each job's line says how many texts the model embedded, how
+many of them were distinct, in how many model calls, how many users were skipped
+(nothing new since the job last ran for them), and the seconds spent in the model, the
+bulk of a first run; ``--torch-threads`` sets torch's intra-op threads (on a shared
+machine one thread beats two by far). Each job then runs again over the unchanged data
+(``--no-rerun`` to leave that out): every user should be skipped, nothing embedded.
+``--workers 2`` runs each job from two OS processes against the same database (the
+scheduler's pass, :func:`run_due`, over more shards than workers) and checks from the
+users' decision logs that every user was processed exactly once.
 
     .venv/bin/python benchmarks/reflection_bench.py [--users 1000] [--data-dir DIR]
+        [--workers 2] [--no-rerun]
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from langchain_core.embeddings import Embeddings
 from psycopg import conninfo
 
 from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
-from langmem_layer.jobs import JobContext, run
+from langmem_layer.jobs import JobContext, run, run_due
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.embedding.models import LOCAL_DIMS, LocalEmbeddings
 from langmem_layer.synth import OfflineSynthesizer
@@ -228,11 +235,14 @@ def evaluate(uri: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 class TimedEmbeddings(Embeddings):
-    """The model the store embeds with, counting the texts and the seconds spent in it."""
+    """The model the store embeds with, counting the texts, the distinct texts, the
+    calls and the seconds spent in it."""
 
     def __init__(self, inner: Embeddings) -> None:
         self.inner = inner
         self.texts = 0
+        self.calls = 0
+        self.distinct: set[str] = set()
         self.seconds = 0.0
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -241,16 +251,79 @@ class TimedEmbeddings(Embeddings):
             return self.inner.embed_documents(texts)
         finally:
             self.texts += len(texts)
+            self.calls += 1
+            self.distinct.update(texts)
             self.seconds += time.perf_counter() - t
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
 
-    def take(self) -> tuple[int, float]:
-        """Texts and seconds since the last call."""
-        out = (self.texts, self.seconds)
-        self.texts, self.seconds = 0, 0.0
+    def take(self) -> dict[str, Any]:
+        """Texts, distinct texts, model calls and seconds since the last call."""
+        out = {"texts": self.texts, "distinct": len(self.distinct), "calls": self.calls,
+               "seconds": self.seconds}
+        self.texts, self.calls, self.distinct, self.seconds = 0, 0, set(), 0.0
         return out
+
+
+def job_line(job: str, users: int, took: float, memories: int, counts: dict[str, int],
+             tokens: int, emb: dict[str, Any], label: str = "") -> str:
+    """One job's line: throughput, outcomes, and what the model embedded (in counts)."""
+    return (f"{job}{label}: {users} users in {took:.1f} s = {users / max(took, 1e-9):.1f} users/s, "
+            f"{memories / max(took, 1e-9):,.0f} memories/s; outcomes {counts}, {tokens} tokens; "
+            f"embedded {emb['texts']} texts ({emb['distinct']} distinct) in {emb['calls']} "
+            f"model calls, {counts.get('skipped', 0)} users skipped; "
+            f"{emb['seconds']:.1f} s in the model "
+            f"({emb['seconds'] / max(took, 1e-9):.0%} of the job)")
+
+
+def worker(uri: str, job: str, shards: int, torch_threads: int | None) -> int:
+    """One worker process of ``--workers``: the scheduler's pass over ``job``'s shards
+    (:func:`run_due`), taking each shard no other worker holds; prints what it did as
+    one JSON line."""
+    if torch_threads:
+        import torch
+
+        torch.set_num_threads(torch_threads)
+    timed = TimedEmbeddings(LocalEmbeddings())
+    index = {"embed": timed, "dims": LOCAL_DIMS, "model_id": MODEL_ID}
+    with PostgresMemoryStore.from_conn_string(uri, index=index) as store:  # type: ignore[arg-type]
+        ctx = JobContext(store, settings=MemorySettings(), synthesizer=OfflineSynthesizer())
+        ran = run_due(ctx, now=NOW, jobs=[job], shards=shards)
+    print(json.dumps({"runs": [{"shard": r.shard, "users": r.users, "counts": r.counts}
+                               for r in ran], "embedding": timed.take()}), flush=True)
+    return 0
+
+
+def run_workers(uri: str, job: str, workers: int, torch_threads: int | None
+                ) -> list[dict[str, Any]]:
+    """``workers`` OS processes running ``job`` against the same database at once."""
+    import subprocess
+
+    shards = 4 * workers  # more shards than workers, so that they share them
+    cmd = [sys.executable, __file__, "--worker-uri", uri, "--worker-job", job,
+           "--shards", str(shards)]
+    if torch_threads:
+        cmd += ["--torch-threads", str(torch_threads)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+             for _ in range(workers)]
+    out = []
+    for p in procs:
+        stdout, _ = p.communicate()
+        if p.returncode:
+            raise SystemExit(f"a worker of {job} failed (exit {p.returncode})")
+        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    return out
+
+
+def processed_once(uri: str, job: str, users: int) -> tuple[int, int, int]:
+    """Users whose decision log has exactly one entry of ``job``, more than one, none."""
+    with psycopg.connect(uri) as conn:
+        rows = conn.execute("SELECT user_id, count(*) FROM langmem_ingest_log "
+                            "WHERE agent_id = %s GROUP BY user_id", (f"job:{job}",)).fetchall()
+    once = sum(1 for _, n in rows if n == 1)
+    twice = sum(1 for _, n in rows if n > 1)
+    return once, twice, users - len(rows)
 
 
 QUESTION = "What did we talk about last week?"
@@ -282,8 +355,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="comma-separated jobs to run (default all four)")
     ap.add_argument("--torch-threads", type=int,
                     help="torch intra-op threads for the local model (default: torch's)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="run each job from this many OS processes sharing the users "
+                    "(shards), and check every user was processed exactly once")
+    ap.add_argument("--rerun", action=argparse.BooleanOptionalAction, default=True,
+                    help="run each job a second time over the unchanged data (default on)")
+    ap.add_argument("--worker-uri", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-job", help=argparse.SUPPRESS)
+    ap.add_argument("--shards", type=int, default=1, help=argparse.SUPPRESS)
     add_noise_option(ap)
     args = ap.parse_args(argv)
+    if args.worker_uri:
+        return worker(args.worker_uri, args.worker_job, args.shards, args.torch_threads)
     header("reflection_bench", allow_noisy=args.allow_noisy)
     jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="langmem-reflection-bench-"))
@@ -327,14 +410,38 @@ def main(argv: Sequence[str] | None = None) -> int:
                     without = block_tokens(layer, probe)
                 timed.take()
                 t = time.perf_counter()
-                result = run(ctx, job, now=NOW)
-                took = time.perf_counter() - t
-                n_emb, in_model = timed.take()
-                print(f"{job}: {result.users} users in {took:.1f} s = "
-                      f"{result.users / took:.1f} users/s, "
-                      f"{len(labels) / took:,.0f} memories/s; outcomes {dict(result.counts)}, "
-                      f"{result.tokens} tokens; embedded {n_emb} texts in {in_model:.1f} s "
-                      f"({in_model / max(took, 1e-9):.0%} of the job)", flush=True)
+                if args.workers > 1:
+                    done = run_workers(uri, job, args.workers, args.torch_threads)
+                    took = time.perf_counter() - t
+                    counts: Counter[str] = Counter()
+                    emb: dict[str, Any] = Counter()
+                    for n, w in enumerate(done):
+                        for r in w["runs"]:
+                            counts.update(r["counts"])
+                        emb.update(w["embedding"])
+                        print(f"  worker {n + 1}: shards "
+                              f"{', '.join(r['shard'] for r in w['runs']) or 'none'}, "
+                              f"{sum(r['users'] for r in w['runs'])} users")
+                    n_users = sum(r["users"] for w in done for r in w["runs"])
+                    # Distinct texts are counted per worker; their sum is an upper bound.
+                    print(job_line(job, n_users, took, len(labels), dict(counts), 0, emb,
+                                   f" ({args.workers} workers)"), flush=True)
+                    once, twice, missed = processed_once(uri, job, args.users)
+                    print(f"{job}: users processed exactly once {once} of {args.users}, "
+                          f"twice or more {twice}, missed {missed}: "
+                          f"{'OK' if once == args.users else 'FAILED'}", flush=True)
+                else:
+                    result = run(ctx, job, now=NOW)
+                    took = time.perf_counter() - t
+                    print(job_line(job, result.users, took, len(labels), dict(result.counts),
+                                   result.tokens, timed.take()), flush=True)
+                if args.rerun:
+                    t = time.perf_counter()
+                    again = run(ctx, job, now=NOW, force=True)
+                    took = time.perf_counter() - t
+                    print(job_line(job, again.users, took, len(labels), dict(again.counts),
+                                   again.tokens, timed.take(), " (again, data unchanged)"),
+                          flush=True)
                 if job == "summarize":
                     with_ = block_tokens(layer, probe)
                     print(f"memory block of a turn asking about last week, mean over "

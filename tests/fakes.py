@@ -56,6 +56,28 @@ class BagOfWordsEmbeddings(Embeddings):
         return self._vec(text)
 
 
+class CountingEmbeddings(BagOfWordsEmbeddings):
+    """:class:`BagOfWordsEmbeddings` that keeps the texts of every call, in order:
+    ``batches[i]`` is call i's texts (queries too)."""
+
+    def __init__(self, dims: int = 64) -> None:
+        super().__init__(dims)
+        self.batches: list[list[str]] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.batches.append(list(texts))
+        return super().embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        self.batches.append([text])
+        return super().embed_query(text)
+
+    @property
+    def texts(self) -> list[str]:
+        """Every text embedded, in order, repeats included."""
+        return [t for batch in self.batches for t in batch]
+
+
 class Clock:
     """A clock tests move by hand: ``clock.advance(days=3)``."""
 

@@ -15,10 +15,12 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
 from langmem_layer.cli import main
 from langmem_layer.extract.rules import RuleExtractor
+from langmem_layer.jobs import JobContext, run
 from langmem_layer.jobs.lifecycle import lifecycle_thresholds
 from langmem_layer.server.keys import create_key
 from langmem_layer.sql.users import USER_TABLES
 from langmem_layer.store import ops as mops
+from langmem_layer.synth import OfflineSynthesizer
 from tests.fakes import Clock
 
 SECRET = "My home is 12 Secret Street"
@@ -81,6 +83,8 @@ def _fill(layer: MemoryLayer, store: PostgresMemoryStore, user: str) -> None:
     # The nightly lifecycle stores the memories' decay scores.
     store.batch([mops.LifecycleOp(user, now, 180.0, 0.15,
                                   lifecycle_thresholds(MemorySettings()), False)])
+    # A per-user job remembers what the user's data looked like when it ran.
+    run(JobContext(store, synthesizer=OfflineSynthesizer()), "consolidate", user=user, now=now)
 
 
 def test_every_per_user_table_is_covered(layer: MemoryLayer, pg_uri: str) -> None:

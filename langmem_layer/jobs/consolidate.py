@@ -119,7 +119,9 @@ class _Run:
     "consolidate",
     "episodic → semantic: one synthesized record per topic engaged in 2+ sessions "
     "(or concluded), reinforced in place when it exists",
-    schedule="daily", per_user=True, needs_embeddings=True,
+    schedule="daily", per_user=True, needs_embeddings=True, defers_writes=True,
+    # Time alone brings nothing new: an episode leaving the window makes no topic.
+    unchanged=lambda last_now, now, options: True,
     options=(JobOption("window_days", int, "episodes of the last N days (default 90)"),
              JobOption("min_sessions", int, "sessions a topic needs (default 2)")),
 )

@@ -175,13 +175,17 @@ class Writes:
             self.ops.append(mops.LogIngestOp(self.user_id, decisions, now, None, f"job:{job}"))
 
     def flush(self, ctx: JobContext) -> None:
-        """Apply the writes (in the user's transaction when the runner runs the job)."""
+        """Apply the writes (in the user's transaction when the runner runs the job), or
+        leave them in ``ctx.deferred`` when the runner batches users' embeddings."""
         if self.links:
             self.ops.append(mops.LinkManyOp(self.user_id, tuple(self.links), self.now))
             self.links = []
         if self.ops:
             ops, self.ops = self.ops, []
-            ctx.store.batch(ops)
+            if getattr(ctx, "deferred", None) is not None:
+                ctx.deferred.extend(ops)  # type: ignore[union-attr]
+            else:
+                ctx.store.batch(ops)
 
 
 def lost_evidence(ctx: JobContext, user_id: str, records: Sequence[dict[str, Any]],

@@ -67,7 +67,7 @@ def _checker(given: set[str]) -> Any:
     "reflect",
     "higher-level insights from a user's memories, as reflection memories linked to their "
     "evidence; re-validates or retires earlier ones",
-    schedule="weekly", per_user=True, needs_embeddings=True,
+    schedule="weekly", per_user=True, needs_embeddings=True, defers_writes=True,
     options=(JobOption("window_days", int, "memories of the last N days (default 90)"),
              JobOption("max_insights", int, "topics reflected on per run (default 3)")),
 )

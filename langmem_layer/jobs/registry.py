@@ -78,6 +78,10 @@ class JobContext:
         self.synthesizer = synthesizer
         #: The connection the runner bound this context to (None: the store's own).
         self.conn: psycopg.Connection[Any] | None = None
+        #: Where a job that defers its writes (:attr:`Job.defers_writes`) leaves the ops
+        #: of its final store batch instead of applying them, when the runner asks for
+        #: it (None: apply them). See :mod:`langmem_layer.jobs.batching`.
+        self.deferred: list[Any] | None = None
 
     def execute(self, query: tuple[str, Any]) -> list[dict[str, Any]]:
         """Run one ``(sql, params)`` statement (a builder of :mod:`langmem_layer.sql`).
@@ -218,6 +222,15 @@ class Job:
             (how many things ended in each outcome for that user).
         options: The keyword options it takes.
         per_user: Whether the runner calls :attr:`function` once per user.
+        defers_writes: A per-user job all of whose writes are one store batch at its
+            end (:class:`~langmem_layer.jobs.evidence.Writes`), which it leaves in
+            :attr:`JobContext.deferred` when the runner asks: the runner then embeds
+            the texts of many users' batches together
+            (:mod:`langmem_layer.jobs.batching`).
+        unchanged: For a per-user job that may pass over a user whose data did not
+            change since it last ran for them: ``unchanged(last_now, now, options)``
+            says whether a run at ``now`` has nothing new to do for such a user (e.g.
+            no new period became complete). None: the job always runs.
     """
 
     name: str
@@ -227,6 +240,8 @@ class Job:
     function: JobFunction = field(repr=False)
     options: tuple[JobOption, ...] = ()
     per_user: bool = False
+    defers_writes: bool = False
+    unchanged: Callable[[datetime, datetime, Mapping[str, Any]], bool] | None = None
 
     def embeds(self, options: Mapping[str, Any]) -> bool:
         """Whether a run with ``options`` needs an embedding index."""
@@ -287,7 +302,9 @@ JOBS: dict[str, Job] = {}
 
 def register(name: str, summary: str, *, schedule: str | None = None,
              needs_embeddings: bool = False, options: tuple[JobOption, ...] = (),
-             per_user: bool = False) -> Callable[[JobFunction], JobFunction]:
+             per_user: bool = False, defers_writes: bool = False,
+             unchanged: Callable[[datetime, datetime, Mapping[str, Any]], bool] | None = None,
+             ) -> Callable[[JobFunction], JobFunction]:
     """Register the decorated function as the job ``name`` (see :class:`Job`).
 
     Raises:
@@ -305,7 +322,7 @@ def register(name: str, summary: str, *, schedule: str | None = None,
         if name in JOBS:
             raise ConfigurationError(f"Job {name!r} is already registered.")
         JOBS[name] = Job(name, summary, schedule, needs_embeddings, function, options,
-                         per_user)
+                         per_user, defers_writes, unchanged)
         return function
 
     return decorate

@@ -18,6 +18,10 @@ schedule, see :mod:`langmem_layer.jobs.schedule`) and one shard, and records it 
 - **Sharded.** Users are split by a stable hash of ``user_id`` (``shard``, e.g.
   ``Shard(1, 4)``): four workers with ``--shard 0/4`` ... ``3/4`` share the users,
   each recording its own row.
+- **Batched embedding.** A job that defers its writes (``defers_writes``) is run a
+  chunk of users at a time by :func:`langmem_layer.jobs.batching.per_user`: the
+  chunk's texts embedded in one model call, each user's writes still committed with
+  the cursor in the user's own transaction, and users with nothing new skipped.
 
 Whole-store jobs are recorded the same way (shard ``0/1``); their work is one call,
 so "resume" means running them again, which they tolerate (each is idempotent).
@@ -28,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -39,14 +42,18 @@ from typing import Any, Literal, TextIO
 import psycopg
 
 from langmem_layer.errors import (
-    ConcurrencyError,
     ConfigurationError,
-    DatabaseUnavailableError,
-    PoolTimeoutError,
-    SchemaNotReadyError,
 )
+from langmem_layer.jobs import batching
 from langmem_layer.jobs import schedule as sched
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobResult, _execute
+from langmem_layer.jobs.turns import FAILED, TOKENS
+from langmem_layer.jobs.turns import STOPS_THE_RUN as _STOPS_THE_RUN
+from langmem_layer.jobs.turns import advance as _advance
+from langmem_layer.jobs.turns import counts_of as _counts
+from langmem_layer.jobs.turns import progress_bar as _progress
+from langmem_layer.jobs.turns import run_settings as _settings
+from langmem_layer.jobs.turns import user_failed as _user_failed
 from langmem_layer.settings import MemorySettings
 from langmem_layer.sql import jobs as sql
 from langmem_layer.sql import rls
@@ -57,10 +64,6 @@ __all__ = ["ALL", "JobRun", "Shard", "run", "run_due", "run_users"]
 
 #: Users fetched per page of the walk (the cursor moves per user, not per page).
 PAGE = 500
-#: The outcome a per-user job reports tokens sent to a chat model under; the runner
-#: sums it into the run's ``tokens`` column instead of its counts.
-TOKENS = "tokens"
-
 Status = Literal["done", "skipped", "busy", "dry-run"]
 
 
@@ -174,14 +177,6 @@ class JobRun:
 # -- running ---------------------------------------------------------------------------
 
 
-def _settings(ctx: JobContext) -> MemorySettings:
-    if ctx.settings is not None:
-        return ctx.settings
-    from langmem_layer.environment import settings_from_env
-
-    return settings_from_env()
-
-
 @contextmanager
 def _session(ctx: JobContext) -> Iterator[tuple[psycopg.Connection[Any], JobContext]]:
     """One connection for the whole run, and a context whose store works on it.
@@ -192,6 +187,13 @@ def _session(ctx: JobContext) -> Iterator[tuple[psycopg.Connection[Any], JobCont
     connection does not wait on itself; a layer is rebuilt on it on first use.
     """
     with ctx.store.pinned() as store:
+        if store.embeddings is not None:
+            # The copy's model only: each distinct text embedded once in this run.
+            # A chunk closes once its texts reach the limit, so it may pass it by one
+            # user's texts: twice the limit keeps a chunk's texts in one call.
+            store.embeddings = batching.RunEmbeddings(
+                store.embeddings,
+                batch_size=2 * max(store.embedding_batch_size, batching.CHUNK_TEXTS))
         bound = JobContext(store, database_url=ctx.database_url, data_dir=ctx.data_dir,
                            settings=ctx.settings, synthesizer=ctx.synthesizer)
         bound.conn = store.conn
@@ -213,15 +215,6 @@ def _listing(conn: psycopg.Connection[Any], query: tuple[str, Any]) -> list[dict
     with conn.transaction():
         _rows(conn, rls.bind(None, role=None, switch_role=False))
         return _rows(conn, query)
-
-
-def _counts(raw: Any, job: Job, user_id: str) -> dict[str, int]:
-    if not isinstance(raw, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, int) for k, v in raw.items()):
-        raise ConfigurationError(
-            f"Per-user job {job.name} must return a dict of outcome -> int for user "
-            f"{user_id!r}; got {raw!r}.")
-    return dict(raw)
 
 
 def _resolve(job: Job | str) -> Job:
@@ -258,14 +251,6 @@ def _total(conn: psycopg.Connection[Any], *, after: str | None, shard: Shard,
     return int(rows[0]["n"]) if rows else 0
 
 
-def _progress(total: int, job: str, enabled: bool, out: TextIO | None) -> Any:
-    from tqdm import tqdm
-
-    # disable=None: a bar only on a terminal, so logs and pipes stay clean.
-    return tqdm(total=total, desc=job, unit="user", file=out or sys.stderr,
-                disable=None if enabled else True, leave=False)
-
-
 def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now: datetime,
               users: Iterable[str], total: int, record: tuple[str, str, str] | None,
               dry_run: bool, options: Mapping[str, Any], progress: bool,
@@ -275,6 +260,9 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     ``record`` is (job, period, shard) to advance per user, or None (unrecorded).
     Returns users done, summed counts and the last user done.
     """
+    if job.defers_writes and not dry_run:
+        return batching.per_user(conn, bound, job, now=now, users=users, total=total,
+                                 record=record, options=options, progress=progress, out=out)
     pause = _settings(bound).jobs_pause_ms / 1000
     done, totals, last = 0, dict[str, int](), None
     with _progress(total, job.name, progress, out) as bar:
@@ -302,17 +290,6 @@ def _per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     return done, totals, last
 
 
-#: Errors that stop a whole run rather than one user's part of it: the database is
-#: gone or busy, another runner took the period, the job itself is misconfigured.
-_STOPS_THE_RUN = (ConcurrencyError, ConfigurationError, DatabaseUnavailableError,
-                  PoolTimeoutError, SchemaNotReadyError, psycopg.OperationalError,
-                  psycopg.InterfaceError)
-#: The outcome counting users whose part failed.
-FAILED = "failed"
-#: Characters of a user's error kept in the run's row.
-_ERROR_CHARS = 500
-
-
 def _one_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, user_id: str, *,
               now: datetime, record: tuple[str, str, str] | None, dry_run: bool,
               options: Mapping[str, Any]) -> dict[str, int]:
@@ -330,26 +307,9 @@ def _one_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, user_i
         if dry_run:
             # Whatever the function wrote despite dry_run is undone.
             raise psycopg.Rollback()
-        if record is not None and not _rows(
-                conn, sql.advance(*record, user_id, counts, tokens)):
-            raise ConcurrencyError(
-                f"Job {job.name}: user {user_id!r} was already done for "
-                f"{record[1]} (shard {record[2]}) by another runner; nothing "
-                "was applied twice. Run again to continue after it.")
+        if record is not None:
+            _advance(conn, job, record, user_id, counts, tokens)
     return counts
-
-
-def _user_failed(conn: psycopg.Connection[Any], job: Job, user_id: str, error: Exception,
-                 record: tuple[str, str, str] | None) -> None:
-    """Log a user's failure and, in a recorded run, move past the user keeping its error."""
-    text = f"{type(error).__name__}: {error}"[:_ERROR_CHARS]
-    logger.warning("job %s failed for user %r (the run goes on): %s", job.name, user_id, text)
-    if record is not None:
-        with conn.transaction():
-            if not _rows(conn, sql.user_failed(*record, user_id, text)):
-                raise ConcurrencyError(
-                    f"Job {job.name}: user {user_id!r} was already done for {record[1]} "
-                    f"(shard {record[2]}) by another runner. Run again to continue after it.")
 
 
 def _period(job: Job, now: datetime, settings: MemorySettings) -> str:

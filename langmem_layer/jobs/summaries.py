@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -101,11 +102,22 @@ def _fingerprint(items: list[Evidence]) -> str:
     return hashlib.sha256("\n".join(sorted(e.key for e in items)).encode()).hexdigest()[:16]
 
 
+def _same_periods(last_now: datetime, now: datetime, options: Mapping[str, Any]) -> bool:
+    """Whether a run at ``now`` summarizes the same complete periods as one at
+    ``last_now``: if so, a user with no new data has nothing new to summarize."""
+    lookback = options.get("lookback_days", 35)
+    kinds = [p.strip() for p in options.get("periods", ",".join(PERIODS)).split(",")
+             if p.strip()]
+    return all(periods_ending(k, to_utc(last_now), lookback)
+               == periods_ending(k, to_utc(now), lookback) for k in kinds)
+
+
 @register(
     "summarize",
     "temporal summaries: one memory per user, profile and complete day, week and month "
     ", from the message log and the period's memories",
-    schedule="daily", per_user=True, needs_embeddings=True,
+    schedule="daily", per_user=True, needs_embeddings=True, defers_writes=True,
+    unchanged=_same_periods,
     options=(JobOption("lookback_days", int, "periods that ended in the last N days "
                                              "(default 35)"),
              JobOption("periods", str, "comma-separated: day,week,month (default all)"),

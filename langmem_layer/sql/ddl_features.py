@@ -8,6 +8,7 @@ or reorder an entry that has shipped; append new migrations at the end of this l
 
 from __future__ import annotations
 
+from langmem_layer.sql.job_users import TABLE as JOB_USERS_TABLE
 from langmem_layer.sql.rls import enable_rls
 from langmem_layer.sql.trust import TRUST_TABLE
 from langmem_layer.sql.users import USER_TABLES
@@ -246,4 +247,7 @@ FEATURES: list[str] = [
     END
     $fn$;
     """,
+    # A per-user job's memory of each user (sql/job_users.py): a run passes over a
+    # user whose data has not changed since the job last ran for them.
+    JOB_USERS_TABLE + enable_rls(("langmem_job_users",)),
 ]

@@ -41,6 +41,7 @@ USER_TABLES: tuple[str, ...] = (
     "langmem_vector_indexes",
     "langmem_api_keys",
     "langmem_agent_trust",
+    "langmem_job_users",
 )
 
 
