@@ -254,9 +254,9 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                     return await cur.fetchall()
             case RunTransaction(plan) if plan.pipelined:
                 # Each round in one round trip: BEGIN (with the first), the binding
-                # (when it changes) and the round's statements. A pipeline a round: one
-                # held across rounds can stall on a large statement, and a statement
-                # sent outside it after a BEGIN sent inside it lost its result.
+                # (when it changes) and the round's statements; a round's block ends with
+                # a sync. psycopg keeps a transaction begun in pipeline mode in it until
+                # the transaction ends, so every round is pipelined.
                 async with self._connection() as conn:
                     transaction = conn.transaction()
                     begun = False
