@@ -313,3 +313,42 @@ def test_a_lifecycle_move_is_news_for_the_next_run(
             "moved_at = %s WHERE user_id = 'u1' AND key = 'h1'", (NOW,)).rowcount
     assert moved == 1
     assert "skipped" not in run(ctx, "consolidate", now=NOW, user="u1", force=True).counts
+
+
+def test_a_write_between_prepare_and_apply_is_not_overwritten(
+        pg_uri: str, counting: tuple[PostgresMemoryStore, CountingEmbeddings],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prepared writes were built from the data as it was; when another client wrote
+    the user's memories since, the job runs again on the data as it is instead."""
+    from langmem_layer.jobs import batching
+
+    store, _ = counting
+    ctx = JobContext(store, settings=MemorySettings(), synthesizer=OfflineSynthesizer())
+    run(ctx, "consolidate", now=NOW)
+    with psycopg.connect(pg_uri) as conn:
+        (key,) = conn.execute(
+            "SELECT key FROM langmem_items WHERE user_id = 'u1' AND is_memory "
+            "AND value -> 'metadata' ->> 'synthesis' = 'consolidation' "
+            "AND value ->> 'content' ILIKE '%%romans%%'").fetchone()
+    # New evidence, so the next run rewrites the record.
+    put(store, "u1", "r4", "Read Romans 8 again: verse 28 finally makes sense.",
+        NOW - timedelta(days=1), "t6", ("romans 8",))
+    real = batching.prepare
+
+    def prepare_then_edit(*args: Any, **kwargs: Any) -> batching.Prepared:
+        prepared = real(*args, **kwargs)
+        if args[3] == "u1":  # the user annotates the record meanwhile
+            with psycopg.connect(pg_uri, autocommit=True) as conn:
+                conn.execute(
+                    "UPDATE langmem_items SET value = jsonb_set(value, '{metadata,note}', "
+                    "'\"mine\"'), updated_at = %s WHERE user_id = 'u1' AND key = %s",
+                    (NOW, key))
+        return prepared
+
+    monkeypatch.setattr(batching, "prepare", prepare_then_edit)
+    run(ctx, "consolidate", now=NOW + timedelta(hours=1), force=True)
+    with psycopg.connect(pg_uri) as conn:
+        (value,) = conn.execute("SELECT value FROM langmem_items WHERE user_id = 'u1' "
+                                "AND key = %s", (key,)).fetchone()
+    assert value["metadata"].get("note") == "mine"
+    assert "r4" in value["metadata"]["evidence"]  # and the run took the new evidence

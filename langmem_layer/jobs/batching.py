@@ -33,8 +33,11 @@ commits the user's writes with the cursor, one runner per period and shard under
 advisory lock, failures isolated per user) and changes no job beyond the one line of
 ``Writes.flush``; the jobs stay plain functions that a caller can still run for one
 user. The price is that a user's reads (step 1) and writes (step 3) are in two
-transactions, a chunk apart: a write another client makes to the same records in
-between is overwritten as it could be by any concurrent writer under READ COMMITTED.
+transactions, a chunk apart. So step 1 keeps the fingerprint of the user's data the job
+read (:mod:`langmem_layer.sql.job_users`), and step 3 compares it with the data's
+fingerprint in its own transaction: when another client wrote the user's memories in
+between (a turn's extraction, an edit, a deletion), the prepared writes are dropped and
+the job runs again for that user, on the data as it is, as an unbatched run would.
 The rejected alternatives were running each user twice (reads and the job's Python
 work doubled) and embedding after commit (records left without vectors by a crash).
 
@@ -154,6 +157,8 @@ class Prepared:
         texts: The batch's texts the model must embed (the user's cache had not them).
         skipped: Whether the user had nothing new.
         error: What failed while preparing (the user is then recorded failed).
+        seen: The fingerprint of the user's data the job read
+            (:mod:`langmem_layer.sql.job_users`), checked again before the writes apply.
     """
 
     user_id: str
@@ -162,6 +167,7 @@ class Prepared:
     texts: list[str] = field(default_factory=list)
     skipped: bool = False
     error: Exception | None = None
+    seen: str | None = None
 
 
 def _options(options: Mapping[str, Any]) -> Any:
@@ -223,6 +229,8 @@ def prepare(conn: psycopg.Connection[Any], ctx: JobContext, job: Job, user_id: s
                 finally:
                     out.ops, ctx.deferred = ctx.deferred, None
                 out.texts = _texts(conn, ctx, out.ops)
+                if out.ops:
+                    out.seen = _fingerprint(conn, job, user_id)
             # Nothing was written (the writes are deferred); read-only either way.
             raise psycopg.Rollback()
     except (psycopg.OperationalError, psycopg.InterfaceError):
@@ -301,17 +309,32 @@ def per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now:
     return done, totals, last
 
 
+def _fingerprint(conn: psycopg.Connection[Any], job: Job, user_id: str) -> str:
+    return str(_execute(conn, *jsql.state(job.name, user_id))[0]["current"])
+
+
 def _apply(conn: psycopg.Connection[Any], bound: JobContext, job: Job, prepared: Prepared, *,
            now: datetime, record: tuple[str, str, str] | None, options: Mapping[str, Any]
            ) -> dict[str, int]:
-    """A prepared user's writes, fingerprint and cursor advance, in its own transaction."""
+    """A prepared user's writes, fingerprint and cursor advance, in its own transaction.
+
+    When the user's data changed since it was prepared (a turn's extraction, an edit, a
+    deletion), the prepared writes could overwrite that change: they are dropped and the
+    job runs again for the user in this transaction, on the data as it is now (its texts
+    embedded on their own), as an unbatched run would.
+    """
     user_id = prepared.user_id
     counts = turns.counts_of(prepared.counts, job, user_id)
     with conn.transaction():
         _execute(conn, *rls.bind(user_id, role=bound.store.rls_role, switch_role=True))
         if record is not None:
             _execute(conn, *jobs_sql.relaxed_commit())
-        if prepared.ops:
+        if prepared.seen is not None and _fingerprint(conn, job, user_id) != prepared.seen:
+            logger.info("job %s: %s's data changed since it was prepared; running it again",
+                        job.name, user_id)
+            counts = turns.counts_of(
+                job.function(bound, user_id, now=now, dry_run=False, **options), job, user_id)
+        elif prepared.ops:
             bound.store.batch(prepared.ops)
         if record is not None and not prepared.skipped:
             remember(conn, job, user_id, now, options)
