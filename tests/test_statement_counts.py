@@ -26,7 +26,7 @@ from tests.fakes import Clock
 
 #: A turn through the agent graph: load_memory, assemble_context, the model,
 #: extract_after_turn, and the extraction that turn queues (inline here).
-TURN_STATEMENTS = 30
+TURN_STATEMENTS = 29
 #: The read ``load_memory`` makes.
 READ_STATEMENTS = 7
 

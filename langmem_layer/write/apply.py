@@ -259,14 +259,15 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
             planned.append(plan)
             batch.append(mops.ApplyOnceOp(user_id, plan.op_id, tuple(plan.ops), now))
     result.decisions = decisions
+    # The queue entry is completed by the statement keeping the decisions.
     log = mops.LogIngestOp(user_id, [_decision_dict(d) for d in decisions], now, thread_id,
-                           agent_id)
+                           agent_id, complete=entry_id, now=now)
     # One writer per user at a time: the lock is taken first in the transaction and its
     # adds re-check, under it, what a concurrent worker committed (AddMemoryOp).
     # The thread's lock too, in the same statement, for the links of its new memories.
     links = thread_id if thread_id and env.settings.link_thread_memories else None
     lock = [mops.LockUserWritesOp(user_id, links)] if batch else []
-    outcomes = yield StoreCall([*lock, *batch, log, *finish, *fallback_ops(
+    outcomes = yield StoreCall([*lock, *batch, log, *fallback_ops(
         user_id, profile, thread_id, agent_id, messages, now, extracted)])
     for plan, outcome in zip(planned, outcomes[len(lock):], strict=False):
         if outcome is None:

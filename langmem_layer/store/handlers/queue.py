@@ -111,6 +111,12 @@ class QueueHandlers(Registry):
 
     @handles(mops.LogIngestOp)
     def _log_ingest(self, op: mops.LogIngestOp) -> Handler:
+        if op.complete is not None:
+            yield Query(*qsql.complete_and_log(
+                op.user_id, op.complete, op.now or self.now(), at=op.at,
+                thread_id=op.thread_id, agent_id=op.agent_id,
+                decisions_json=json.dumps(op.decisions)))
+            return
         yield Query(*qsql.write_ingest_log(
             op.user_id, at=op.at, thread_id=op.thread_id, agent_id=op.agent_id,
             decisions_json=json.dumps(op.decisions),

@@ -361,13 +361,16 @@ class ApplyOnceOp(NamedTuple):
 
 
 class LogIngestOp(NamedTuple):
-    """Keep one ingest's gate decisions (result: None)."""
+    """Keep one ingest's gate decisions (result: None); with ``complete``, also mark that
+    queue entry done, in the same statement (as :class:`CompleteEntryOp`, at ``now``)."""
 
     user_id: str
     decisions: list[dict[str, Any]]
     at: datetime
     thread_id: str | None = None
     agent_id: str | None = None
+    complete: int | None = None
+    now: datetime | None = None
 
 
 class IngestLogOp(NamedTuple):
