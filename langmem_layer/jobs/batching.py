@@ -174,11 +174,12 @@ def _options(options: Mapping[str, Any]) -> Any:
     return json.loads(json.dumps(dict(options), sort_keys=True, default=str))
 
 
-def _is_unchanged(conn: psycopg.Connection[Any], job: Job, user_id: str, now: datetime,
+def _is_unchanged(row: Mapping[str, Any], job: Job, now: datetime,
                   options: Mapping[str, Any]) -> bool:
+    """Whether ``row`` (:func:`~langmem_layer.sql.job_users.state`) says the job has
+    nothing new to do for the user."""
     if job.unchanged is None:
         return False
-    row = _execute(conn, *jsql.state(job.name, user_id))[0]
     return (row["fingerprint"] is not None and row["fingerprint"] == row["current"]
             and row["options"] == _options(options)
             and job.unchanged(row["ran_now"], now, options))
@@ -219,7 +220,10 @@ def prepare(conn: psycopg.Connection[Any], ctx: JobContext, job: Job, user_id: s
     try:
         with conn.transaction():
             _execute(conn, *rls.bind(user_id, role=ctx.store.rls_role, switch_role=True))
-            if skip and _is_unchanged(conn, job, user_id, now, options):
+            # The user's data before the job reads it: what the skip compares, and what
+            # the apply checks is still there (a write after this is seen as a change).
+            row = _execute(conn, *jsql.state(job.name, user_id))[0]
+            if skip and _is_unchanged(row, job, now, options):
                 out.skipped, out.counts = True, {SKIPPED: 1}
             else:
                 ctx.deferred = []
@@ -230,7 +234,7 @@ def prepare(conn: psycopg.Connection[Any], ctx: JobContext, job: Job, user_id: s
                     out.ops, ctx.deferred = ctx.deferred, None
                 out.texts = _texts(conn, ctx, out.ops)
                 if out.ops:
-                    out.seen = _fingerprint(conn, job, user_id)
+                    out.seen = str(row["current"])
             # Nothing was written (the writes are deferred); read-only either way.
             raise psycopg.Rollback()
     except (psycopg.OperationalError, psycopg.InterfaceError):
@@ -309,10 +313,6 @@ def per_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now:
     return done, totals, last
 
 
-def _fingerprint(conn: psycopg.Connection[Any], job: Job, user_id: str) -> str:
-    return str(_execute(conn, *jsql.state(job.name, user_id))[0]["current"])
-
-
 def _apply(conn: psycopg.Connection[Any], bound: JobContext, job: Job, prepared: Prepared, *,
            now: datetime, record: tuple[str, str, str] | None, options: Mapping[str, Any]
            ) -> dict[str, int]:
@@ -329,7 +329,8 @@ def _apply(conn: psycopg.Connection[Any], bound: JobContext, job: Job, prepared:
         _execute(conn, *rls.bind(user_id, role=bound.store.rls_role, switch_role=True))
         if record is not None:
             _execute(conn, *jobs_sql.relaxed_commit())
-        if prepared.seen is not None and _fingerprint(conn, job, user_id) != prepared.seen:
+        if prepared.seen is not None and prepared.seen != str(
+                _execute(conn, *jsql.state(job.name, user_id))[0]["current"]):
             logger.info("job %s: %s's data changed since it was prepared; running it again",
                         job.name, user_id)
             counts = turns.counts_of(

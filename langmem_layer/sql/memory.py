@@ -34,15 +34,18 @@ __all__ = [
 
 
 
-def _lock(*parts: str) -> Sql:
-    # A transaction-scoped advisory lock on a 64-bit hash of the parts (JSON-encoded, so
-    # no separator can be forged by a user or thread id). A collision only makes two
-    # unrelated writers wait for each other. It must be its own statement: a statement's
-    # snapshot is taken when it starts, so a read in the same statement as the wait
-    # would not see what the holder committed.
+def _locks(*locks: tuple[str, ...]) -> Sql:
+    # Transaction-scoped advisory locks, taken in order, each on a 64-bit hash of its
+    # parts (JSON-encoded, so no separator can be forged by a user or thread id). A
+    # collision only makes two unrelated writers wait for each other. The statement
+    # takes locks only: a statement's snapshot is taken when it starts, so a read in the
+    # same statement as the wait would not see what the holder committed.
+    names = [f"lock{n}" if n else "lock" for n in range(len(locks))]
     return (
-        "SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))",
-        {"lock": json.dumps(["langmem_layer", *parts])},
+        "SELECT " + ", ".join(f"pg_advisory_xact_lock(hashtextextended(%({name})s, 0))"
+                              for name in names),
+        {name: json.dumps(["langmem_layer", *parts]) for name, parts in zip(names, locks,
+                                                                            strict=True)},
     )
 
 
@@ -55,17 +58,14 @@ def lock_user_writes(user_id: str, thread_id: str | None = None) -> Sql:
     user's, the order every writer holding both takes them in), so the thread's links
     need no statement of their own.
     """
-    sql, params = _lock("apply", user_id)
     if thread_id is None:
-        return sql, params
-    thread_sql, thread_params = _lock("thread", user_id, thread_id)
-    return (sql + ", " + thread_sql.removeprefix("SELECT ").replace("%(lock)s", "%(thread)s"),
-            {**params, "thread": thread_params["lock"]})
+        return _locks(("apply", user_id))
+    return _locks(("apply", user_id), ("thread", user_id, thread_id))
 
 
 def lock_thread(user_id: str, thread_id: str) -> Sql:
     """Serialise the linking of a thread's new memories, until the transaction ends."""
-    return _lock("thread", user_id, thread_id)
+    return _locks(("thread", user_id, thread_id))
 
 
 def find_identical(user_id: str, prefix: str, content_hash: str, now: datetime) -> Sql:

@@ -256,7 +256,9 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                 # Each round in one round trip: BEGIN (with the first), the binding
                 # (when it changes) and the round's statements; a round's block ends with
                 # a sync. psycopg keeps a transaction begun in pipeline mode in it until
-                # the transaction ends, so every round is pipelined.
+                # the transaction ends, so every round is pipelined. The transaction is
+                # entered inside the first round's block, by hand: entered before it, its
+                # BEGIN would cost a round trip of its own.
                 async with self._connection() as conn:
                     transaction = conn.transaction()
                     begun = False
@@ -281,7 +283,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                         if begun:
                             await transaction.__aexit__(type(e), e, e.__traceback__)
                         raise
-                    await transaction.__aexit__(None, None, None)
+                    if begun:
+                        await transaction.__aexit__(None, None, None)
                 return None
             case RunTransaction(plan):
                 # DDL may hold several commands: the simple protocol, a statement at a time.

@@ -233,12 +233,9 @@ class Plan:
         first = self.next_query()
         if first is None:
             return []
-        if self._cache_write is not None or not self.pipelined:
-            self._round = [self._cursor]
-            return [first]
-        head = self.steps[self._cursor]
         self._round = [self._cursor]
-        if not head.free:
+        head = self.steps[self._cursor]
+        if self._cache_write is not None or not self.pipelined or not head.free:
             return [first]
         bind, kinds, queries = self.binding(), {head.kind}, [first]
         for n in range(self._cursor + 1, len(self.steps)):

@@ -207,7 +207,9 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                 # Each round in one round trip: BEGIN (with the first), the binding
                 # (when it changes) and the round's statements; a round's block ends with
                 # a sync. psycopg keeps a transaction begun in pipeline mode in it until
-                # the transaction ends, so every round is pipelined.
+                # the transaction ends, so every round is pipelined. The transaction is
+                # entered inside the first round's block, by hand: entered before it, its
+                # BEGIN would cost a round trip of its own.
                 with self._connection() as conn:
                     transaction = conn.transaction()
                     begun = False
@@ -231,7 +233,8 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                         if begun:
                             transaction.__exit__(type(e), e, e.__traceback__)
                         raise
-                    transaction.__exit__(None, None, None)
+                    if begun:
+                        transaction.__exit__(None, None, None)
                 return None
             case RunTransaction(plan):
                 # DDL may hold several commands: the simple protocol, a statement at a time.
