@@ -53,3 +53,42 @@ def test_recall_with_the_real_model(pg_uri: str, local: LocalEmbeddings) -> None
         hits = layer.recall("u1", "Does she have a peanut allergy?")
         assert hits[0].record.content == "Is allergic to peanuts."
         assert hits[0].similarity is not None and hits[0].similarity > 0.5
+
+
+def test_bfloat16_vectors_agree_with_float32() -> None:
+    # The two precisions must give vectors that can share one index: a memory written
+    # at one precision is found by a query embedded at the other.
+    texts = ["She is allergic to peanuts.", "Works as a nurse at the city hospital.",
+             "Prefers window seats on long flights.", "What did we talk about last week?"]
+    full = LocalEmbeddings(precision="float32").embed_documents(texts)
+    half = LocalEmbeddings(precision="bfloat16").embed_documents(texts)
+    for a, b in zip(full, half, strict=True):
+        assert len(b) == LOCAL_DIMS
+        assert abs(_cos(b, b) - 1.0) < 1e-5  # unit length after the float32 normalisation
+        assert _cos(a, b) > 0.999
+    assert full != half  # the bfloat16 model did run
+
+
+def test_precision_auto_follows_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import langmem_layer.store.embedding.models as models
+
+    monkeypatch.setattr(models, "native_bfloat16", lambda: True)
+    assert models.resolve_precision("auto") == "bfloat16"
+    assert models.resolve_precision("auto", device="cuda") == "float32"
+    assert models.resolve_precision("float32") == "float32"
+    monkeypatch.setattr(models, "native_bfloat16", lambda: False)
+    assert models.resolve_precision("auto") == "float32"
+    assert models.resolve_precision("bfloat16") == "bfloat16"
+    monkeypatch.setenv(models.PRECISION_ENV, "float32")
+    assert LocalEmbeddings().precision == "float32"
+    assert LocalEmbeddings(precision="bfloat16").precision == "bfloat16"
+
+
+def test_an_unknown_precision_says_what_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langmem_layer.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="auto, float32, bfloat16"):
+        LocalEmbeddings(precision="fp8")  # type: ignore[arg-type]
+    monkeypatch.setenv("LANGMEM_EMBEDDING_PRECISION", "half")
+    with pytest.raises(ConfigurationError, match="LANGMEM_EMBEDDING_PRECISION"):
+        LocalEmbeddings()
