@@ -107,6 +107,19 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark("jobs_bench_1m", ("--users", "1000", "--memories", "1000000", "--explain"),
               "the nightly lifecycle over 1M memories of 1,000 users, the first night "
               "included, and the read path while it runs", script="jobs_bench"),
+    # ~1-2 min: 12k memories loaded, a 10k-memory user indexed, 100 turns per mode.
+    Benchmark("rls_bench", ("--total", "12000", "--big", "10000", "--queries", "100"),
+              "the read path with and without row-level security, alternating, one run"),
+    # <1 min: walking 20,000 users and a trivial per-user job, recorded and not.
+    Benchmark("jobs_runner", ("--runner-only", "--runner-users", "20000"),
+              "the job runner's own overhead over 20,000 users", script="jobs_bench"),
+    # <1 min: one thread of 200 turns trimmed every turn.
+    Benchmark("trim_bench", ("--turns", "200", "--data-dir", "/tmp/langmem-trim-bench"),
+              "working-memory trimming per turn: planning, the handoff, load_memory"),
+    # ~1-2 min: the 53 shipped fixtures, rule extractor, local model.
+    Benchmark("fixture_eval", (),
+              "`langmem-layer eval --offline`: the shipped fixtures' extraction and "
+              "retrieval figures"),
     # ~8-10 min: writing the 2,760 turns (~6 min), then the 759 questions read three
     # times (one per rrf_k of the grid) and the vector-only baseline.
     Benchmark("locomo_eval", ("--data", "../shared/data/locomo-dev.json"),
