@@ -10,9 +10,10 @@ figures. The pages that quote a figure include the fragment (``pymdownx.snippets
 fragment under its name). ``--only`` reruns some benchmarks: their fragments are
 rewritten, the others kept, and the page assembled again. A benchmark of the suite that
 has never run has a fragment saying "not recorded yet". The whole suite takes about
-30-40 minutes on 2 cores (benchmark time about 25 minutes, plus the waits for a quiet
-machine; the first run of ``recall_latency`` also writes its LoCoMo data, about 6
-minutes, kept in ``/tmp`` for the next).
+25-30 minutes of benchmark time on 2 cores (estimated from each script's work for the
+entries added since the last recorded run; see the comments in :data:`SUITE`), plus the
+waits for a quiet machine; the first run of ``recall_latency`` also writes its LoCoMo
+data, about 6 minutes, kept in ``/tmp`` for the next.
 
 A figure taken while the machine does other work measures the waiting, not the code. So
 before each benchmark the runner reads the 1-minute load average; above ``--max-load``
@@ -81,7 +82,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 #: The suite `make bench` runs, in order: each benchmark at a scale where the whole
-#: run's benchmark time stays around 25 minutes on 2 cores (its docstring gives the
+#: run's benchmark time stays around 25-30 minutes on 2 cores (its docstring gives the
 #: full-scale run). A later entry's expected wall time is noted beside it.
 SUITE: tuple[Benchmark, ...] = (
     Benchmark("serve_bench", ("--users", "1,8", "--duration", "10"),
@@ -102,8 +103,10 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark("http_bench_50", ("--users", "50", "--duration", "30"),
               "50 users of the HTTP app (LangServe agent and REST API) against in-process",
               script="http_bench"),
-    # ~5-6 min: loading 1M memories (~15 s per 200k), the first night (~1.5 min), the
+    # ~5 min: loading 1M memories (~15 s per 200k), the first night (~1.5 min), the
     # day's VACUUM, the next night, and the read path quiet and during each night.
+    # Not in the suite: reflection_bench at 1,000 users (300,000 memories; consolidation
+    # and summaries embed tens of thousands of texts: well over 10 min on 2 cores).
     Benchmark("jobs_bench_1m", ("--users", "1000", "--memories", "1000000", "--explain"),
               "the nightly lifecycle over 1M memories of 1,000 users, the first night "
               "included, and the read path while it runs", script="jobs_bench"),
@@ -120,8 +123,8 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark("fixture_eval", (),
               "`langmem-layer eval --offline`: the shipped fixtures' extraction and "
               "retrieval figures"),
-    # ~8-10 min: writing the 2,760 turns (~6 min), then the 759 questions read three
-    # times (one per rrf_k of the grid) and the vector-only baseline.
+    # ~8-12 min: writing the 2,760 turns with the local model (~6-9 min), then the 759
+    # questions read three times (one per rrf_k of the grid) and the vector-only baseline.
     Benchmark("locomo_eval", ("--data", "../shared/data/locomo-dev.json"),
               "`langmem-layer eval locomo`: evidence in the memory block on LoCoMo, per "
               "category and conversation, and leave-one-conversation-out"),
