@@ -244,3 +244,17 @@ def test_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         run_all.main(["--only", "no_such_bench"])
     assert "not in the suite: no_such_bench" in capsys.readouterr().err
+
+
+def test_the_command_line_splits_a_page_and_assembles_without_running(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = BENCH.parent / "docs" / "benchmarks.md"
+    page, results = tmp_path / "benchmarks.md", tmp_path / "results"
+    assert run_all.main(["--from-page", str(old), "--output", str(page),
+                         "--results", str(results)]) == 0
+    assert "fragments" in capsys.readouterr().out
+    # Every benchmark of the suite has its fragment, and the page is the committed one.
+    assert sorted(p.stem for p in results.glob("*.md")) == sorted(b.name for b in run_all.SUITE)
+    assert page.read_text(encoding="utf-8") == old.read_text(encoding="utf-8")
+    assert run_all.main(["--assemble", "--output", str(page), "--results", str(results)]) == 0
+    assert page.read_text(encoding="utf-8") == old.read_text(encoding="utf-8")
