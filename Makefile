@@ -82,8 +82,9 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# The benchmark suite at a modest scale (~20-25 min on 2 cores), each benchmark run only
-# on a quiet machine; writes docs/benchmarks.md from what they printed.
+# The benchmark suite at a modest scale (~25-30 min of benchmark time on 2 cores), each
+# benchmark run only on a quiet machine; writes each one's recorded section to
+# docs/results/<name>.md and docs/benchmarks.md from them.
 bench: $(VENV)/.installed-test
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/run_all.py
 

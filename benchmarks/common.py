@@ -62,8 +62,9 @@ def _load_text() -> str:
 
 def commit() -> str:
     """The checkout's short commit, ``+dirty`` when it has uncommitted changes (the
-    results page ``make bench`` rewrites after each benchmark does not count: it is the
-    suite's output, not what it measures)."""
+    results page and the fragments ``make bench`` rewrites after each benchmark,
+    ``docs/benchmarks.md`` and ``docs/results/``, do not count: they are the suite's
+    output, not what it measures)."""
     def git(*args: str) -> str:
         try:
             return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
@@ -73,7 +74,7 @@ def commit() -> str:
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
     changed = git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                  ":(exclude)docs/benchmarks.md")
+                  ":(exclude)docs/benchmarks.md", ":(exclude)docs/results")
     return head + ("+dirty" if changed else "")
 
 

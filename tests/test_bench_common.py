@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -69,3 +70,24 @@ def test_every_script_starts_with_the_header() -> None:
         tops = {n.name for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
         assert not tops & {"pct", "percentile", "_p95"}, path.name
         assert "quantiles(" not in text and "np.percentile(" not in text, path.name
+
+
+def test_the_suites_own_output_does_not_make_the_checkout_dirty(tmp_path, monkeypatch) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    for name in ("docs/benchmarks.md", "docs/results/x_bench.md", "code.py"):
+        (tmp_path / name).write_text("v1\n", encoding="utf-8")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "init")
+    monkeypatch.setattr(common, "ROOT", tmp_path)
+    clean = common.commit()
+    assert clean and not clean.endswith("+dirty")
+    for name in ("docs/benchmarks.md", "docs/results/x_bench.md"):
+        (tmp_path / name).write_text("v2\n", encoding="utf-8")
+    assert common.commit() == clean  # the page and the fragments are the suite's output
+    (tmp_path / "code.py").write_text("v2\n", encoding="utf-8")
+    assert common.commit() == clean + "+dirty"

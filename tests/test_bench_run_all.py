@@ -147,8 +147,9 @@ def test_the_page_carries_every_figures_metadata_and_the_output_verbatim() -> No
                      r"\d+ s \| 0\.25 → 1\.75 \|", page)
 
 
-def test_the_suite_rewrites_the_page_after_each_benchmark(tmp_path: Path) -> None:
-    page = tmp_path / "benchmarks.md"
+def test_the_suite_rewrites_the_fragment_and_the_page_after_each_benchmark(
+        tmp_path: Path) -> None:
+    page, results = tmp_path / "benchmarks.md", tmp_path / "results"
     pages: list[str] = []
     run, _ = _printing("a figure")
 
@@ -158,29 +159,73 @@ def test_the_suite_rewrites_the_page_after_each_benchmark(tmp_path: Path) -> Non
         return run(argv)
 
     second = Benchmark("other_bench", (), "another")
-    outcomes = _runner(_loads(0.5), recording, Clock()).suite([FAKE, second], page,
+    outcomes = _runner(_loads(0.5), recording, Clock()).suite([FAKE, second], page, results,
                                                                log=lambda _: None)
     assert [o.status for o in outcomes] == ["recorded", "recorded"]
-    assert "| other_bench | another | not run yet | — | — |" in pages[0]
+    assert "| [other_bench](#other_bench) | another | not recorded yet | — | — |" in pages[0]
     final = page.read_text(encoding="utf-8")
-    assert "not run yet" not in final
+    assert "not recorded yet" not in final
     assert final.count("```text\na figure\n```") == 2
+    for name in ("fake_bench", "other_bench"):
+        assert "```text\na figure\n```" in (results / f"{name}.md").read_text(encoding="utf-8")
 
 
-def test_nothing_run_is_the_page_saying_so() -> None:
-    assert render([]) == run_all.EMPTY and "None are recorded yet." in run_all.EMPTY
+def test_only_rewrites_its_fragments_and_keeps_the_others(tmp_path: Path) -> None:
+    page, results = tmp_path / "benchmarks.md", tmp_path / "results"
+    results.mkdir()
+    second = Benchmark("other_bench", (), "another")
+    kept = ('<!-- run_all {"status": "recorded", "wall": "9 s", "load": "0.10 → 0.20"} -->'
+            "\n\nold figures\n")
+    (results / "other_bench.md").write_text(kept, encoding="utf-8")
+    run, _ = _printing("new figures")
+    _runner(_loads(0.5), run, Clock()).suite([FAKE], page, results,
+                                             page=[FAKE, second], log=lambda _: None)
+    assert (results / "other_bench.md").read_text(encoding="utf-8") == kept
+    text = page.read_text(encoding="utf-8")
+    assert "new figures" in text and "\n## other_bench\n\nold figures\n" in text
+    assert "| [other_bench](#other_bench) | another | recorded | 9 s | 0.10 → 0.20 |" in text
 
 
-def test_the_committed_page_holds_only_what_the_runner_wrote() -> None:
+def test_a_page_splits_into_fragments_that_assemble_it_again() -> None:
+    run, _ = _printing("p50 3.0 ms")
+    outcomes = [_runner(_loads(0.3, 0.4), run, Clock()).one(b)
+                for b in (FAKE, Benchmark("other_bench", (), "another"))]
+    page = render(outcomes)
+    found = run_all.fragments_from_page(page)
+    assert list(found) == ["fake_bench", "other_bench"]
+    assert found["fake_bench"] == run_all.fragment(outcomes[0])
+    assert render(outcomes) == run_all.assemble([(o.bench, found[o.bench.name])
+                                                 for o in outcomes])
+
+
+def test_a_benchmark_never_run_has_a_fragment_saying_so() -> None:
+    text = run_all.not_yet(FAKE)
+    assert "Not recorded yet" in text and "benchmarks/fake_bench.py --users 3" in text
+    assert "| [fake_bench](#fake_bench) | a fake benchmark | not recorded yet | — | — |" in (
+        render([], pending=[FAKE]))
+
+
+def test_the_committed_page_is_the_committed_fragments_assembled() -> None:
     text = (BENCH.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    assert text == run_all.EMPTY or text.startswith(
-        "# Benchmarks\n\nWritten by `make bench` (`benchmarks/run_all.py`)")
+    results = BENCH.parent / "docs" / "results"
+    for bench in run_all.SUITE:
+        assert (results / f"{bench.name}.md").is_file(), f"no fragment for {bench.name}"
+    assert text == run_all.assemble(run_all.read_fragments(run_all.SUITE, results))
+
+
+def test_the_fragments_of_f81ed08_are_kept() -> None:
+    # The suite's figures recorded at f81ed08 were split from the page, not retyped.
+    results = BENCH.parent / "docs" / "results"
+    for name in ("serve_bench", "recall_latency", "read_path_bench", "store_concurrency_bench",
+                 "http_bench", "jobs_bench", "reflection_bench"):
+        text = (results / f"{name}.md").read_text(encoding="utf-8")
+        assert "- Commit: `f81ed08`" in text and f"```text\n{name}  2026-11-26T" in text
 
 
 def test_every_benchmark_of_the_suite_takes_the_arguments_given() -> None:
     assert len(run_all.SUITE) >= 5
     for bench in run_all.SUITE:
-        script = (BENCH / f"{bench.name}.py").read_text(encoding="utf-8")
+        script = (BENCH / f"{bench.script or bench.name}.py").read_text(encoding="utf-8")
         for arg in bench.args:
             if arg.startswith("--"):
                 assert f'"{arg}"' in script, f"{bench.name} has no option {arg}"
@@ -199,3 +244,17 @@ def test_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         run_all.main(["--only", "no_such_bench"])
     assert "not in the suite: no_such_bench" in capsys.readouterr().err
+
+
+def test_the_command_line_splits_a_page_and_assembles_without_running(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = BENCH.parent / "docs" / "benchmarks.md"
+    page, results = tmp_path / "benchmarks.md", tmp_path / "results"
+    assert run_all.main(["--from-page", str(old), "--output", str(page),
+                         "--results", str(results)]) == 0
+    assert "fragments" in capsys.readouterr().out
+    # Every benchmark of the suite has its fragment, and the page is the committed one.
+    assert sorted(p.stem for p in results.glob("*.md")) == sorted(b.name for b in run_all.SUITE)
+    assert page.read_text(encoding="utf-8") == old.read_text(encoding="utf-8")
+    assert run_all.main(["--assemble", "--output", str(page), "--results", str(results)]) == 0
+    assert page.read_text(encoding="utf-8") == old.read_text(encoding="utf-8")
