@@ -110,7 +110,8 @@ def header(name: str, *, argv: Sequence[str] | None = None, wait_seconds: float 
         SystemExit: The machine stayed busy and ``allow_noisy`` is False: nothing is
             measured (a figure taken then would be noise).
     """
-    calm = quiet(wait_seconds=wait_seconds)
+    # A run that accepts noise does not wait for a quiet machine either.
+    calm = quiet(wait_seconds=0.0 if allow_noisy else wait_seconds)
     command = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv))
     print(f"{name}  {datetime.now(UTC).isoformat(timespec='seconds')}  commit {commit()}")
     print(f"  machine: {machine()}")

@@ -7,11 +7,12 @@ prints. That is a command of the library, not a benchmark script; this wrapper w
 a quiet machine and prints the date, commit, machine, load average and command
 (``common.header``) before it and the load average after, so ``make bench`` can record
 it like the others. The evaluation writes every turn of the five conversations (about 6
-minutes on 2 cores), asks the 759 questions once per ``rrf_k`` of the grid, and deletes
+minutes on 2 cores), asks the 759 questions once per ``rrf_k`` of the grid (and once per
+ablation row with ``--ablation``), and deletes
 what it wrote; the embedded server in ``--data-dir`` is kept for the next run.
 
 Run:  .venv/bin/python benchmarks/locomo_eval.py [--data ../shared/data/locomo-dev.json]
-          [--data-dir /tmp/langmem-locomo-eval] [--no-cv] [--sessions N]
+          [--data-dir /tmp/langmem-locomo-eval] [--no-cv] [--ablation] [--sessions N]
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the embedded PostgreSQL's directory")
     p.add_argument("--no-cv", action="store_true",
                    help="skip the leave-one-conversation-out cross-validation")
+    p.add_argument("--ablation", action="store_true",
+                   help="also the ablation: one setting changed per row, same memories")
     p.add_argument("--sessions", type=int, default=None, metavar="N",
                    help="only the first N sessions of each conversation (a quick check)")
     add_noise_option(p)
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     command = ["--data-dir", args.data_dir, "eval", "locomo", str(args.data), "--no-progress",
                *(["--no-cv"] if args.no_cv else []),
+               *(["--ablation"] if args.ablation else []),
                *(["--sessions", str(args.sessions)] if args.sessions else [])]
     header("locomo_eval", allow_noisy=args.allow_noisy)
     print("  runs: langmem-layer " + " ".join(command), flush=True)

@@ -13,7 +13,14 @@ from langmem_layer import MemoryLayer
 from langmem_layer.calibration import PROFILES, apply_profile, profile_for
 from langmem_layer.calibration.calibrate import calibrate, render
 from langmem_layer.calibration.labelled import split_units
-from langmem_layer.calibration.locomo import GRID, Outcome, cross_validate, run_locomo
+from langmem_layer.calibration.locomo import (
+    ABLATIONS,
+    GRID,
+    Outcome,
+    _changed,
+    cross_validate,
+    run_locomo,
+)
 from langmem_layer.cli import main
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.settings import MemorySettings, RankingWeights
@@ -256,3 +263,31 @@ def test_cross_validation_keeps_blocks_under_the_share() -> None:
     assert all(f.chosen == dict(cheap) for f in cross_validate(outcomes))
     # When nothing is cheap enough, the best is still chosen.
     assert all(f.chosen == dict(dear) for f in cross_validate(outcomes, max_share=0.01))
+
+
+def test_eval_locomo_ablation_asks_again_with_one_change_per_row(
+        pg_uri: str, tmp_path: Path) -> None:
+    _truncate(pg_uri)
+    index = {"embed": BagOfWordsEmbeddings(dims=64), "dims": 64, "model_id": "bow-64"}
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as store:
+        report = run_locomo(store, _tiny_locomo(tmp_path / "tiny.json"), k=1, show=False,
+                            cross_validation=False, ablation=True)
+    assert list(report.ablation) == list(ABLATIONS)
+    for rows in report.ablation.values():
+        assert [(r.unit, r.category) for r in rows] == [
+            (r.unit, r.category) for r in report.defaults]
+    # Recall's ten best with no target: at most ten ranked memories, never cut by tokens,
+    # so on four-turn conversations every turn is in the block.
+    assert all(r.block == 1.0 for r in report.ablation["ten_best"])
+    data = report.json()["ablation"]
+    assert data["no_links"]["change"] == {"link_types": ()}
+    assert "multi_hop" in data["no_time"]
+    table = report.table()
+    assert "Ablation" in table and "no link walk" in table
+
+
+def test_an_ablation_changes_one_key_of_a_dict_setting() -> None:
+    base = {"source_weights": {"vector": 1.0, "keyword": 1.0}, "rrf_k": 5}
+    assert _changed(base, {"source_weights": {"keyword": 0.0}}) == {
+        "source_weights": {"vector": 1.0, "keyword": 0.0}, "rrf_k": 5}
+    assert base["source_weights"]["keyword"] == 1.0

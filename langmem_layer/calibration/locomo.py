@@ -24,6 +24,10 @@ most :data:`MAX_SHARE` of the history's tokens on the *other* conversations is c
 and scored on it. The held-out mean, its spread and its gap to the tuned-on mean tell
 whether a setting generalises; a change that raises the tuned-on figure but not the
 held-out mean is not an improvement. The users written are deleted afterwards.
+
+Ablation (``--ablation``): each row of :data:`ABLATIONS` changes one of the library's
+settings (a retrieval strategy off, the block's target off, another keyword ranking)
+and asks every question again on the same memories: what each part adds, measured.
 """
 
 from __future__ import annotations
@@ -52,8 +56,8 @@ from langmem_layer.calibration.labelled import (
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.types import memory_namespace
 
-__all__ = ["GRID", "MAX_SHARE", "Fold", "LocomoReport", "Outcome", "add_arguments", "choose",
-           "cross_validate", "run_locomo", "run_suite"]
+__all__ = ["ABLATIONS", "GRID", "MAX_SHARE", "Fold", "LocomoReport", "Outcome", "add_arguments",
+           "choose", "cross_validate", "run_locomo", "run_suite"]
 
 #: The settings cross-validation chooses among. ``rrf_k`` changes the ranking (one read
 #: per question per value); the block's settings only change what is rendered from it.
@@ -65,6 +69,21 @@ GRID: dict[str, tuple[Any, ...]] = {
 _SHORT = {"block_target_tokens": "target", "block_min_relevance": "floor", "rrf_k": "k"}
 #: The most of a conversation's tokens a block may cost (mean over questions).
 MAX_SHARE = 0.05
+
+#: The ablation's rows: one change each from the settings evaluated (name: what it is,
+#: the settings it changes). Block settings in a row change the block it renders.
+ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "ten_best": ("block = recall's ten best, no target",
+                 {"block_target_tokens": 0, "block_min_relevance": 0.0,
+                  "block_memory_limit": 10}),
+    "no_floor": ("no relevance floor", {"block_min_relevance": 0.0}),
+    "no_links": ("no link walk (neighbours)", {"link_types": ()}),
+    "no_time": ("no time window", {"temporal_window": False}),
+    "no_refs": ("no query references", {"query_refs": False}),
+    "no_keyword": ("keyword strategy weight 0", {"source_weights": {"keyword": 0.0}}),
+    "cover_density": ("ts_rank_cd, not BM25", {"keyword_ranking": "cover_density"}),
+}
+_BLOCK = ("block_target_tokens", "block_min_relevance")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +179,8 @@ class LocomoReport:
     folds: list[Fold] = field(default_factory=list)
     ingest_seconds: float = 0.0
     chosen_on_all: dict[str, Any] = field(default_factory=dict)
+    #: The ablation's rows, in :data:`ABLATIONS` order: name -> every question's outcome.
+    ablation: dict[str, list[Outcome]] = field(default_factory=dict)
 
     def _latency(self) -> tuple[float, float]:
         m = Measure(self.k, seconds=self.seconds)
@@ -213,6 +234,9 @@ class LocomoReport:
                            "held_out_figures": {k: round(v, 4) for k, v in f.held_out.items()}}
                           for f in self.folds],
                 **{k: round(v, 4) for k, v in self.summary().items()}},
+            "ablation": {name: {"change": ABLATIONS[name][1], **block(rows),
+                                "multi_hop": block([r for r in rows if r.category == 1])}
+                         for name, rows in self.ablation.items()},
         }
 
     def table(self) -> str:
@@ -260,8 +284,27 @@ class LocomoReport:
                 f"{n}={v}" for n, v in self.chosen_on_all.items()))
         else:
             lines.append("(cross-validation needs two conversations or more)")
+        if self.ablation:
+            lines += self._ablation_table()
         lines.append(f"writing the turns took {self.ingest_seconds:.0f}s")
         return "\n".join(lines)
+
+    def _ablation_table(self) -> list[str]:
+        k = self.k
+        head = (f"{'change':<38}{'R@' + str(k):>7}{'in block':>10}{'multi-hop':>11}"
+                f"{'m-h block':>11}{'tokens p50':>12}{'share':>8}")
+        lines = ["", "Ablation: one change from these settings per row, the same memories "
+                 "(multi-hop: R@k and in block)", head, "-" * len(head)]
+        for label, rows in (("(these settings)", self.defaults),
+                            *((ABLATIONS[n][0], r) for n, r in self.ablation.items())):
+            m = _means(rows)
+            hop = _means([r for r in rows if r.category == 1])
+            tokens = sorted(r.tokens for r in rows)
+            lines.append(f"{label[:37]:<38}{m['recall']:>7.3f}{m['block']:>10.3f}"
+                         f"{hop['recall']:>11.3f}{hop['block']:>11.3f}"
+                         f"{tokens[len(tokens) // 2] if tokens else 0:>12}"
+                         f"{100 * m['share']:>7.1f}%")
+        return lines
 
 
 def _baseline(store: Any, data: LabelledSet, k: int, show: bool) -> Measure:
@@ -328,7 +371,7 @@ def _score_all(layer: Any, data: LabelledSet, k: int, prefix: str, show: bool, d
 def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
                calib: Sequence[str] | None = None, sessions: int | None = None,
                settings: Any = None, cross_validation: bool = True,
-               show: bool = True) -> LocomoReport:
+               ablation: bool = False, show: bool = True) -> LocomoReport:
     """Run the benchmark on ``store`` (which must embed); see the module docstring.
 
     Args:
@@ -341,6 +384,8 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
         settings: ``MemorySettings`` (default: the library's, for the store's embedder).
         cross_validation: Also score :data:`GRID` and cross-validate it (one more read
             per question per ``rrf_k`` value).
+        ablation: Also score each row of :data:`ABLATIONS` (one more read per question
+            per row).
         show: Progress bars on standard error.
     """
     from langmem_layer.layer import MemoryLayer
@@ -380,13 +425,28 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
                     everything[_key({**block, "rrf_k": value})] = scored[_key(block)]
             folds = cross_validate(everything)
             chosen_on_all = dict(choose(everything)[0])
+        ablated: dict[str, list[Outcome]] = {}
+        for name, (_, change) in (ABLATIONS.items() if ablation else ()):
+            varied = MemorySettings.model_validate(_changed(st.model_dump(), change))
+            block = {n: getattr(varied, n) for n in _BLOCK}
+            scored, _ = _score_all(MemoryLayer(store, settings=varied), data, k, prefix, show,
+                                   name, [block])
+            ablated[name] = scored[_key(block)]
         base = _baseline(store, data, k, show)
     finally:
         data.cleanup(layer)
     chosen = st.calibration
     name = profile_for(store.model_id).name if chosen == "auto" else chosen
     return LocomoReport(path.name, split, units, data.turns, len(data.queries), name, k,
-                        defaults, mine, seconds, base, folds, ingest, chosen_on_all)
+                        defaults, mine, seconds, base, folds, ingest, chosen_on_all, ablated)
+
+
+def _changed(settings: dict[str, Any], change: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with ``change``; a dict-valued setting is updated key by key."""
+    out = dict(settings)
+    for name, value in change.items():
+        out[name] = {**out[name], **value} if isinstance(value, dict) else value
+    return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -402,6 +462,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="only the first N sessions of each conversation")
     group.add_argument("--no-cv", action="store_true",
                        help="skip the leave-one-conversation-out cross-validation")
+    group.add_argument("--ablation", action="store_true",
+                       help="also ask every question once per ablation row (one setting "
+                       "changed each: a strategy off, the block's target off, ...)")
     group.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -420,7 +483,8 @@ def run_suite(args: argparse.Namespace, ctx: Any, paths: Sequence[str]) -> int:
     settings = settings_from_file(args.settings)  # LANGMEM_* and --settings win over the profile
     report = run_locomo(ctx.store, path, k=args.k, split=args.split, calib=calib,
                         sessions=args.sessions, settings=settings,
-                        cross_validation=not args.no_cv, show=not args.no_progress)
+                        cross_validation=not args.no_cv, ablation=args.ablation,
+                        show=not args.no_progress)
     print(json.dumps(report.json(), indent=2) if args.json else report.table())
     return 0
 
