@@ -105,11 +105,21 @@ SUITE: tuple[Benchmark, ...] = (
               script="http_bench"),
     # ~5 min: loading 1M memories (~15 s per 200k), the first night (~1.5 min), the
     # day's VACUUM, the next night, and the read path quiet and during each night.
-    # Not in the suite: reflection_bench at 1,000 users (300,000 memories; consolidation
-    # and summaries embed tens of thousands of texts: well over 10 min on 2 cores).
     Benchmark("jobs_bench_1m", ("--users", "1000", "--memories", "1000000", "--explain"),
               "the nightly lifecycle over 1M memories of 1,000 users, the first night "
               "included, and the read path while it runs", script="jobs_bench"),
+    # ~5-8 min: 300,000 memories loaded (COPY), consolidation and summaries for 1,000
+    # users, each run again over the unchanged data (reflections and the procedural
+    # profile are left to the 50-user run).
+    Benchmark("reflection_bench_1000", ("--users", "1000", "--torch-threads", "1",
+                                        "--jobs", "consolidate,summarize"),
+              "consolidation and summaries for 1,000 users of 300 memories",
+              script="reflection_bench"),
+    # ~1 min: the same two jobs for 50 users from two worker processes at once.
+    Benchmark("reflection_workers", ("--users", "50", "--workers", "2", "--torch-threads",
+                                     "1", "--jobs", "consolidate,summarize", "--no-rerun"),
+              "consolidation and summaries from two worker processes on one database: "
+              "each user processed exactly once", script="reflection_bench"),
     # ~1-2 min: 12k memories loaded, a 10k-memory user indexed, 100 turns per mode.
     Benchmark("rls_bench", ("--total", "12000", "--big", "10000", "--queries", "100"),
               "the read path with and without row-level security, alternating, one run"),

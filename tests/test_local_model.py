@@ -92,3 +92,17 @@ def test_an_unknown_precision_says_what_is_allowed(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("LANGMEM_EMBEDDING_PRECISION", "half")
     with pytest.raises(ConfigurationError, match="LANGMEM_EMBEDDING_PRECISION"):
         LocalEmbeddings()
+
+
+def test_building_the_embedder_does_not_import_torch() -> None:
+    # The precision is resolved when the model loads: asking torch about the CPU imports
+    # it, and constructing a store (default_index) must stay cheap.
+    import subprocess
+    import sys
+
+    code = ("import sys; from langmem_layer.store.embedding.models import LocalEmbeddings, "
+            "default_index; LocalEmbeddings(); default_index(); "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}, check=False)
+    assert done.returncode == 0, done.stderr[-500:]

