@@ -117,7 +117,7 @@ SUITE: tuple[Benchmark, ...] = (
               script="reflection_bench"),
     # ~1 min: the same two jobs for 50 users from two worker processes at once.
     Benchmark("reflection_workers", ("--users", "50", "--workers", "2", "--torch-threads",
-                                     "1", "--jobs", "consolidate,summarize", "--no-rerun"),
+                                     "1", "--jobs", "consolidate,summarize"),
               "consolidation and summaries from two worker processes on one database: "
               "each user processed exactly once", script="reflection_bench"),
     # ~1-2 min: 12k memories loaded, a 10k-memory user indexed, 100 turns per mode.
