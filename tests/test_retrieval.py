@@ -503,3 +503,85 @@ def test_the_write_path_recalls_existing_memories_as_the_read_path_does(
     # The write path's only difference: no link walk (see write.apply.ingest).
     walkless = recall_op(layer.env, "u1", query, profile=None, now=clock.now, walk_links=False)
     assert walkless == op._replace(link_types=())
+
+
+# -- the names a question gives: matched exactly, not embedded; the speakers it names -----
+
+
+def test_without_refs_leaves_the_names_out() -> None:
+    from langmem_layer.read.query import without_refs
+
+    q = "What was Melanie's reaction to her kids at the Grand  Canyon?"
+    assert without_refs(q, extract_refs(q)) == "What was reaction to her kids at the ?"
+    assert without_refs("When was Jon in Rome?", ["jon", "rome"]) == "When was in ?"
+    assert without_refs("Jonathan met Jon", ["jon"]) == "Jonathan met"  # whole words only
+    assert without_refs("Boston?", ["boston"]) == "Boston?"  # nothing left: the text itself
+    assert without_refs("What pets does Nate have?", []) == "What pets does Nate have?"
+
+
+def test_the_query_is_embedded_without_the_names_it_gives(store: PostgresMemoryStore,
+                                                         clock: Clock) -> None:
+    # No word in common: only the embedding finds it. With the name, the query's vector is
+    # half "caroline" (cosine 0.5, under the 0.70 floor); without it, all puppy (0.71).
+    layer_fact = make_layer(store, clock)
+    walked = fact(layer_fact, "Walked the hound.")
+    found = layer_fact.recall("u1", "Is Caroline with a puppy?")
+    assert keys(found) == [walked]
+    assert found[0].similarity == pytest.approx(1 / math.sqrt(2), abs=1e-4)
+    with_names = make_layer(store, clock, embed_query_refs=True)
+    assert keys(with_names.recall("u1", "Is Caroline with a puppy?")) == []
+    # The exact strategies still have the name: a memory carrying it is found by it.
+    named = fact(layer_fact, "Joined the book club.", refs=["Caroline"])
+    assert named in keys(layer_fact.recall("u1", "Is Caroline with a puppy?"))
+
+
+def test_speaker_of_a_line() -> None:
+    from langmem_layer.read.rank import speaker_of
+
+    assert speaker_of("Caroline: I went to the support group.") == "caroline"
+    assert speaker_of("Mary Ann: hi") == "mary ann"
+    assert speaker_of("I think: maybe") is None
+    assert speaker_of("Note: buy milk") == "note"  # a label is a label; only names count
+    assert speaker_of("Went hiking with Nate.") is None
+
+
+def _line(key: str, content: str, ranks: dict[str, int]) -> Candidate:
+    now = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)
+    record = MemoryRecord(content=content, kind=Kind.EPISODIC_EVENT, layer=Layer.EPISODIC,
+                          occurred_at=now, last_accessed_at=now)
+    return Candidate(("memories", "u1", "work"), key, record.to_value(), now, now, 0.9, ranks)
+
+
+def test_speaker_focus_favours_the_lines_of_the_speaker_the_query_names() -> None:
+    now = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)
+    cands = [_line("other", "Joanna: Nate, your turtles are so cute!", {"vector": 0}),
+             _line("named", "Nate: I give the turtles a bath on Sundays.", {"vector": 1}),
+             _line("plain", "Bought turtle food.", {"vector": 2})]
+
+    def ranked(names: tuple[str, ...], focus: float) -> dict[str, float]:
+        out = rank_candidates(cands, now=now, settings=MemorySettings(rrf_k=60,
+                              speaker_focus=focus), limit=5, trust={}, names=names)
+        return {r.key: r.relevance for r in out}
+
+    off = ranked(("nate",), 1.0)
+    assert list(off) == ["other", "named", "plain"]
+    on = ranked(("nate",), 0.5)
+    assert list(on) == ["named", "plain", "other"]
+    assert on["other"] == pytest.approx(0.5 * (1 / 61) / (1 / 62))  # half, over the new best
+    assert on["plain"] == pytest.approx((1 / 63) / (1 / 62))  # no speaker: unchanged score
+    # A name that is nobody's line (a pet, a place) focuses nothing; nor does no name.
+    assert list(ranked(("max",), 0.5)) == ["other", "named", "plain"]
+    assert list(ranked((), 0.5)) == ["other", "named", "plain"]
+
+
+def test_recall_focuses_on_the_speaker_the_question_names(store: PostgresMemoryStore,
+                                                          clock: Clock) -> None:
+    layer = make_layer(store, clock)
+    other = fact(layer, "Joanna: the puppy ran off.")
+    named = fact(layer, "Nate: the puppy slept.")
+    found = {r.key: r for r in layer.recall("u1", "Is Nate with a puppy?")}
+    assert keys(list(found.values()))[0] == named
+    assert found[other].relevance is not None and found[other].relevance < 0.55
+    off = {r.key: r for r in make_layer(store, clock, speaker_focus=1.0).recall(
+        "u1", "Is Nate with a puppy?")}
+    assert off[other].relevance is not None and off[other].relevance > 0.9

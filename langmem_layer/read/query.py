@@ -39,6 +39,7 @@ to memories that occurred in it, never a filter.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -47,7 +48,7 @@ from langmem_layer.refs import extract_refs
 from langmem_layer.sanitize import clean
 
 __all__ = ["QueryInfo", "TimeWindow", "asks_upcoming", "is_broad", "time_window",
-           "understand"]
+           "understand", "without_refs"]
 
 _MONTHS = {
     "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4,
@@ -159,6 +160,22 @@ def understand(text: str | None, now: datetime, *, slack_days: float = 7.0,
         refs=tuple(extract_refs(text)) if refs and text else (),
         window=time_window(text, now, slack_days=slack_days) if window and text else None,
     )
+
+
+def without_refs(text: str, refs: Sequence[str]) -> str:
+    """``text`` without the references ``refs`` it names (and their possessive ``'s``).
+
+    What recall embeds when ``embed_query_refs`` is off: the reference and keyword
+    strategies match the names exactly, and in an embedding a name pulls toward every
+    text that mentions it ("Hey Nate!") rather than toward what the question asks about
+    it. ``text`` itself when nothing would be left but punctuation.
+    """
+    out = text
+    for ref in sorted(refs, key=len, reverse=True):
+        words = r"\s+".join(re.escape(w) for w in ref.split())
+        out = re.sub(rf"(?<!\w){words}(?:['’]s)?(?!\w)", " ", out, flags=re.I)
+    out = re.sub(r"\s+", " ", out).strip()
+    return out if re.search(r"\w", out) else text
 
 
 def _utc(d: date) -> datetime:

@@ -15,7 +15,7 @@ from langmem_layer.knowledge import document_lines
 from langmem_layer.message_log import recent_lines, recent_op, short_term
 from langmem_layer.read.block import ContextBlock, build_context_block
 from langmem_layer.read.narrative import pick_summary, turn_ops, with_narrative
-from langmem_layer.read.query import asks_upcoming, is_broad, understand
+from langmem_layer.read.query import asks_upcoming, is_broad, understand, without_refs
 from langmem_layer.read.rank import UNASKED_SOURCES, rank_candidates
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.trust import LearnedTrust
@@ -44,7 +44,9 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
 
     The query is read first (:func:`langmem_layer.read.query.understand`): the references
     it names join ``refs`` for exact lookup, and a period it names ("in May 2023", "last
-    week") adds the memories that occurred then. ``per_source`` is always
+    week") adds the memories that occurred then; unless ``embed_query_refs``, the query is
+    embedded without the references it names
+    (:func:`langmem_layer.read.query.without_refs`). ``per_source`` is always
     ``candidates_per_source``: ranking places the end of a list there
     (:func:`langmem_layer.read.rank.rank_candidates`).
 
@@ -86,6 +88,9 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
         due_limit=st.due_limit,
         max_terms=st.max_query_terms,
         standing=st.standing_preferences,
+        # The names the query gives are matched exactly (refs, keywords), not embedded.
+        embed_text=(without_refs(info.text, info.refs)
+                    if info.refs and not st.embed_query_refs else None),
     )
 
 
@@ -128,14 +133,15 @@ def with_core_facts(env: Env, candidates: Sequence[mops.Candidate],
 
 
 def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit: int,
-         now: datetime, reinforce: bool = True, learned: LearnedTrust | None = None
-         ) -> Flow[list[Recalled]]:
+         now: datetime, reinforce: bool = True, learned: LearnedTrust | None = None,
+         names: Sequence[str] = ()) -> Flow[list[Recalled]]:
     """Rank what a :func:`recall_op` found, and reinforce what is returned.
 
     When the link walk found something, the links between the candidates spread a
     strong hit's score to the memories linked to it. The recall statement reads them
     with the candidates; only candidates added afterwards (a broad question's core
-    facts) cost a round trip to read them.
+    facts) cost a round trip to read them. ``names``: the references the query names
+    (the speakers it asks about, for ``speaker_focus``).
     """
     st = env.settings
     links: dict[str, set[str]] = {}
@@ -154,7 +160,7 @@ def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit:
                 links.setdefault(dst, set()).add(src)
     ranked = rank_candidates(
         candidates, now=now, settings=st, limit=limit, trust=env.trust, links=links,
-        learned=learned)
+        learned=learned, names=names)
     if reinforce and ranked:
         yield StoreCall([mops.TouchOp(user_id, tuple(r.key for r in ranked), now)])
     return ranked
@@ -176,7 +182,7 @@ def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, li
     if broad:
         candidates = with_core_facts(env, candidates, found)
     ranked = yield from rank(env, user_id, candidates, limit=limit, now=now,
-                             reinforce=reinforce, learned=learned)
+                             reinforce=reinforce, learned=learned, names=op.refs)
     ranked = with_narrative(ranked, pick_summary(summaries, query, now))
     return ranked
 
@@ -285,7 +291,8 @@ def block_inputs_flow(env: Env, user_id: str, query: str | None, *, profile: str
     """
     user_id = require_user(user_id)
     st = env.settings
-    ops: list[Any] = [recall_op(env, user_id, query, profile=profile, now=now)]
+    op = recall_op(env, user_id, query, profile=profile, now=now)
+    ops: list[Any] = [op]
     if st.recent_history_limit:
         ops.append(recent_op(env, user_id, profile=profile, thread_id=thread_id, now=now))
     broad = broad_ops(env, user_id, query, profile=profile)
@@ -296,7 +303,7 @@ def block_inputs_flow(env: Env, user_id: str, query: str | None, *, profile: str
         candidates = with_core_facts(env, candidates, found[len(found) - len(broad):])
         found = found[: len(found) - len(broad)]
     recalled = yield from rank(env, user_id, candidates, limit=st.block_memory_limit, now=now,
-                               reinforce=False, learned=learned)
+                               reinforce=False, learned=learned, names=op.refs)
     recalled = with_narrative(block_memories(env, recalled), pick_summary(summaries, query, now))
     return BlockInputs(recalled, found[0] if found else (),
                        short_term(messages, st.short_term_messages))

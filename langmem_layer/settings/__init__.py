@@ -215,6 +215,20 @@ class MemorySettings(BaseModel):
     query_refs: bool = Field(
         default=True, description="Look up the references (entities) the query names."
     )
+    embed_query_refs: bool = Field(
+        default=False,
+        description="Embed the query with the references it names (people, places, titles). "
+        "Off: they are matched exactly by the reference and keyword strategies and left out "
+        "of the query's embedding, so a question about a person is not pulled toward every "
+        "message addressed to them.",
+    )
+    speaker_focus: float = Field(
+        default=0.5, ge=0, le=1,
+        description="A memory written as a speaker's line ('Name: ...') whose speaker the "
+        "query does not name, when it names the speaker of another candidate, keeps this "
+        "share of its retrieval score: a question about one person favours what that "
+        "person said. 1: off.",
+    )
     ref_max_share: float = Field(
         default=0.05, gt=0, le=1,
         description="A reference carried by more than this share of the user's memories (and "

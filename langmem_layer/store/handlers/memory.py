@@ -38,7 +38,7 @@ class MemoryHandlers(ItemHandlers):
         qvec = None
         dims = None
         if op.query and self.embeddings is not None:
-            _, (qvec,) = yield Embed([], [op.query])
+            _, (qvec,) = yield Embed([], [clean(op.embed_text) if op.embed_text else op.query])
             dims = yield from self._ann_dims(op.user_id,
                                              ef_search=rsql.ann_depth(op.per_source))
         prefixes = [ns_text((MEMORY_ROOT, op.user_id, s)) for s in op.scopes]

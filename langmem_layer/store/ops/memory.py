@@ -130,6 +130,7 @@ class RecallOp(NamedTuple):
             candidates whatever the query (strategy ``"standing"``; 0: none).
         max_terms: The full-text search ORs at most this many distinct words of
             ``query`` (its longest; see :func:`langmem_layer.sql.recall.cap_terms`).
+        embed_text: The text embedded for the vector strategy (``None``: ``query``).
     """
 
     user_id: str
@@ -150,6 +151,7 @@ class RecallOp(NamedTuple):
     due_limit: int = 0
     max_terms: int = 128
     standing: int = 0
+    embed_text: str | None = None
 
 
 class MatchOp(NamedTuple):
