@@ -505,7 +505,7 @@ def test_the_write_path_recalls_existing_memories_as_the_read_path_does(
     assert walkless == op._replace(link_types=())
 
 
-# -- the names a question gives: matched exactly, not embedded; the speakers it names -----
+# -- the names a question gives: matched exactly, not embedded; the subjects it names -----
 
 
 def test_without_refs_leaves_the_names_out() -> None:
@@ -535,32 +535,33 @@ def test_the_query_is_embedded_without_the_names_it_gives(store: PostgresMemoryS
     assert named in keys(layer_fact.recall("u1", "Is Caroline with a puppy?"))
 
 
-def test_speaker_of_a_line() -> None:
-    from langmem_layer.read.rank import speaker_of
+def test_subject_of_a_memory() -> None:
+    from langmem_layer.read.rank import subject_of
 
-    assert speaker_of("Caroline: I went to the support group.") == "caroline"
-    assert speaker_of("Mary Ann: hi") == "mary ann"
-    assert speaker_of("I think: maybe") is None
-    assert speaker_of("Note: buy milk") == "note"  # a label is a label; only names count
-    assert speaker_of("Went hiking with Nate.") is None
+    assert subject_of({"subject": "Caroline"}) == "caroline"
+    assert subject_of({"subject": "Mary  Ann"}) == "mary ann"
+    assert subject_of({"subject": " "}) is None
+    assert subject_of({"subject": None}) is None
+    assert subject_of({"content": "Caroline: I went to the support group."}) is None
 
 
-def _line(key: str, content: str, ranks: dict[str, int]) -> Candidate:
+def _line(key: str, content: str, ranks: dict[str, int], subject: str | None = None
+          ) -> Candidate:
     now = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)
     record = MemoryRecord(content=content, kind=Kind.EPISODIC_EVENT, layer=Layer.EPISODIC,
-                          occurred_at=now, last_accessed_at=now)
+                          occurred_at=now, last_accessed_at=now, subject=subject)
     return Candidate(("memories", "u1", "work"), key, record.to_value(), now, now, 0.9, ranks)
 
 
-def test_speaker_focus_favours_the_lines_of_the_speaker_the_query_names() -> None:
+def test_subject_focus_favours_the_memories_of_the_subject_the_query_names() -> None:
     now = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)
-    cands = [_line("other", "Joanna: Nate, your turtles are so cute!", {"vector": 0}),
-             _line("named", "Nate: I give the turtles a bath on Sundays.", {"vector": 1}),
+    cands = [_line("other", "Nate, your turtles are so cute!", {"vector": 0}, "Joanna"),
+             _line("named", "I give the turtles a bath on Sundays.", {"vector": 1}, "Nate"),
              _line("plain", "Bought turtle food.", {"vector": 2})]
 
     def ranked(names: tuple[str, ...], focus: float) -> dict[str, float]:
         out = rank_candidates(cands, now=now, settings=MemorySettings(rrf_k=60,
-                              speaker_focus=focus), limit=5, trust={}, names=names)
+                              subject_focus=focus), limit=5, trust={}, names=names)
         return {r.key: r.relevance for r in out}
 
     off = ranked(("nate",), 1.0)
@@ -568,20 +569,20 @@ def test_speaker_focus_favours_the_lines_of_the_speaker_the_query_names() -> Non
     on = ranked(("nate",), 0.5)
     assert list(on) == ["named", "plain", "other"]
     assert on["other"] == pytest.approx(0.5 * (1 / 61) / (1 / 62))  # half, over the new best
-    assert on["plain"] == pytest.approx((1 / 63) / (1 / 62))  # no speaker: unchanged score
-    # A name that is nobody's line (a pet, a place) focuses nothing; nor does no name.
+    assert on["plain"] == pytest.approx((1 / 63) / (1 / 62))  # no subject: unchanged score
+    # A name that is nobody's subject (a pet, a place) focuses nothing; nor does no name.
     assert list(ranked(("max",), 0.5)) == ["other", "named", "plain"]
     assert list(ranked((), 0.5)) == ["other", "named", "plain"]
 
 
-def test_recall_focuses_on_the_speaker_the_question_names(store: PostgresMemoryStore,
+def test_recall_focuses_on_the_subject_the_question_names(store: PostgresMemoryStore,
                                                           clock: Clock) -> None:
     layer = make_layer(store, clock)
-    other = fact(layer, "Joanna: the puppy ran off.")
-    named = fact(layer, "Nate: the puppy slept.")
+    other = fact(layer, "The puppy ran off.", subject="Joanna")
+    named = fact(layer, "The puppy slept.", subject="Nate")
     found = {r.key: r for r in layer.recall("u1", "Is Nate with a puppy?")}
     assert keys(list(found.values()))[0] == named
     assert found[other].relevance is not None and found[other].relevance < 0.55
-    off = {r.key: r for r in make_layer(store, clock, speaker_focus=1.0).recall(
+    off = {r.key: r for r in make_layer(store, clock, subject_focus=1.0).recall(
         "u1", "Is Nate with a puppy?")}
     assert off[other].relevance is not None and off[other].relevance > 0.9

@@ -181,10 +181,11 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
 
     Every turn is one episodic memory of its conversation's user (``prefix + sample_id``)
     written with ``layer.remember(..., thread_id=<session>, now=<session time>)``; its
-    references are those the write path extracts. A question is asked one day after its
-    conversation's last session; evidence ids that are malformed or name no turn are
-    dropped, and a question left with none is skipped. ``sessions`` keeps only the first
-    N sessions of each conversation (and the questions whose evidence lies in them).
+    references are those the write path extracts, its subject the turn's speaker. A
+    question is asked one day after its conversation's last session; evidence ids that
+    are malformed or name no turn are dropped, and a question left with none is skipped.
+    ``sessions`` keeps only the first N sessions of each conversation (and the questions
+    whose evidence lies in them).
     ``write=False`` writes nothing and only reads the questions, for turns an earlier
     call wrote under the same prefix (the scores then cannot map keys to turns: for
     timing, not for scoring).
@@ -192,7 +193,8 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
     from langmem_layer.refs import extract_refs
 
     samples = {s["sample_id"]: s for s in json.loads(path.read_text(encoding="utf-8"))}
-    todo: list[tuple[str, int, str, datetime]] = []  # user, session, text, when / dia_id
+    # user, session, text, speaker, when / dia_id
+    todo: list[tuple[str, int, str, str, datetime]] = []
     dia: list[str] = []
     asked: list[tuple[str, str, datetime, frozenset[str], int]] = []
     users: list[str] = []
@@ -206,7 +208,7 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
             when = _session_time(conv[f"session_{n}_date_time"])
             last = when if last is None or when > last else last
             for t in conv[f"session_{n}"]:
-                todo.append((user, n, _turn_text(t), when))
+                todo.append((user, n, _turn_text(t), t["speaker"], when))
                 dia.append(t["dia_id"])
                 ids.add(t["dia_id"])
             n += 1
@@ -221,11 +223,11 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
                               qa["category"]))
     labels: dict[str, str] = {}
     with progress(len(todo) if write else 0, "write turns", show) as bar:
-        for (user, session, text, when), dia_id in zip(todo, dia, strict=True):
+        for (user, session, text, speaker, when), dia_id in zip(todo, dia, strict=True):
             if write:
                 item = layer.remember(user, text, profile=_SCOPE, kind=Kind.EPISODIC_EVENT,
                                       layer=Layer.EPISODIC, confidence=0.8, salience=0.5,
-                                      refs=extract_refs(text),
+                                      refs=extract_refs(text), subject=speaker,
                                       thread_id=f"session-{session}", now=when)
                 labels[item.key] = dia_id
                 bar.update()
@@ -233,7 +235,7 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
     queries = [LabelledQuery(user, text, now, _keyed(_evidence_score(ev), labels),
                              category=cat) for user, text, now, ev, cat in asked]
     texts: dict[str, list[str]] = {}
-    for user, _, text, _ in todo:
+    for user, _, text, _, _ in todo:
         texts.setdefault(user, []).append(text)
     return LabelledSet(path.name, queries, users, labels, turns=len(todo), texts=texts)
 

@@ -82,6 +82,8 @@ ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "no_refs": ("no query references", {"query_refs": False}),
     "no_keyword": ("keyword strategy weight 0", {"source_weights": {"keyword": 0.0}}),
     "cover_density": ("ts_rank_cd, not BM25", {"keyword_ranking": "cover_density"}),
+    "names_embedded": ("the question's names embedded", {"embed_query_refs": True}),
+    "no_subject_focus": ("no subject focus", {"subject_focus": 1.0}),
 }
 _BLOCK = ("block_target_tokens", "block_min_relevance")
 

@@ -456,8 +456,9 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
                   kind: Kind = Kind.EPISODIC_EVENT, layer: Layer | None = None,
                   policy: Policy = Policy.SPEAK, pinned: bool = False,
                   confidence: float = 0.8, salience: float = 0.5, refs: Sequence[str] = (),
-                  due_at: datetime | None = None, thread_id: str | None = None,
-                  now: datetime | None = None) -> Flow[Recalled]:
+                  due_at: datetime | None = None, subject: str | None = None,
+                  thread_id: str | None = None, now: datetime | None = None
+                  ) -> Flow[Recalled]:
         # Text, then the content rule every way in applies (write.memory.check_content).
         checks.check_is_text(content)
         write_memory.check_content(self.env, content)
@@ -469,10 +470,13 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         refs = checks.check_strings(refs, "refs")
         checks.check_time(due_at, "due_at")
         checks.check_time(now, "now")
+        if subject is not None:
+            checks.check_is_text(subject, "subject")
         return write_memory.remember(
             self.env, user_id, content, profile=profile, now=now or self.now(), kind=kind,
             layer=layer, policy=policy, pinned=pinned, confidence=confidence,
-            salience=salience, refs=refs, due_at=due_at, thread_id=thread_id)
+            salience=salience, refs=refs, due_at=due_at, subject=subject,
+            thread_id=thread_id)
 
     def _recall(self, user_id: str, query: str | None, *, profile: str | None = None,
                 limit: int | None = None, refs: Sequence[str] = (),

@@ -54,6 +54,8 @@ class RememberArgs(TypedDict, total=False):
         refs: Identifiers the memory mentions (default none); one string is one
             reference (``refs="acme"`` is ``["acme"]``).
         due_at: When a task or reminder is due.
+        subject: Whom the memory is about, or who said it (a name; default none): a
+            question naming a subject favours its memories (``subject_focus``).
         thread_id: The thread the memory belongs to (recorded and linked).
         now: Default: the layer's clock.
     """
@@ -67,6 +69,7 @@ class RememberArgs(TypedDict, total=False):
     salience: float
     refs: Sequence[str]
     due_at: datetime | None
+    subject: str | None
     thread_id: str | None
     now: datetime | None
 

@@ -14,9 +14,9 @@ Here they are:
    the last place of a list (``1 / (rrf_k + candidates_per_source)``), so a memory
    found only through a link can outrank weaker direct hits, and a link to a
    mediocre hit adds nearly nothing, at any k;
-   then focused on the speakers the query names: a memory written as a speaker's
-   line ("Name: ...") whose speaker is not among the query's references, when another
-   candidate's speaker is, keeps ``speaker_focus`` of its score (:func:`speaker_focus`);
+   then focused on the subjects the query names: a memory about someone (its typed
+   ``subject``) the query does not name, when the query names another candidate's
+   subject, keeps ``subject_focus`` of its score (:func:`subject_focus`);
 4. scored with the weighted composite (:class:`~langmem_layer.settings.RankingWeights`;
    relevance = the above over its maximum), multiplied by the decay weight and the
    authoring agent's trust. Pinned memories bypass ranking; open questions, open loops due
@@ -27,7 +27,6 @@ Here they are:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -58,8 +57,8 @@ __all__ = [
     "link_scores",
     "rank_candidates",
     "rrf_scores",
-    "speaker_focus",
-    "speaker_of",
+    "subject_focus",
+    "subject_of",
     "urgency",
 ]
 
@@ -239,34 +238,32 @@ def link_scores(
     return out
 
 
-#: A speaker's line: up to three capitalised words, a colon, a space ("Caroline: ...").
-_SPEAKER = re.compile(r"([A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,2}):\s")
+def subject_of(value: Mapping[str, Any]) -> str | None:
+    """A memory's typed ``subject`` (whom it is about, or who said it), normalised as
+    references are (:func:`~langmem_layer.types.normalize_ref`); ``None`` without one."""
+    subject = value.get("subject")
+    return normalize_ref(subject) if isinstance(subject, str) and subject.strip() else None
 
 
-def speaker_of(content: str) -> str | None:
-    """The speaker of a memory written as a speaker's line ("Name: text"), normalised as
-    references are (:func:`~langmem_layer.types.normalize_ref`); ``None`` otherwise."""
-    m = _SPEAKER.match(content)
-    return normalize_ref(m.group(1)) if m else None
-
-
-def speaker_focus(scores: Mapping[str, float], speakers: Mapping[str, str | None],
+def subject_focus(scores: Mapping[str, float], subjects: Mapping[str, str | None],
                   names: Iterable[str], factor: float) -> dict[str, float]:
-    """``scores`` with the lines of speakers the query does not name scaled by ``factor``.
+    """``scores`` with the memories about subjects the query does not name scaled by
+    ``factor``.
 
-    Only when the query names (``names``, normalised references) the speaker of one of
-    the memories (``speakers``: each key's speaker or ``None``); a memory that is no
-    speaker's line keeps its score. Multi-hop questions about one person gather what
-    that person said across sessions, and in a transcript half the lines are the other
-    speaker's (LoCoMo: 97 % of the evidence of a question naming one speaker is that
-    speaker's, a third of the top ten the other's).
+    Only when the query names (``names``, normalised references) the subject of one of
+    the memories (``subjects``: each key's subject or ``None``); a memory without a
+    subject keeps its score. A question about one person gathers what is known of that
+    person, and beside it sit memories about others sharing its words: in a LoCoMo
+    conversation (each turn's subject its speaker) 97 % of the evidence of a question
+    naming one speaker is that speaker's turns, yet a third of the top ten was the
+    other speaker's.
     """
     wanted = set(names)
     if factor >= 1 or not wanted:
         return dict(scores)
-    if wanted.isdisjoint(s for s in speakers.values() if s):
+    if wanted.isdisjoint(s for s in subjects.values() if s):
         return dict(scores)
-    return {key: score * factor if speakers.get(key) and speakers[key] not in wanted
+    return {key: score * factor if subjects.get(key) and subjects[key] not in wanted
             else score for key, score in scores.items()}
 
 
@@ -302,8 +299,8 @@ def rank_candidates(
             (:class:`~langmem_layer.store.ops.trust.LearnedTrust`): where it has a
             history for an agent (per kind when known), it replaces ``trust``.
         links: For each candidate key, the keys it is linked to (for the link spread).
-        names: The references the query names (normalised): the speakers it asks
-            about, whose lines ``speaker_focus`` favours.
+        names: The references the query names (normalised): the subjects it asks
+            about, whose memories ``subject_focus`` favours.
     """
     w = settings.weights
     weights = _weights(settings.source_weights)
@@ -330,9 +327,9 @@ def rank_candidates(
     last_place = 1.0 / (settings.rrf_k + settings.candidates_per_source)
     spread = link_scores(fused, links or {}, weights["link"], last_place)
     total = {key: fused[key] + spread.get(key, 0.0) for key in fused}
-    if settings.speaker_focus < 1 and names:
-        total = speaker_focus(total, {c.key: speaker_of(str(c.value.get("content") or ""))
-                                      for c, _ in kept}, names, settings.speaker_focus)
+    if settings.subject_focus < 1 and names:
+        total = subject_focus(total, {c.key: subject_of(c.value) for c, _ in kept}, names,
+                              settings.subject_focus)
     top = max(total.values(), default=0.0) or 1.0
     scored: list[tuple[float, str, Candidate, Facts]] = []
     for c, f in kept:

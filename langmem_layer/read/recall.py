@@ -141,7 +141,7 @@ def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit:
     strong hit's score to the memories linked to it. The recall statement reads them
     with the candidates; only candidates added afterwards (a broad question's core
     facts) cost a round trip to read them. ``names``: the references the query names
-    (the speakers it asks about, for ``speaker_focus``).
+    (the subjects it asks about, for ``subject_focus``).
     """
     st = env.settings
     links: dict[str, set[str]] = {}

@@ -222,12 +222,12 @@ class MemorySettings(BaseModel):
         "of the query's embedding, so a question about a person is not pulled toward every "
         "message addressed to them.",
     )
-    speaker_focus: float = Field(
+    subject_focus: float = Field(
         default=0.5, ge=0, le=1,
-        description="A memory written as a speaker's line ('Name: ...') whose speaker the "
-        "query does not name, when it names the speaker of another candidate, keeps this "
-        "share of its retrieval score: a question about one person favours what that "
-        "person said. 1: off.",
+        description="A memory whose subject (the typed field: whom it is about, who said "
+        "it) the query does not name, when the query names the subject of another "
+        "candidate, keeps this share of its retrieval score: a question about one person "
+        "favours what is known of that person. 1: off.",
     )
     ref_max_share: float = Field(
         default=0.05, gt=0, le=1,
