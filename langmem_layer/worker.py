@@ -44,13 +44,7 @@ class ProcessPending(Call):
 
 @dataclass(frozen=True)
 class WakeWorker(Call):
-    """Request: let the background worker extract what is queued; returns at once.
-
-    With ``user_id`` (a turn of that user was queued), an async pass may take that
-    user's queue alone; see :meth:`Worker.pass_scope`.
-    """
-
-    user_id: str | None = None
+    """Request: let the background worker extract what is queued; returns at once."""
 
 
 class _Held:
@@ -135,8 +129,6 @@ class Worker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._turns: dict[str | None, int] = {}
-        #: When an async pass last looked at every user's queue (None: never).
-        self._last_scan: datetime | None = None
         runner.handle(ProcessPending, self._process, self._aprocess)
         runner.handle(WakeWorker, self._wake_thread, self._start_task)
         on_close = getattr(runner.store, "on_close", None)
@@ -152,14 +144,11 @@ class Worker:
         if inline:
             yield ProcessPending(user_id)
         elif self._turn_due(thread_id):
-            yield WakeWorker(user_id)
+            yield WakeWorker()
 
     def process_pending(self, user_id: str | None = None) -> Flow[ProcessResult]:
         """Extract batches until none is left ready; returns the totals."""
         total = ProcessResult()
-        if user_id is None:  # every user's queue: the async passes need not scan for a while
-            with self._lock:
-                self._last_scan = self.now()
         if self._leased:  # a pass the database left behind holds their leases
             leased, self._leased = self._leased, []
             try:
@@ -208,29 +197,8 @@ class Worker:
                 self._thread.start()
         self._wake.set()
 
-    def pass_scope(self, user_id: str | None) -> str | None:
-        """Whose queue an async pass woken for ``user_id``'s turn takes: that user's
-        alone, or everyone's (None) when no pass looked at every user's queue within
-        ``poll_seconds``.
-
-        Each turn starts a pass of its own on the loop. A pass over every user first
-        asks which users have work (a statement spanning users, under the maintenance
-        binding) and then claims each one's entries; a pass for the turn's user claims
-        at once, two statements fewer. The scan every ``poll_seconds`` still picks up
-        what no turn of this process announces: retries that came due, turns another
-        process queued.
-        """
-        now = self.now()
-        with self._lock:
-            if (user_id is None or self._last_scan is None
-                    or (now - self._last_scan).total_seconds() >= self.poll_seconds):
-                self._last_scan = now
-                return None
-            return user_id
-
-    async def _start_task(self, request: WakeWorker) -> None:
-        scope = self.pass_scope(request.user_id)
-        task = asyncio.get_running_loop().create_task(self._apass(scope))
+    async def _start_task(self, _: WakeWorker) -> None:
+        task = asyncio.get_running_loop().create_task(self._apass())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -278,11 +246,11 @@ class Worker:
                 else:
                     self._outages = 0
 
-    async def _apass(self, user_id: str | None = None) -> None:
+    async def _apass(self) -> None:
         if self.store_closed():
             return
         try:
-            await self.runner.arun(self.process_pending(user_id))
+            await self.runner.arun(self.process_pending())
         except Exception as e:
             self._failed(e)
         else:
