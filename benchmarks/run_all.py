@@ -10,10 +10,10 @@ figures. The pages that quote a figure include the fragment (``pymdownx.snippets
 fragment under its name). ``--only`` reruns some benchmarks: their fragments are
 rewritten, the others kept, and the page assembled again. A benchmark of the suite that
 has never run has a fragment saying "not recorded yet". The whole suite takes about
-25-30 minutes of benchmark time on 2 cores (estimated from each script's work for the
-entries added since the last recorded run; see the comments in :data:`SUITE`), plus the
-waits for a quiet machine; the first run of ``recall_latency`` also writes its LoCoMo
-data, about 6 minutes, kept in ``/tmp`` for the next.
+25-30 minutes on 2 cores, the waits for a quiet machine included (the run recorded at
+1ab64d1 took 28 minutes; see the comments in :data:`SUITE` for each benchmark's share);
+the first run of ``recall_latency`` also writes its LoCoMo data, about 6 minutes, kept
+in ``/tmp`` for the next.
 
 A figure taken while the machine does other work measures the waiting, not the code. So
 before each benchmark the runner reads the 1-minute load average; above ``--max-load``
