@@ -104,6 +104,11 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def _tokens_p50(rows: Sequence[Outcome]) -> int:
+    tokens = sorted(r.tokens for r in rows)
+    return tokens[len(tokens) // 2] if tokens else 0
+
+
 def _means(rows: Sequence[Outcome]) -> dict[str, float]:
     return {"recall": _mean([r.recall for r in rows]), "block": _mean([r.block for r in rows]),
             "share": _mean([r.share for r in rows])}
@@ -253,9 +258,8 @@ class LocomoReport:
 
         def row(name: str, rows: Sequence[Outcome]) -> str:
             m = _means(rows)
-            tokens = sorted(r.tokens for r in rows)
             return (f"{name[:20]:<20}{len(rows):>5}{m['recall']:>8.3f}{m['block']:>10.3f}"
-                    f"{tokens[len(tokens) // 2] if tokens else 0:>12}{100 * m['share']:>7.1f}%")
+                    f"{_tokens_p50(rows):>12}{100 * m['share']:>7.1f}%")
         lines.append(row("all", self.defaults))
         for c, name in CATEGORIES.items():
             rows = [r for r in self.defaults if r.category == c]
@@ -301,11 +305,9 @@ class LocomoReport:
                             *((ABLATIONS[n][0], r) for n, r in self.ablation.items())):
             m = _means(rows)
             hop = _means([r for r in rows if r.category == 1])
-            tokens = sorted(r.tokens for r in rows)
             lines.append(f"{label[:37]:<38}{m['recall']:>7.3f}{m['block']:>10.3f}"
                          f"{hop['recall']:>11.3f}{hop['block']:>11.3f}"
-                         f"{tokens[len(tokens) // 2] if tokens else 0:>12}"
-                         f"{100 * m['share']:>7.1f}%")
+                         f"{_tokens_p50(rows):>12}{100 * m['share']:>7.1f}%")
         return lines
 
 

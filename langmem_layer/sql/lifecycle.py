@@ -62,7 +62,6 @@ MAX_HALVINGS = 1000.0
 
 _MINE = "i.user_id = %(user_id)s AND i.is_memory"
 _NOT_PINNED = "(i.value -> 'pinned') IS DISTINCT FROM 'true'::jsonb"
-_STATUS = STATUS
 #: The only columns of ``langmem_items`` a lifecycle move sets: both unindexed (a
 #: test reads the indexes' columns from the catalog), so a move can be HOT.
 MOVE_COLUMNS = ("moved", "moved_at")
@@ -121,7 +120,7 @@ def decay_expression() -> str:
 _SCANNED = f"""FROM langmem_items i
             LEFT JOIN langmem_decay s
               ON s.user_id = %(user_id)s AND s.prefix = i.prefix AND s.key = i.key
-            WHERE {_MINE} AND {_NOT_PINNED} AND {_STATUS} IN ('active', 'stale')"""
+            WHERE {_MINE} AND {_NOT_PINNED} AND {STATUS} IN ('active', 'stale')"""
 
 
 def _score_counts(a: str) -> str:
@@ -333,14 +332,14 @@ def transitions(
     return [
         Transition(
             "archived",
-            f"{_STATUS} = 'stale' AND {stale_since} <= {_ago('days')}",
+            f"{STATUS} = 'stale' AND {stale_since} <= {_ago('days')}",
             "%(reason)s::text",
             {"days": archive_after_days, "reason": f"stale for {archive_after_days:g} days"},
             status="archived",
         ),
         Transition(
             "stale_ephemeral",
-            f"{_STATUS} = 'active' AND ({moved('metadata')} -> 'ephemeral') = 'true'::jsonb "
+            f"{STATUS} = 'active' AND ({moved('metadata')} -> 'ephemeral') = 'true'::jsonb "
             f"AND {_LAST_SEEN} <= {_ago('days')}",
             "%(reason)s::text",
             {"days": ephemeral_stale_days,
@@ -349,7 +348,7 @@ def transitions(
         ),
         Transition(
             "stale_episodic",
-            f"{_STATUS} = 'active' AND i.value ->> 'kind' = 'episodic_event' "
+            f"{STATUS} = 'active' AND i.value ->> 'kind' = 'episodic_event' "
             f"AND {_LAST_SEEN} <= {_ago('days')}",
             "%(reason)s::text",
             {"days": episodic_stale_days,
@@ -358,7 +357,7 @@ def transitions(
         ),
         Transition(
             "loops_closed",
-            f"{_STATUS} IN ('active', 'stale') AND {loop} AND ("
+            f"{STATUS} IN ('active', 'stale') AND {loop} AND ("
             f"({due} IS NOT NULL AND {due} <= {_ago('grace')}) OR "
             f"(({due} IS NULL OR {due} <= %(now)s) AND {_LAST_SEEN} <= {_ago('silence')}))",
             f"CASE WHEN {due} IS NOT NULL AND {due} <= {_ago('grace')} "
@@ -371,7 +370,7 @@ def transitions(
         ),
         Transition(
             "habits_retired",
-            f"{_STATUS} = 'active' AND i.value ->> 'layer' = 'procedural' "
+            f"{STATUS} = 'active' AND i.value ->> 'layer' = 'procedural' "
             f"AND {outcomes} >= %(min_outcomes)s "
             f"AND {failures}::float8 / {outcomes} > %(max_rate)s::float8",
             f"format('retired: failed %%s of %%s times', {failures}, {outcomes})",
@@ -380,7 +379,7 @@ def transitions(
         ),
         Transition(
             "needs_revalidation",
-            f"{_STATUS} = 'active' AND i.value ->> 'layer' = 'semantic' AND NOT {flagged} "
+            f"{STATUS} = 'active' AND i.value ->> 'layer' = 'semantic' AND NOT {flagged} "
             f"AND {UPDATED} <= {_ago('days')}",
             "%(reason)s::text",
             {"days": revalidate_after_days,
@@ -389,7 +388,7 @@ def transitions(
         ),
         Transition(
             "revalidated",
-            f"{_STATUS} = 'active' AND {flagged} AND {UPDATED} > {_ago('days')}",
+            f"{STATUS} = 'active' AND {flagged} AND {UPDATED} > {_ago('days')}",
             "%(reason)s::text",
             {"days": revalidate_after_days, "reason": "confirmed again"},
             flag=("needs_revalidation", False),

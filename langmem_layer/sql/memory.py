@@ -40,7 +40,7 @@ def _locks(*locks: tuple[str, ...]) -> Sql:
     # collision only makes two unrelated writers wait for each other. The statement
     # takes locks only: a statement's snapshot is taken when it starts, so a read in the
     # same statement as the wait would not see what the holder committed.
-    names = [f"lock{n}" if n else "lock" for n in range(len(locks))]
+    names = [f"lock{n}" for n in range(len(locks))]
     return (
         "SELECT " + ", ".join(f"pg_advisory_xact_lock(hashtextextended(%({name})s, 0))"
                               for name in names),

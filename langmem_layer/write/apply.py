@@ -50,7 +50,7 @@ from langmem_layer.types import (
     Status,
     to_utc,
 )
-from langmem_layer.write.memory import memory_ops
+from langmem_layer.write.memory import links_thread, memory_ops
 from langmem_layer.write.profile import apply_explicit, explicit_preference
 
 __all__ = [
@@ -265,7 +265,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     # One writer per user at a time: the lock is taken first in the transaction and its
     # adds re-check, under it, what a concurrent worker committed (AddMemoryOp).
     # The thread's lock too, in the same statement, for the links of its new memories.
-    links = thread_id if thread_id and env.settings.link_thread_memories else None
+    links = thread_id if links_thread(env, thread_id) else None
     lock = [mops.LockUserWritesOp(user_id, links)] if batch else []
     outcomes = yield StoreCall([*lock, *batch, log, *fallback_ops(
         user_id, profile, thread_id, agent_id, messages, now, extracted)])
@@ -341,8 +341,10 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
                         f"{source.agent_id!r} ({mine:.2f}); kept the existing memory")
         review = contested and policy == "review"
         key = str(uuid.uuid5(_KEY_NAMESPACE, f"{user_id}:{plan.op_id}"))
+        # The apply batch takes the thread's lock with the user's (see ingest).
         _, written = memory_ops(
             env, user_id, profile, key, op.content, now=now, thread_id=thread_id,
+            thread_locked=True,
             kind=op.kind, layer=op.layer, policy=op.policy, confidence=op.confidence,
             salience=op.salience, refs=op.refs,
             due_at=to_utc(op.due_at) if op.due_at else None, subject=op.subject,
@@ -351,9 +353,6 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
                       **({"ephemeral": True} if op.ephemeral else {})} or None,
         )
         put, *then = written
-        # The apply batch takes the thread's lock with the user's (see ingest).
-        then = [o._replace(locked=True) if isinstance(o, mops.LinkThreadTailOp) else o
-                for o in then]
         plan.written.append(key)
         if old is not None and review:  # both stay; a human decides
             then.append(mops.LinkOp(user_id, key, LinkType.CONTRADICTS, old.key, now))
@@ -400,21 +399,18 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
     closing), releases the turns it has not started and returns.
     """
     (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now)])
-    if leases is None:
-        outcome = yield from _ingest_entries(env, entries, now, lease_seconds,
-                                             retry_base_seconds, None)
-        outcome.drained = len(entries) < limit
-        return outcome
-    leases.hold(entries)
+    if leases is not None:
+        leases.hold(entries)
     try:
         outcome = yield from _ingest_entries(env, entries, now, lease_seconds,
                                              retry_base_seconds, leases)
-        outcome.drained = len(entries) < limit
-        return outcome
     finally:
         # Finished, released, or left to whoever handles the pass's failure (the
         # outage path hands its entries over in the error's ``leased``).
-        leases.drop(e.id for e in entries)
+        if leases is not None:
+            leases.drop(e.id for e in entries)
+    outcome.drained = len(entries) < limit
+    return outcome
 
 
 def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,

@@ -30,7 +30,8 @@ from langmem_layer.types import (
 )
 
 __all__ = [
-    "check_content", "memory_ops", "new_record", "put_record", "remember", "thread_link_ops",
+    "check_content", "links_thread", "memory_ops", "new_record", "put_record", "remember",
+    "thread_link_ops",
 ]
 
 #: Kinds written global to the user unless the extractor says otherwise.
@@ -108,22 +109,28 @@ def put_record(user_id: str, profile: str, key: str, record: MemoryRecord) -> Pu
     return PutOp(memory_namespace(user_id, scope), key, record.to_value())
 
 
+def links_thread(env: Env, thread_id: str | None) -> bool:
+    """Whether a memory written from ``thread_id`` is linked into the thread's chain."""
+    return bool(thread_id) and env.settings.link_thread_memories
+
+
 def thread_link_ops(env: Env, user_id: str, key: str, thread_id: str | None,
-                    now: datetime) -> list[mops.LinkThreadTailOp]:
+                    now: datetime, *, locked: bool = False) -> list[mops.LinkThreadTailOp]:
     """The link of memory ``key`` to its thread's last memory, which it elaborates.
 
     The tail is read and the link written in one step of the transaction writing the
     memory, under a per-(user, thread) lock: concurrent writers of a thread make one
-    chain, never a fork. Empty without a thread or with ``link_thread_memories`` off.
+    chain, never a fork. ``locked``: the transaction takes that lock itself
+    (``LockUserWritesOp(thread_id=)``). Empty unless :func:`links_thread`.
     """
-    if not thread_id or not env.settings.link_thread_memories:
+    if not thread_id or not links_thread(env, thread_id):
         return []
-    return [mops.LinkThreadTailOp(user_id, key, thread_id, now)]
+    return [mops.LinkThreadTailOp(user_id, key, thread_id, now, locked=locked)]
 
 
 def memory_ops(env: Env, user_id: str, profile: str, key: str, content: str, *,
                now: datetime, thread_id: str | None = None, refs: Sequence[str] = (),
-               **fields: Any) -> tuple[MemoryRecord, list[Any]]:
+               thread_locked: bool = False, **fields: Any) -> tuple[MemoryRecord, list[Any]]:
     """A new memory and the store ops writing it, enriched alike by every entry point.
 
     * the content is checked (:func:`check_content`: not empty, within the length
@@ -143,6 +150,8 @@ def memory_ops(env: Env, user_id: str, profile: str, key: str, content: str, *,
         now: Its creation time.
         thread_id: The thread whose chain it joins (None: none).
         refs: References given with it (an extractor's, a caller's).
+        thread_locked: The batch takes the thread's lock itself (see
+            :func:`thread_link_ops`).
         **fields: The rest of :func:`new_record`'s fields (``kind`` required).
 
     Returns:
@@ -153,7 +162,7 @@ def memory_ops(env: Env, user_id: str, profile: str, key: str, content: str, *,
         reject_nul(ref, "A reference")
     record = new_record(text, now=now, refs=[*refs, *extract_refs(text)], **fields)
     ops: list[Any] = [put_record(user_id, profile, key, record)]
-    ops.extend(thread_link_ops(env, user_id, key, thread_id, now))
+    ops.extend(thread_link_ops(env, user_id, key, thread_id, now, locked=thread_locked))
     return record, ops
 
 
