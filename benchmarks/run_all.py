@@ -87,7 +87,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
 SUITE: tuple[Benchmark, ...] = (
     Benchmark("serve_bench", ("--users", "1,8", "--duration", "10"),
               "a served turn beside LangGraph's store alone, 1 and 8 concurrent users"),
-    Benchmark("recall_latency", ("--questions", "300"),
+    Benchmark("recall_latency", ("--questions", "300", "--passes", "3"),
               "recall() and the block's read on LoCoMo, the query's embedding included"),
     Benchmark("read_path_bench", ("--total", "100000", "--big", "10000", "--queries", "100"),
               "load_memory + assemble_context for a user of 10k memories in a store of 100k"),

@@ -113,8 +113,19 @@ class LocalEmbeddings(Embeddings):
         return unit.cpu().tolist()  # type: ignore[no-any-return]
 
     def embed_query(self, text: str) -> list[float]:
-        """Embed a query the same way as a document (the model is symmetric)."""
-        return self.embed_documents([text])[0]
+        """Embed a query the same way as a document (the model is symmetric).
+
+        One text needs none of ``encode``'s sorting and batching: the model's own
+        preprocessing and forward pass give the same vector about a millisecond sooner,
+        which is a twentieth of a recall.
+        """
+        import torch
+
+        model = self._load()
+        with torch.inference_mode():
+            vectors = model.forward(model.preprocess([text]))["sentence_embedding"]
+        unit = torch.nn.functional.normalize(vectors.float(), dim=-1)
+        return unit[0].cpu().tolist()  # type: ignore[no-any-return]
 
 
 _models: dict[str, Any] = {}
