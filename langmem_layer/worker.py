@@ -44,7 +44,13 @@ class ProcessPending(Call):
 
 @dataclass(frozen=True)
 class WakeWorker(Call):
-    """Request: let the background worker extract what is queued; returns at once."""
+    """Request: let the background worker extract what is queued; returns at once.
+
+    ``user_id``: the user whose turn was queued (the pass may take that user's queue
+    alone, see :meth:`Worker.next_scope`); ``None``: look at every user's.
+    """
+
+    user_id: str | None = None
 
 
 class _Held:
@@ -105,7 +111,7 @@ class Worker:
     close_grace_seconds = 10.0
 
     def __init__(self, runner: Runner, settings: MemorySettings,
-                 batch: Callable[[str | None, Leases], Flow[ProcessResult]],
+                 batch: Callable[[str | None, Leases, Sequence[str]], Flow[ProcessResult]],
                  on_results: Callable[[Sequence[IngestResult]], Any]) -> None:
         self.runner = runner
         self.settings = settings
@@ -129,6 +135,12 @@ class Worker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._turns: dict[str | None, int] = {}
+        #: Whom the wakes since the last pass began were for (None: every user).
+        self._woken: set[str | None] = set()
+        #: When a pass last looked at every user's queue (None: never).
+        self._scanned_at: datetime | None = None
+        #: The async pass running on a loop, which takes the wakes that come meanwhile.
+        self._consumer: asyncio.Task[None] | None = None
         runner.handle(ProcessPending, self._process, self._aprocess)
         runner.handle(WakeWorker, self._wake_thread, self._start_task)
         on_close = getattr(runner.store, "on_close", None)
@@ -144,11 +156,18 @@ class Worker:
         if inline:
             yield ProcessPending(user_id)
         elif self._turn_due(thread_id):
-            yield WakeWorker()
+            yield WakeWorker(user_id)
 
-    def process_pending(self, user_id: str | None = None) -> Flow[ProcessResult]:
-        """Extract batches until none is left ready; returns the totals."""
+    def process_pending(self, user_id: str | None = None, *, users: Sequence[str] = ()
+                        ) -> Flow[ProcessResult]:
+        """Extract batches until none is left ready; returns the totals.
+
+        Whose: ``user_id``'s, else those of ``users``, else every user's.
+        """
         total = ProcessResult()
+        if user_id is None and not users:
+            with self._lock:
+                self._scanned_at = self.now()
         if self._leased:  # a pass the database left behind holds their leases
             leased, self._leased = self._leased, []
             try:
@@ -158,7 +177,7 @@ class Worker:
                 raise
         while not self._held.stopping():
             try:
-                result = yield from self._batch(user_id, self._held)
+                result = yield from self._batch(user_id, self._held, users)
             except Exception as e:
                 with self._lock:  # what the pass could not release, the next one will
                     self._leased.extend(getattr(e, "leased", ()))
@@ -188,8 +207,33 @@ class Worker:
     async def _aprocess(self, request: ProcessPending) -> ProcessResult:
         return await self.runner.arun(self.process_pending(request.user_id))
 
-    def _wake_thread(self, _: WakeWorker) -> None:
+    def next_scope(self) -> tuple[str, ...] | None:
+        """Whose queues the next background pass takes, from the wakes since the last
+        one began: those users' alone, or every user's (``None``) when a wake named no
+        user or no pass looked at every user's queue within ``poll_seconds``.
+
+        A pass over every user first asks which users have work (a statement spanning
+        users, under the maintenance binding); a pass for the woken users claims at
+        once, two statements fewer. The look at every user's queue every
+        ``poll_seconds`` still picks up what no turn of this process announces:
+        retries that came due, turns another process queued. The wakes are taken:
+        a wake that comes during the pass goes to the next one.
+        """
+        now = self.now()
         with self._lock:
+            woken, self._woken = self._woken, set()
+            if (not woken or None in woken or self._scanned_at is None
+                    or (now - self._scanned_at).total_seconds() >= self.poll_seconds):
+                return None
+            return tuple(sorted(u for u in woken if u is not None))
+
+    def _woken_any(self) -> bool:
+        with self._lock:
+            return bool(self._woken)
+
+    def _wake_thread(self, request: WakeWorker) -> None:
+        with self._lock:
+            self._woken.add(request.user_id)
             if self._thread is None or not self._thread.is_alive():
                 self._stop.clear()
                 self._thread = threading.Thread(
@@ -197,8 +241,18 @@ class Worker:
                 self._thread.start()
         self._wake.set()
 
-    async def _start_task(self, _: WakeWorker) -> None:
-        task = asyncio.get_running_loop().create_task(self._apass())
+    async def _start_task(self, request: WakeWorker) -> None:
+        # One pass at a time on a loop: a wake during a pass is taken by its next
+        # round, so the turns' users are claimed together, not one task per turn
+        # competing with the turns for the pool.
+        with self._lock:
+            self._woken.add(request.user_id)
+        loop = asyncio.get_running_loop()
+        running = self._consumer
+        if running is not None and running.get_loop() is loop and not running.done():
+            return
+        task = loop.create_task(self._apasses())
+        self._consumer = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -239,22 +293,27 @@ class Worker:
             with self._busy:
                 if self.store_closed():
                     return
+                scope = self.next_scope()  # after a poll's timeout: every user's
                 try:
-                    self.runner.run(self.process_pending())
+                    self.runner.run(self.process_pending(users=scope or ()))
                 except Exception as e:
                     self._failed(e)
                 else:
                     self._outages = 0
 
-    async def _apass(self) -> None:
-        if self.store_closed():
-            return
-        try:
-            await self.runner.arun(self.process_pending())
-        except Exception as e:
-            self._failed(e)
-        else:
-            self._outages = 0
+    async def _apasses(self) -> None:
+        """Passes until no wake is left; each takes the wakes since the last began."""
+        while self._woken_any():
+            if self.store_closed():
+                return
+            scope = self.next_scope()
+            try:
+                await self.runner.arun(self.process_pending(users=scope or ()))
+            except Exception as e:
+                self._failed(e)
+                return  # the entries stay queued; the next wake or poll retries them
+            else:
+                self._outages = 0
 
     # -- the store closing under a pass --------------------------------------------------
 

@@ -545,11 +545,11 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         yield from self._after_enqueue(user_id, thread_id)
         return entry
 
-    def _process_batch(self, user_id: str | None, leases: Leases | None = None
-                       ) -> Flow[ProcessResult]:
+    def _process_batch(self, user_id: str | None, leases: Leases | None = None,
+                       users: Sequence[str] = ()) -> Flow[ProcessResult]:
         st = self.settings
         return write.process_queue(
             self.env, now=self.now(), limit=st.extraction_batch_size,
             lease_seconds=st.extraction_lease_seconds,
             retry_base_seconds=st.extraction_retry_base_seconds, user_id=user_id,
-            leases=leases)
+            users=users, leases=leases)

@@ -383,8 +383,12 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
 
 def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
                   retry_base_seconds: float, user_id: str | None = None,
-                  leases: Leases | None = None) -> Flow[ProcessResult]:
+                  users: Sequence[str] = (), leases: Leases | None = None
+                  ) -> Flow[ProcessResult]:
     """Lease ready entries and ingest each; a failure keeps the entry for a later retry.
+
+    Whose entries: ``user_id``'s, else those of ``users``, else every user's with work
+    ready (found by a statement spanning users first).
 
     An entry is parked instead (kept with its messages and error, listed by
     :class:`~langmem_layer.store.ops.PendingOp` and
@@ -398,7 +402,8 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
     another worker took over meanwhile, and, when the worker is stopping (its store is
     closing), releases the turns it has not started and returns.
     """
-    (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now)])
+    (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now,
+                                               tuple(users))])
     if leases is not None:
         leases.hold(entries)
     try:

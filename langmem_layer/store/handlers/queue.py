@@ -70,6 +70,8 @@ class QueueHandlers(Registry):
         lease = now + timedelta(seconds=op.lease_seconds)
         if op.user_id is not None:
             users = [op.user_id]
+        elif op.users:
+            users = list(op.users)
         else:
             users = [r["user_id"] for r in (yield Query(*qsql.claimable_users(now, op.limit)))]
         entries: list[mops.QueueEntry] = []

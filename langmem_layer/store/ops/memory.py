@@ -299,12 +299,15 @@ class EnqueueOp(NamedTuple):
 
 
 class ClaimOp(NamedTuple):
-    """Lease ready queue entries, all users or one (result: ``list[QueueEntry]``)."""
+    """Lease ready queue entries (result: ``list[QueueEntry]``): of ``user_id``, else of
+    ``users``, else of every user with work ready (found by a statement spanning users).
+    """
 
     limit: int = 20
     lease_seconds: float = 300.0
     user_id: str | None = None
     now: datetime | None = None
+    users: tuple[str, ...] = ()
 
 
 class RenewLeaseOp(NamedTuple):
