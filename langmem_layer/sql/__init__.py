@@ -8,10 +8,11 @@ parameters, so its text needs no ``%`` escaping.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Ddl", "Params", "Sql", "merge"]
+__all__ = ["Ddl", "Params", "Sql", "merge", "renamed", "with_writes"]
 
 #: A statement's parameters, by placeholder name.
 Params = dict[str, Any]
@@ -35,3 +36,40 @@ def merge(*parts: Mapping[str, Any] | None) -> Params:
                 raise ValueError(f"parameter {name!r} given two values")
             out[name] = value
     return out
+
+
+# An escaped percent sign first, so "%%(x)s" (literal text) is not taken for a placeholder.
+_PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s")
+
+
+def renamed(statement: Sql, prefix: str) -> Sql:
+    """``statement`` with each placeholder ``%(name)s`` renamed ``%(<prefix>name)s``, so
+    it composes with fragments that give the same names other values."""
+    text, params = statement
+    return (_PLACEHOLDER.sub(
+                lambda m: f"%({prefix}{m.group(1)})s" if m.group(1) else m.group(0), text),
+            {prefix + name: value for name, value in params.items()})
+
+
+def with_writes(main: Sql, *writes: Sql) -> Sql:
+    """``main`` with ``writes`` run as data-modifying CTEs of it: one statement.
+
+    PostgreSQL runs every data-modifying CTE once, to completion, whether or not the
+    statement reads its rows. All parts see one snapshot, so none may read a row
+    another part writes: ``writes`` must touch other tables than ``main`` and each
+    other. The result is ``main``'s rows. Each part's placeholders are renamed apart;
+    a ``main`` with CTEs of its own keeps them, after the writes.
+    """
+    if not writes:
+        return main
+    parts = [renamed(w, f"w{n}_") for n, w in enumerate(writes)]
+    text, params = renamed(main, "m_")
+    ctes = ",\n        ".join(f"w{n} AS ({sql})" for n, (sql, _) in enumerate(parts))
+    head, rest = "WITH", text.lstrip()
+    if (own := _WITH.match(rest)) is not None:  # one WITH list: the writes join it
+        head, rest = own.group(0).strip(), rest[own.end():]
+        ctes += ","
+    return (f"{head} {ctes}\n        {rest}", merge(params, *(p for _, p in parts)))
+
+
+_WITH = re.compile(r"WITH(\s+RECURSIVE)?\s+", re.IGNORECASE)

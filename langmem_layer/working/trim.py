@@ -306,11 +306,15 @@ def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: 
     plan = plan_trim(messages, env.counter, max_tokens=st.history_max_tokens,
                      min_turns=st.history_min_turns)
     extra: list[Any] = []
+    recent = (recent_op(env, user_id, profile=profile, thread_id=thread_id, now=now)
+              if st.recent_history_limit else None)
     if thread_id:
-        extra.append(mops.TouchThreadOp(user_id, thread_id, profile or st.default_profile,
-                                        agent_id, now))
-    if st.recent_history_limit:
-        extra.append(recent_op(env, user_id, profile=profile, thread_id=thread_id, now=now))
+        stamp = mops.TouchThreadOp(user_id, thread_id, profile or st.default_profile,
+                                   agent_id, now)
+        extra.append(mops.TurnStartOp(user_id, stamp, recent) if recent is not None
+                     else stamp)
+    elif recent is not None:
+        extra.append(recent)
     recalled, extra_results, *enqueued = yield from gather(
         read.recall(env, user_id, query, profile=profile, limit=limit, now=now,
                      reinforce=reinforce),
@@ -318,8 +322,8 @@ def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: 
         *handoff(env, user_id, plan.dropped, profile=profile, thread_id=thread_id,
                  agent_id=agent_id, turn_at=now),
     )
-    recent = extra_results[-1] if st.recent_history_limit else []
-    return WorkingLoad(read.block_memories(env, recalled), plan, enqueued, list(recent))
+    history = extra_results[-1] if recent is not None else []
+    return WorkingLoad(read.block_memories(env, recalled), plan, enqueued, list(history))
 
 
 def record_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
@@ -330,13 +334,9 @@ def record_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
 
     One transaction; returns the queue entry id (None when queued before).
     """
+    enqueue = write.enqueue_op(env, user_id, messages, profile=profile, thread_id=thread_id,
+                               agent_id=agent_id, now=now)
     log = log_op(env, user_id, messages, profile=profile, thread_id=thread_id, now=now)
-    extra: list[Any] = [log] if log is not None else []
-    if reinforce:
-        extra.append(mops.TouchOp(user_id, tuple(reinforce), now))
-    entry, _ = yield from gather(
-        write.enqueue_turn(env, user_id, messages, profile=profile, thread_id=thread_id,
-                           agent_id=agent_id, now=now),
-        ops_flow(extra),
-    )
-    return entry
+    touch = mops.TouchOp(enqueue.user_id, tuple(reinforce), now) if reinforce else None
+    (entry,) = yield StoreCall([mops.RecordTurnOp(enqueue.user_id, enqueue, log, touch)])
+    return entry  # type: ignore[no-any-return]

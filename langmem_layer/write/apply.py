@@ -58,6 +58,7 @@ __all__ = [
     "IngestResult",
     "Leases",
     "ProcessResult",
+    "enqueue_op",
     "enqueue_turn",
     "ingest",
     "is_outage",
@@ -138,13 +139,21 @@ def enqueue_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
     NUL characters are removed from the messages (:mod:`langmem_layer.sanitize`):
     PostgreSQL cannot store them, and the turn must not be lost for one.
     """
+    op = enqueue_op(env, user_id, messages, profile=profile, thread_id=thread_id,
+                    agent_id=agent_id, now=now, dedupe_key=dedupe_key)
+    (entry,) = yield StoreCall([op])
+    return entry
+
+
+def enqueue_op(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
+               profile: str | None, thread_id: str | None, agent_id: str | None,
+               now: datetime, dedupe_key: str | None = None) -> mops.EnqueueOp:
+    """The op queueing a turn (see :func:`enqueue_turn`), its messages cleaned of NULs."""
     user_id = require_user(user_id)
     messages = clean_messages(messages)
     key = dedupe_key or f"{thread_id or '-'}:{_turn_key(messages, now)}"
-    (entry,) = yield StoreCall([mops.EnqueueOp(
-        user_id, key, profile or env.settings.default_profile,
-        messages_to_dict(list(messages)), now, thread_id, agent_id, now)])
-    return entry
+    return mops.EnqueueOp(user_id, key, profile or env.settings.default_profile,
+                          messages_to_dict(list(messages)), now, thread_id, agent_id, now)
 
 
 def _human_text(messages: Sequence[BaseMessage]) -> str:

@@ -11,7 +11,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from langmem_layer.errors import InvalidInputError
+from langmem_layer.sql import memory as msql
 from langmem_layer.sql import queue as qsql
+from langmem_layer.sql import with_writes
+from langmem_layer.sql import working as wsql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.handlers.registry import Registry, handles
 from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
@@ -57,11 +61,34 @@ class QueueHandlers(Registry):
 
     @handles(mops.EnqueueOp)
     def _enqueue(self, op: mops.EnqueueOp) -> Handler:
-        rows = yield Query(*qsql.enqueue(
+        rows = yield Query(*self._enqueue_sql(op))
+        return rows[0]["id"] if rows else None
+
+    def _enqueue_sql(self, op: mops.EnqueueOp) -> tuple[str, dict[str, Any]]:
+        return qsql.enqueue(
             op.user_id, op.dedupe_key, profile=op.profile, thread_id=op.thread_id,
             agent_id=op.agent_id, messages_json=json.dumps(op.messages), turn_at=op.turn_at,
             now=op.now or self.now(),
-        ))
+        )
+
+    @handles(mops.RecordTurnOp)
+    def _record_turn(self, op: mops.RecordTurnOp) -> Handler:
+        parts = [p for p in (op.enqueue, op.log, op.touch) if p is not None]
+        if any(p.user_id != op.user_id for p in parts):
+            raise InvalidInputError(
+                f"RecordTurnOp for user {op.user_id!r} holds a part of another user: "
+                "give every part the op's user_id.")
+        writes = []
+        if op.log is not None and op.log.messages:
+            log = op.log
+            writes.append(wsql.log_messages(log.user_id, log.thread_id, profile=log.profile,
+                                            messages=log.messages, at=log.at))
+        if op.touch is not None and op.touch.keys:
+            touch = op.touch
+            writes.append(msql.touch(touch.user_id, touch.keys, touch.now or self.now()))
+        # The queue, the message log and the memories: three tables, so no part reads
+        # what another writes, and one statement does all three.
+        rows = yield Query(*with_writes(self._enqueue_sql(op.enqueue), *writes))
         return rows[0]["id"] if rows else None
 
     @handles(mops.ClaimOp)

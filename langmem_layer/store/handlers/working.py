@@ -6,6 +6,8 @@ generators that yield requests and never do I/O themselves.
 
 from __future__ import annotations
 
+from langmem_layer.errors import InvalidInputError
+from langmem_layer.sql import with_writes
 from langmem_layer.sql import working as wsql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.handlers.registry import Registry, handles
@@ -21,6 +23,25 @@ class WorkingHandlers(Registry):
     def _touch_thread(self, op: mops.TouchThreadOp) -> Handler:
         yield Query(*wsql.touch_thread(op.user_id, op.thread_id, profile=op.profile,
                                        agent_id=op.agent_id, now=op.now))
+
+    @handles(mops.TurnStartOp)
+    def _turn_start(self, op: mops.TurnStartOp) -> Handler:
+        stamp, recent = op.stamp, op.recent
+        if stamp.user_id != op.user_id or recent.user_id != op.user_id:
+            raise InvalidInputError(
+                f"TurnStartOp for user {op.user_id!r} holds a part of another user: "
+                "give every part the op's user_id.")
+        write = wsql.touch_thread(stamp.user_id, stamp.thread_id, profile=stamp.profile,
+                                  agent_id=stamp.agent_id, now=stamp.now)
+        if recent.limit <= 0:
+            yield Query(*write)
+            return []
+        # The stamp writes the threads table, the history reads the message log and
+        # the memories: one statement does both.
+        rows = yield Query(*with_writes(wsql.recent_messages(
+            recent.user_id, profile=recent.profile, since=recent.since, limit=recent.limit,
+            exclude_thread_id=recent.exclude_thread_id), write))
+        return [mops.LoggedMessage(**r) for r in reversed(rows)]
 
     @handles(mops.IdleThreadsOp)
     def _idle_threads(self, op: mops.IdleThreadsOp) -> Handler:

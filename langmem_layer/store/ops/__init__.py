@@ -50,6 +50,7 @@ from langmem_layer.store.ops.memory import (
     PurgeEmbeddingCacheOp,
     QueueEntry,
     RecallOp,
+    RecordTurnOp,
     ReinforceOp,
     RenewLeaseOp,
     SetStatusOp,
@@ -69,6 +70,7 @@ from langmem_layer.store.ops.working import (
     RecentMessagesOp,
     ThreadActivity,
     TouchThreadOp,
+    TurnStartOp,
 )
 
 __all__ = [
@@ -127,6 +129,7 @@ __all__ = [
     "RecentMessagesOp",
     "RecordFallbackOp",
     "RecordOutcomeOp",
+    "RecordTurnOp",
     "ReinforceOp",
     "RenewLeaseOp",
     "ResolveFallbackOp",
@@ -138,6 +141,7 @@ __all__ = [
     "TouchThreadOp",
     "TrustCountOp",
     "TrustOp",
+    "TurnStartOp",
     "UserDeletion",
     "UserExport",
 ]

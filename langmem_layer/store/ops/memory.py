@@ -35,6 +35,7 @@ from langmem_layer.store.ops.working import (
     RecentMessagesOp,
     ThreadActivity,
     TouchThreadOp,
+    TurnStartOp,
 )
 
 __all__ = [
@@ -86,6 +87,7 @@ __all__ = [
     "RecentMessagesOp",
     "RecordFallbackOp",
     "RecordOutcomeOp",
+    "RecordTurnOp",
     "ReinforceOp",
     "RenewLeaseOp",
     "ResolveFallbackOp",
@@ -95,6 +97,7 @@ __all__ = [
     "ThreadActivity",
     "TouchOp",
     "TouchThreadOp",
+    "TurnStartOp",
     "UserDeletion",
     "UserExport",
 ]
@@ -296,6 +299,18 @@ class EnqueueOp(NamedTuple):
     thread_id: str | None = None
     agent_id: str | None = None
     now: datetime | None = None
+
+
+class RecordTurnOp(NamedTuple):
+    """A finished turn's writes in one statement (result: the entry id, or None when
+    the turn was queued before): ``enqueue``, the turn's messages logged (``log``) and
+    the memories recalled for it reinforced (``touch``). Every part is ``user_id``'s.
+    """
+
+    user_id: str
+    enqueue: EnqueueOp
+    log: LogMessagesOp | None = None
+    touch: TouchOp | None = None
 
 
 class ClaimOp(NamedTuple):

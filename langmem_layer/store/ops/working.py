@@ -18,6 +18,7 @@ __all__ = [
     "RecentMessagesOp",
     "ThreadActivity",
     "TouchThreadOp",
+    "TurnStartOp",
 ]
 
 
@@ -114,3 +115,14 @@ class LoggedMessage:
     role: str
     text: str
     at: datetime
+
+
+class TurnStartOp(NamedTuple):
+    """A turn's start on its thread in one statement: the thread's activity stamped
+    (``stamp``) and the user's recent history read (``recent``; result:
+    ``list[LoggedMessage]``, oldest first). Both parts are ``user_id``'s.
+    """
+
+    user_id: str
+    stamp: TouchThreadOp
+    recent: RecentMessagesOp
