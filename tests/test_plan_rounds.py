@@ -108,6 +108,6 @@ def test_the_read_of_a_turn_is_two_rounds(store: PostgresMemoryStore, clock: Clo
     rounds.clear()
     layer.load_thread("alice", [HumanMessage("Where do I live?")], "Where do I live?",
                       thread_id="t1", reinforce=False)
-    # The index lookup with learned trust, the summaries, and the thread's stamp with
-    # the recent history (one statement); then the candidates.
-    assert rounds == [4, 1]
+    # The index lookup, learned trust with the summaries (one statement), and the
+    # thread's stamp with the recent history (one statement); then the candidates.
+    assert rounds == [3, 1]

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer
-from langmem_layer.errors import InvalidInputError
+from langmem_layer.errors import InvalidInputError, InvalidNamespaceError
 from langmem_layer.sql import renamed, with_writes
 from langmem_layer.store.ops import (
     EnqueueOp,
@@ -18,10 +18,15 @@ from langmem_layer.store.ops import (
     PendingOp,
     RecentMessagesOp,
     RecordTurnOp,
+    SummaryCandidatesOp,
     TouchOp,
     TouchThreadOp,
+    TrustCountOp,
+    TrustOp,
+    TurnReadsOp,
     TurnStartOp,
 )
+from langmem_layer.types import memory_namespace
 from tests import audit
 from tests.fakes import Clock
 
@@ -120,3 +125,21 @@ def test_a_turns_start_stamps_the_thread_and_reads_the_history_in_one_statement(
     with pytest.raises(InvalidInputError, match="another user"):
         store.batch([TurnStartOp("alice", stamp._replace(user_id="bob"), recent)])
     layer.close()
+
+
+def test_a_turns_trust_and_summaries_are_one_read(store, clock: Clock) -> None:
+    now = clock()
+    summaries = SummaryCandidatesOp("alice", memory_namespace("alice", "work"),
+                                    "2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z", 12, now)
+    (reads,) = store.batch([TurnReadsOp("alice", summaries)])  # nothing yet: one NULL row
+    assert reads.summaries == [] and reads.learned.by_agent == {}
+    store.batch([TrustCountOp("alice", "planner", "", 1, now, 2),
+                 TrustCountOp("bob", "planner", "", 0, now, 2)])
+    with audit.RECORDER.capture() as seen:
+        (reads,) = store.batch([TurnReadsOp("alice", summaries)])
+    statements = [" ".join(s.split()) for s in seen.elements()]
+    assert len([s for s in statements if not s.startswith("SELECT set_config")]) == 1
+    (alone,) = store.batch([TrustOp("alice")])
+    assert reads.learned == alone and reads.learned.by_agent == {"planner": 0.5}
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([TurnReadsOp("alice", summaries._replace(user_id="bob"))])

@@ -20,8 +20,7 @@ from typing import Any
 
 from langmem_layer.flow import Env, scopes_for
 from langmem_layer.read.query import TimeWindow, time_window
-from langmem_layer.store.ops import SummaryCandidatesOp
-from langmem_layer.store.ops.trust import TrustOp
+from langmem_layer.store.ops import SummaryCandidatesOp, TurnReadsOp
 from langmem_layer.types import MemoryRecord, Recalled, memory_namespace, utc_iso
 
 __all__ = ["RECENT_DAYS", "SUMMARY", "pick_summary", "turn_ops", "with_narrative"]
@@ -44,16 +43,16 @@ def _window(query: str | None, now: datetime) -> TimeWindow | None:
 
 def turn_ops(env: Env, user_id: str, query: str | None, *, profile: str | None,
              now: datetime) -> list[Any]:
-    """The reads a turn adds to its recall batch: learned trust, candidate summaries."""
+    """The reads a turn adds to its recall batch: learned trust and candidate summaries,
+    one op (its result: :class:`~langmem_layer.store.ops.TurnReads`)."""
     window = _window(query, now)
     if window is not None:
         start, end = window.start, window.end
     else:
         start, end = now - timedelta(days=RECENT_DAYS), now + timedelta(days=1)
     scope = scopes_for(env, profile)[0]
-    return [TrustOp(user_id),
-            SummaryCandidatesOp(user_id, memory_namespace(user_id, scope), utc_iso(start),
-                                utc_iso(end), _SCAN, now)]
+    return [TurnReadsOp(user_id, SummaryCandidatesOp(
+        user_id, memory_namespace(user_id, scope), utc_iso(start), utc_iso(end), _SCAN, now))]
 
 
 def pick_summary(items: Sequence[Any], query: str | None, now: datetime) -> Recalled | None:

@@ -178,12 +178,12 @@ def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, li
     op = recall_op(env, user_id, query, profile=profile, now=now, refs=refs)
     broad = broad_ops(env, user_id, query, profile=profile)
     extra = turn_ops(env, user_id, query, profile=profile, now=now)
-    candidates, learned, summaries, *found = yield StoreCall([op, *extra, *broad])
+    candidates, reads, *found = yield StoreCall([op, *extra, *broad])
     if broad:
         candidates = with_core_facts(env, candidates, found)
     ranked = yield from rank(env, user_id, candidates, limit=limit, now=now,
-                             reinforce=reinforce, learned=learned, names=op.refs)
-    ranked = with_narrative(ranked, pick_summary(summaries, query, now))
+                             reinforce=reinforce, learned=reads.learned, names=op.refs)
+    ranked = with_narrative(ranked, pick_summary(reads.summaries, query, now))
     return ranked
 
 
@@ -297,13 +297,13 @@ def block_inputs_flow(env: Env, user_id: str, query: str | None, *, profile: str
         ops.append(recent_op(env, user_id, profile=profile, thread_id=thread_id, now=now))
     broad = broad_ops(env, user_id, query, profile=profile)
     extra = turn_ops(env, user_id, query, profile=profile, now=now)
-    candidates, learned, summaries, *found = yield StoreCall([ops[0], *extra, *ops[1:],
-                                                              *broad])
+    candidates, reads, *found = yield StoreCall([ops[0], *extra, *ops[1:], *broad])
     if broad:
         candidates = with_core_facts(env, candidates, found[len(found) - len(broad):])
         found = found[: len(found) - len(broad)]
     recalled = yield from rank(env, user_id, candidates, limit=st.block_memory_limit, now=now,
-                               reinforce=False, learned=learned, names=op.refs)
-    recalled = with_narrative(block_memories(env, recalled), pick_summary(summaries, query, now))
+                               reinforce=False, learned=reads.learned, names=op.refs)
+    recalled = with_narrative(block_memories(env, recalled),
+                              pick_summary(reads.summaries, query, now))
     return BlockInputs(recalled, found[0] if found else (),
                        short_term(messages, st.short_term_messages))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from langmem_layer.sql import Sql
+from langmem_layer.sql import Sql, merge
+from langmem_layer.sql import trust as tsql
 from langmem_layer.sql.items import VALUE, prefix_args
 from langmem_layer.sql.moved import STATUS, UPDATED, moved
 
@@ -91,4 +92,24 @@ def candidates(user_id: str, prefix: str, *, start: str, end: str, now: datetime
         LIMIT %(limit)s""",
         {"user_id": user_id, "prefix": prefix, "below": below, "now": now,
          "start": start, "end": end, "limit": limit},
+    )
+
+
+def with_trust(user_id: str, prefix: str, *, start: str, end: str, now: datetime,
+               limit: int) -> Sql:
+    """:func:`candidates` and the user's trust counts (:func:`~langmem_layer.sql.trust.counts`)
+    in one statement, the two reads a turn adds to its recall.
+
+    At least one row: each summary's (no summary: one row of NULLs), every row with the
+    trust counts as a JSON array in ``trust``.
+    """
+    trust_sql, trust_params = tsql.counts(user_id)
+    summaries_sql, summaries_params = candidates(user_id, prefix, start=start, end=end,
+                                                 now=now, limit=limit)
+    return (
+        f"""SELECT t.trust, s.* FROM (
+            SELECT coalesce(jsonb_agg(to_jsonb(c)), '[]'::jsonb) AS trust FROM ({trust_sql}) c
+        ) t LEFT JOIN LATERAL ({summaries_sql}) s ON true
+        ORDER BY s.updated_at DESC, s.prefix, s.key""",
+        merge(trust_params, summaries_params),
     )

@@ -74,7 +74,7 @@ FREE_OPS: frozenset[type] = frozenset({
     mops.RecallOp, mops.TrustOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
     GetOp, SearchOp, ListNamespacesOp, GetManyOp,
     mops.TouchThreadOp, mops.EnqueueOp, mops.LogMessagesOp, mops.LogIngestOp,
-    mops.CompleteEntryOp, mops.TurnStartOp,
+    mops.CompleteEntryOp, mops.TurnStartOp, mops.TurnReadsOp,
 })
 
 

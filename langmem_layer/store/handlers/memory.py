@@ -20,6 +20,7 @@ from langmem_layer.store import ops as mops
 from langmem_layer.store.handlers.items import ItemHandlers, Write, row_to_item
 from langmem_layer.store.handlers.queue import combine
 from langmem_layer.store.handlers.registry import handles
+from langmem_layer.store.handlers.trust import learned_trust
 from langmem_layer.store.plan import Embed, Handler, Query
 from langmem_layer.store.tenancy import ns_text, ns_tuple
 from langmem_layer.types import MEMORY_ROOT, content_hash
@@ -146,6 +147,18 @@ class MemoryHandlers(ItemHandlers):
             op.user_id, ns_text(op.namespace), start=op.start, end=op.end,
             now=op.now or self.now(), limit=op.limit))
         return [row_to_item(r) for r in rows]
+
+    @handles(mops.TurnReadsOp)
+    def _turn_reads(self, op: mops.TurnReadsOp) -> Handler:
+        s = op.summaries
+        if s.user_id != op.user_id or self.tenant(s.namespace) != op.user_id:
+            raise InvalidNamespaceError(
+                f"Namespace {s.namespace!r} does not belong to user {op.user_id!r}.")
+        rows = yield Query(*ssql.with_trust(
+            op.user_id, ns_text(s.namespace), start=s.start, end=s.end,
+            now=s.now or self.now(), limit=s.limit))
+        return mops.TurnReads(learned_trust(rows[0]["trust"] if rows else []),
+                              [row_to_item(r) for r in rows if r["key"] is not None])
 
     @handles(mops.LinkThreadTailOp)
     def _link_thread_tail(self, op: mops.LinkThreadTailOp) -> Handler:

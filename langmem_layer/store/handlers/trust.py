@@ -6,12 +6,30 @@ and never do I/O themselves.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langmem_layer.sql import trust as tsql
 from langmem_layer.store.handlers.registry import Registry, handles
 from langmem_layer.store.ops import trust as tops
 from langmem_layer.store.plan import Handler, Query
 
-__all__ = ["TrustHandlers"]
+__all__ = ["TrustHandlers", "learned_trust"]
+
+
+def learned_trust(rows: list[dict[str, Any]]) -> tops.LearnedTrust:
+    """A user's learned trust from their trust counts (rows of ``agent_id``, ``kind``,
+    ``confirmed``, ``total``; kind ``""`` counts over all kinds)."""
+    by_agent: dict[str, float] = {}
+    by_kind: dict[tuple[str, str], float] = {}
+    counts: dict[str, tuple[int, int]] = {}
+    for r in rows:
+        share = int(r["confirmed"]) / int(r["total"])
+        if r["kind"] == "":
+            by_agent[r["agent_id"]] = share
+            counts[r["agent_id"]] = (int(r["confirmed"]), int(r["total"]))
+        else:
+            by_kind[(r["agent_id"], r["kind"])] = share
+    return tops.LearnedTrust(by_agent, by_kind, counts)
 
 
 class TrustHandlers(Registry):
@@ -24,15 +42,4 @@ class TrustHandlers(Registry):
 
     @handles(tops.TrustOp)
     def _trust(self, op: tops.TrustOp) -> Handler:
-        rows = yield Query(*tsql.counts(op.user_id))
-        by_agent: dict[str, float] = {}
-        by_kind: dict[tuple[str, str], float] = {}
-        counts: dict[str, tuple[int, int]] = {}
-        for r in rows:
-            share = int(r["confirmed"]) / int(r["total"])
-            if r["kind"] == "":
-                by_agent[r["agent_id"]] = share
-                counts[r["agent_id"]] = (int(r["confirmed"]), int(r["total"]))
-            else:
-                by_kind[(r["agent_id"], r["kind"])] = share
-        return tops.LearnedTrust(by_agent, by_kind, counts)
+        return learned_trust((yield Query(*tsql.counts(op.user_id))))

@@ -57,6 +57,8 @@ from langmem_layer.store.ops.memory import (
     SummaryCandidatesOp,
     SweepExpiredOp,
     TouchOp,
+    TurnReads,
+    TurnReadsOp,
     UserExport,
 )
 from langmem_layer.store.ops.trust import LearnedTrust, TrustCountOp, TrustOp
@@ -141,6 +143,8 @@ __all__ = [
     "TouchThreadOp",
     "TrustCountOp",
     "TrustOp",
+    "TurnReads",
+    "TurnReadsOp",
     "TurnStartOp",
     "UserDeletion",
     "UserExport",

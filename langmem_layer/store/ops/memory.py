@@ -25,6 +25,7 @@ from langmem_layer.store.ops.lifecycle import (
     ResolveFallbackOp,
     UserDeletion,
 )
+from langmem_layer.store.ops.trust import LearnedTrust
 from langmem_layer.store.ops.working import (
     ClearMessagesOp,
     CloseThreadOp,
@@ -97,6 +98,8 @@ __all__ = [
     "ThreadActivity",
     "TouchOp",
     "TouchThreadOp",
+    "TurnReads",
+    "TurnReadsOp",
     "TurnStartOp",
     "UserDeletion",
     "UserExport",
@@ -518,6 +521,22 @@ class SummaryCandidatesOp(NamedTuple):
     end: str
     limit: int = 12
     now: datetime | None = None
+
+
+class TurnReadsOp(NamedTuple):
+    """The reads a turn adds to its recall, in one statement (result: :class:`TurnReads`):
+    the user's learned trust and ``summaries``. ``summaries`` is ``user_id``'s."""
+
+    user_id: str
+    summaries: SummaryCandidatesOp
+
+
+@dataclass
+class TurnReads:
+    """What a :class:`TurnReadsOp` read."""
+
+    learned: LearnedTrust
+    summaries: list[Any]
 
 
 class LockUserWritesOp(NamedTuple):
