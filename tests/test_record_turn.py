@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langmem_layer import MemoryLayer
-from langmem_layer.errors import InvalidInputError, InvalidNamespaceError
+from langmem_layer import MemoryLayer, MemorySettings
+from langmem_layer.errors import ConfigurationError, InvalidInputError, InvalidNamespaceError
 from langmem_layer.sql import renamed, with_writes
 from langmem_layer.store.ops import (
     EnqueueOp,
@@ -29,6 +29,9 @@ from langmem_layer.store.ops import (
 from langmem_layer.types import memory_namespace
 from tests import audit
 from tests.fakes import Clock
+
+#: The turns stay queued: no background pass takes them while a test looks.
+_NO_WAKE = MemorySettings(extract_every_n_turns=1000)
 
 
 def test_renamed_renames_every_placeholder_and_nothing_else() -> None:
@@ -51,7 +54,7 @@ def test_with_writes_makes_ctes_whose_names_cannot_clash() -> None:
 
 
 def test_a_turns_writes_go_in_one_statement(store, clock: Clock) -> None:
-    layer = MemoryLayer(store, clock=clock, extraction="manual")
+    layer = MemoryLayer(store, clock=clock, settings=_NO_WAKE)
     fact = layer.remember("alice", "Alice lives in Lisbon.")
     turn = [HumanMessage("Where do I live?", id="h1"), AIMessage("In Lisbon.", id="a1")]
     with audit.RECORDER.capture() as seen:
@@ -76,7 +79,7 @@ def test_a_turns_writes_go_in_one_statement(store, clock: Clock) -> None:
 
 def test_a_part_of_another_user_is_refused_and_nothing_is_written(store, clock: Clock
                                                                   ) -> None:
-    layer = MemoryLayer(store, clock=clock, extraction="manual")
+    layer = MemoryLayer(store, clock=clock, settings=_NO_WAKE)
     theirs = layer.remember("bob", "Bob lives in Porto.")
     now = clock()
     enqueue = EnqueueOp("alice", "k1", "work", [], now, "t1", None, now)
@@ -106,7 +109,7 @@ def test_with_writes_joins_the_main_statements_own_ctes() -> None:
 
 def test_a_turns_start_stamps_the_thread_and_reads_the_history_in_one_statement(
         store, clock: Clock) -> None:
-    layer = MemoryLayer(store, clock=clock, extraction="manual")
+    layer = MemoryLayer(store, clock=clock, settings=_NO_WAKE)
     layer.record_turn("alice", [HumanMessage("I like tea.", id="h1")], thread_id="t0")
     clock.advance(minutes=5)
     now = clock()
@@ -143,3 +146,8 @@ def test_a_turns_trust_and_summaries_are_one_read(store, clock: Clock) -> None:
     assert reads.learned == alone and reads.learned.by_agent == {"planner": 0.5}
     with pytest.raises(InvalidNamespaceError):
         store.batch([TurnReadsOp("alice", summaries._replace(user_id="bob"))])
+
+
+def test_an_unknown_extraction_mode_is_a_configuration_error(store) -> None:
+    with pytest.raises(ConfigurationError, match="'background' or 'inline'"):
+        MemoryLayer(store, extraction="manual")  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ from langgraph.store.base import BaseStore
 
 from langmem_layer import checks, control
 from langmem_layer.environment import default_extractor
+from langmem_layer.errors import ConfigurationError
 from langmem_layer.extract.base import Extractor
 from langmem_layer.extract.gate import WriteGate
 from langmem_layer.flow import Env, Flow, Runner
@@ -85,6 +86,9 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             on the same database. Its documents get their own block section; a failing
             source is logged and the turn goes on without them.
 
+    Raises:
+        ConfigurationError: ``extraction`` is neither ``"background"`` nor ``"inline"``.
+
     The three nodes are attributes usable in ``StateGraph.add_node`` for sync and async
     graphs: ``load_memory``, ``assemble_context`` and ``extract_after_turn``.
 
@@ -117,6 +121,9 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         trust: Mapping[str, float] | None = None,
         knowledge: Any = None,
     ) -> None:
+        if extraction not in ("background", "inline"):
+            raise ConfigurationError(
+                f"extraction must be 'background' or 'inline', got {extraction!r}.")
         self.store = store
         # Retrieval values that fit the store's embedder fill what the caller left unset.
         self.settings = apply_profile(settings, getattr(store, "model_id", None))

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-# Ops of working memory and of a memory's life live in their own modules; callers
-# import every op from here.
+# Ops of working memory and of a memory's life live in their own modules, re-exported
+# here; the write path's (the queue, exactly-once apply) in ops.queue. Callers import
+# every op from the package, langmem_layer.store.ops.
 from langmem_layer.store.ops.lifecycle import (
     DeleteUserOp,
     FallbackTurn,
@@ -42,27 +43,20 @@ from langmem_layer.store.ops.working import (
 __all__ = [
     "AddMemoryOp",
     "AddOutcome",
-    "ApplyOnceOp",
     "AsOfOp",
     "Candidate",
-    "ClaimOp",
     "ClearMessagesOp",
     "CloseThreadOp",
-    "CompleteEntryOp",
     "DeleteMemoryOp",
     "DeleteUserOp",
-    "EnqueueOp",
     "ExportOp",
     "ExportedItem",
-    "FailEntryOp",
     "FallbackTurn",
     "FallbackTurnsOp",
     "FindMemoryOp",
     "IdleThreadsOp",
     "ImportOp",
     "IndexUserOp",
-    "IngestLogEntry",
-    "IngestLogOp",
     "LargeUsersOp",
     "LifecycleOp",
     "Link",
@@ -71,26 +65,18 @@ __all__ = [
     "LinkThreadTailOp",
     "LinksOp",
     "LockUserWritesOp",
-    "LogIngestOp",
     "LogMessagesOp",
     "LoggedMessage",
     "MatchOp",
     "MemoryHistoryOp",
-    "ParkEntryOp",
-    "ParkedEntriesOp",
-    "ParkedEntry",
-    "PendingOp",
     "PurgeEmbeddingCacheOp",
     "PurgeExpiredMemoriesOp",
     "PurgeMessagesOp",
-    "QueueEntry",
     "RecallOp",
     "RecentMessagesOp",
     "RecordFallbackOp",
     "RecordOutcomeOp",
-    "RecordTurnOp",
     "ReinforceOp",
-    "RenewLeaseOp",
     "ResolveFallbackOp",
     "SetStatusOp",
     "SummaryCandidatesOp",
@@ -215,7 +201,6 @@ class FindMemoryOp(NamedTuple):
     key: str
 
 
-
 class DeleteMemoryOp(NamedTuple):
     """Delete a memory with its embeddings and links, atomically (result: bool)."""
 
@@ -289,144 +274,6 @@ class SweepExpiredOp(NamedTuple):
     """Delete items whose TTL or expiry has passed, user by user (result: int deleted)."""
 
     now: datetime | None = None
-
-
-class EnqueueOp(NamedTuple):
-    """Queue a turn for extraction, once per ``dedupe_key`` (result: entry id or None)."""
-
-    user_id: str
-    dedupe_key: str
-    profile: str
-    messages: list[dict[str, Any]]
-    turn_at: datetime
-    thread_id: str | None = None
-    agent_id: str | None = None
-    now: datetime | None = None
-
-
-class RecordTurnOp(NamedTuple):
-    """A finished turn's writes in one statement (result: the entry id, or None when
-    the turn was queued before): ``enqueue``, the turn's messages logged (``log``) and
-    the memories recalled for it reinforced (``touch``). Every part is ``user_id``'s.
-    """
-
-    user_id: str
-    enqueue: EnqueueOp
-    log: LogMessagesOp | None = None
-    touch: TouchOp | None = None
-
-
-class ClaimOp(NamedTuple):
-    """Lease ready queue entries (result: ``list[QueueEntry]``): of ``user_id``, else of
-    ``users``, else of every user with work ready (found by a statement spanning users).
-    """
-
-    limit: int = 20
-    lease_seconds: float = 300.0
-    user_id: str | None = None
-    now: datetime | None = None
-    users: tuple[str, ...] = ()
-
-
-class RenewLeaseOp(NamedTuple):
-    """Extend a pass's leases on a user's entries it still holds (result: the ids renewed).
-
-    ``held`` pairs each entry id with its claim's ``attempts`` (a fencing token: an
-    entry another worker claimed since is not renewed).
-    """
-
-    user_id: str
-    held: tuple[tuple[int, int], ...]
-    lease_seconds: float
-    now: datetime | None = None
-
-
-class CompleteEntryOp(NamedTuple):
-    """Mark a queue entry done (result: None)."""
-
-    user_id: str
-    entry_id: int
-    now: datetime | None = None
-
-
-class FailEntryOp(NamedTuple):
-    """Release a queue entry after a failure, to retry at ``retry_at`` (result: None).
-
-    With ``outage``, the failure was a service's (database, embedder), not the turn's:
-    the attempt its lease counted is given back.
-    """
-
-    user_id: str
-    entry_id: int
-    error: str
-    retry_at: datetime
-    outage: bool = False
-
-
-class PendingOp(NamedTuple):
-    """A user's unfinished queue entries (result: ``list[dict]``)."""
-
-    user_id: str
-    thread_id: str | None = None
-
-
-class ApplyOnceOp(NamedTuple):
-    """Run ``ops`` unless ``op_id`` was applied before (result: list of results or None).
-
-    The check and the ops share the batch's transaction, so an operation is applied
-    exactly once however often its batch is replayed.
-    """
-
-    user_id: str
-    op_id: str
-    ops: tuple[Any, ...]
-    now: datetime | None = None
-
-
-class LogIngestOp(NamedTuple):
-    """Keep one ingest's gate decisions (result: None); with ``complete``, also mark that
-    queue entry done, in the same statement (as :class:`CompleteEntryOp`, at ``now``)."""
-
-    user_id: str
-    decisions: list[dict[str, Any]]
-    at: datetime
-    thread_id: str | None = None
-    agent_id: str | None = None
-    complete: int | None = None
-    now: datetime | None = None
-
-
-class IngestLogOp(NamedTuple):
-    """A user's most recent ingest decisions (result: ``list[IngestLogEntry]``)."""
-
-    user_id: str
-    limit: int = 20
-    thread_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class QueueEntry:
-    """A leased turn waiting for extraction."""
-
-    user_id: str
-    id: int
-    profile: str
-    thread_id: str | None
-    agent_id: str | None
-    messages: list[dict[str, Any]]
-    turn_at: datetime
-    attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class IngestLogEntry:
-    """The decisions of one ingest, as kept in the database."""
-
-    id: int
-    at: datetime
-    thread_id: str | None
-    agent_id: str | None
-    decisions: list[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -588,33 +435,3 @@ class LinkThreadTailOp(NamedTuple):
     #: The batch took the thread's lock already (``LockUserWritesOp(thread_id=...)``).
     locked: bool = False
 
-
-class ParkEntryOp(NamedTuple):
-    """Stop retrying a queue entry: it keeps its messages and its error and is listed by
-    :class:`PendingOp` and :class:`ParkedEntriesOp` (result: None)."""
-
-    user_id: str
-    entry_id: int
-    error: str
-    now: datetime
-
-
-class ParkedEntriesOp(NamedTuple):
-    """A user's parked queue entries, with their messages (result: ``list[ParkedEntry]``)."""
-
-    user_id: str
-    thread_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ParkedEntry:
-    """A queue entry no longer retried: extraction kept failing, or its input was invalid."""
-
-    user_id: str
-    id: int
-    thread_id: str | None
-    messages: list[dict[str, Any]]
-    turn_at: datetime
-    attempts: int
-    parked_at: datetime
-    last_error: str | None

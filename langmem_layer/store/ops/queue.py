@@ -1,0 +1,200 @@
+"""Store operations of the write path: the extraction queue, exactly-once apply and the
+ingest log.
+
+Re-exported by :mod:`langmem_layer.store.ops`, where callers import them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from langmem_layer.store.ops.memory import TouchOp
+from langmem_layer.store.ops.working import LogMessagesOp
+
+__all__ = [
+    "ApplyOnceOp",
+    "ClaimOp",
+    "CompleteEntryOp",
+    "EnqueueOp",
+    "FailEntryOp",
+    "IngestLogEntry",
+    "IngestLogOp",
+    "LogIngestOp",
+    "ParkEntryOp",
+    "ParkedEntriesOp",
+    "ParkedEntry",
+    "PendingOp",
+    "QueueEntry",
+    "RecordTurnOp",
+    "RenewLeaseOp",
+]
+
+
+class EnqueueOp(NamedTuple):
+    """Queue a turn for extraction, once per ``dedupe_key`` (result: entry id or None)."""
+
+    user_id: str
+    dedupe_key: str
+    profile: str
+    messages: list[dict[str, Any]]
+    turn_at: datetime
+    thread_id: str | None = None
+    agent_id: str | None = None
+    now: datetime | None = None
+
+
+class RecordTurnOp(NamedTuple):
+    """A finished turn's writes in one statement (result: the entry id, or None when
+    the turn was queued before): ``enqueue``, the turn's messages logged (``log``) and
+    the memories recalled for it reinforced (``touch``). Every part is ``user_id``'s.
+    """
+
+    user_id: str
+    enqueue: EnqueueOp
+    log: LogMessagesOp | None = None
+    touch: TouchOp | None = None
+
+
+class ClaimOp(NamedTuple):
+    """Lease ready queue entries (result: ``list[QueueEntry]``): of ``user_id``, else of
+    ``users``, else of every user with work ready (found by a statement spanning users).
+    """
+
+    limit: int = 20
+    lease_seconds: float = 300.0
+    user_id: str | None = None
+    now: datetime | None = None
+    users: tuple[str, ...] = ()
+
+
+class RenewLeaseOp(NamedTuple):
+    """Extend a pass's leases on a user's entries it still holds (result: the ids renewed).
+
+    ``held`` pairs each entry id with its claim's ``attempts`` (a fencing token: an
+    entry another worker claimed since is not renewed).
+    """
+
+    user_id: str
+    held: tuple[tuple[int, int], ...]
+    lease_seconds: float
+    now: datetime | None = None
+
+
+class CompleteEntryOp(NamedTuple):
+    """Mark a queue entry done (result: None)."""
+
+    user_id: str
+    entry_id: int
+    now: datetime | None = None
+
+
+class FailEntryOp(NamedTuple):
+    """Release a queue entry after a failure, to retry at ``retry_at`` (result: None).
+
+    With ``outage``, the failure was a service's (database, embedder), not the turn's:
+    the attempt its lease counted is given back.
+    """
+
+    user_id: str
+    entry_id: int
+    error: str
+    retry_at: datetime
+    outage: bool = False
+
+
+class PendingOp(NamedTuple):
+    """A user's unfinished queue entries (result: ``list[dict]``)."""
+
+    user_id: str
+    thread_id: str | None = None
+
+
+class ApplyOnceOp(NamedTuple):
+    """Run ``ops`` unless ``op_id`` was applied before (result: list of results or None).
+
+    The check and the ops share the batch's transaction, so an operation is applied
+    exactly once however often its batch is replayed.
+    """
+
+    user_id: str
+    op_id: str
+    ops: tuple[Any, ...]
+    now: datetime | None = None
+
+
+class LogIngestOp(NamedTuple):
+    """Keep one ingest's gate decisions (result: None); with ``complete``, also mark that
+    queue entry done, in the same statement (as :class:`CompleteEntryOp`, at ``now``)."""
+
+    user_id: str
+    decisions: list[dict[str, Any]]
+    at: datetime
+    thread_id: str | None = None
+    agent_id: str | None = None
+    complete: int | None = None
+    now: datetime | None = None
+
+
+class IngestLogOp(NamedTuple):
+    """A user's most recent ingest decisions (result: ``list[IngestLogEntry]``)."""
+
+    user_id: str
+    limit: int = 20
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """A leased turn waiting for extraction."""
+
+    user_id: str
+    id: int
+    profile: str
+    thread_id: str | None
+    agent_id: str | None
+    messages: list[dict[str, Any]]
+    turn_at: datetime
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class IngestLogEntry:
+    """The decisions of one ingest, as kept in the database."""
+
+    id: int
+    at: datetime
+    thread_id: str | None
+    agent_id: str | None
+    decisions: list[dict[str, Any]]
+
+
+class ParkEntryOp(NamedTuple):
+    """Stop retrying a queue entry: it keeps its messages and its error and is listed by
+    :class:`PendingOp` and :class:`ParkedEntriesOp` (result: None)."""
+
+    user_id: str
+    entry_id: int
+    error: str
+    now: datetime
+
+
+class ParkedEntriesOp(NamedTuple):
+    """A user's parked queue entries, with their messages (result: ``list[ParkedEntry]``)."""
+
+    user_id: str
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedEntry:
+    """A queue entry no longer retried: extraction kept failing, or its input was invalid."""
+
+    user_id: str
+    id: int
+    thread_id: str | None
+    messages: list[dict[str, Any]]
+    turn_at: datetime
+    attempts: int
+    parked_at: datetime
+    last_error: str | None
