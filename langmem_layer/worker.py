@@ -24,7 +24,7 @@ from typing import Any
 from langmem_layer.errors import DatabaseUnavailableError
 from langmem_layer.flow import Call, Flow, Runner
 from langmem_layer.settings import MemorySettings
-from langmem_layer.store.ops import QueueEntry
+from langmem_layer.store.ops import QueueEntry, TurnRecorded
 from langmem_layer.write.apply import IngestResult, Leases, ProcessResult, release_leased
 
 __all__ = ["ExtractionLoop", "ProcessPending", "WakeWorker", "Worker"]
@@ -47,10 +47,15 @@ class WakeWorker(Call):
     """Request: let the background worker extract what is queued; returns at once.
 
     ``user_id``: the user whose turn was queued (the pass may take that user's queue
-    alone, see :meth:`Worker.next_scope`); ``None``: look at every user's.
+    alone, see :meth:`Worker.next_scope`); ``None``: look at every user's. ``entry``:
+    the turn, leased as it was queued, for the pass to extract without claiming it;
+    ``claim``: whether the user's queue must be claimed too (it held other entries
+    ready, or the turn was not leased).
     """
 
     user_id: str | None = None
+    entry: QueueEntry | None = None
+    claim: bool = True
 
 
 class _Held:
@@ -112,10 +117,13 @@ class Worker:
 
     def __init__(self, runner: Runner, settings: MemorySettings,
                  batch: Callable[[str | None, Leases, Sequence[str]], Flow[ProcessResult]],
-                 on_results: Callable[[Sequence[IngestResult]], Any]) -> None:
+                 on_results: Callable[[Sequence[IngestResult]], Any],
+                 leased: Callable[[Sequence[QueueEntry], datetime, Leases],
+                                  Flow[ProcessResult]] | None = None) -> None:
         self.runner = runner
         self.settings = settings
         self._batch = batch
+        self._ingest_leased = leased
         self._on_results = on_results
         #: Seconds the worker thread sleeps between queue polls when not woken.
         self.poll_seconds = 5.0
@@ -137,6 +145,8 @@ class Worker:
         self._turns: dict[str | None, int] = {}
         #: Whom the wakes since the last pass began were for (None: every user).
         self._woken: set[str | None] = set()
+        #: Turns leased as they were queued, for the next pass; when each was handed.
+        self._handed: list[tuple[QueueEntry, datetime]] = []
         #: When a pass last looked at every user's queue (None: never).
         self._scanned_at: datetime | None = None
         #: The async pass running on a loop, which takes the wakes that come meanwhile.
@@ -149,23 +159,32 @@ class Worker:
 
     # -- what flows ask for -------------------------------------------------------------
 
-    def after_enqueue(self, *, inline: bool, user_id: str, thread_id: str | None
+    def after_enqueue(self, *, inline: bool, user_id: str, thread_id: str | None,
+                      due: bool | None = None, recorded: TurnRecorded | None = None
                       ) -> Flow[None]:
         """After a turn was queued: inline, extract the user's queue now; in the
-        background, wake the worker every ``extract_every_n_turns`` turns of a thread."""
+        background, wake the worker every ``extract_every_n_turns`` turns of a thread.
+
+        ``due``: :meth:`turn_due` was asked already for this turn (it counts turns);
+        ``recorded``: what queueing the turn did, with the entry when it was leased.
+        """
         if inline:
             yield ProcessPending(user_id)
-        elif self._turn_due(thread_id):
-            yield WakeWorker(user_id)
+        elif self.turn_due(thread_id) if due is None else due:
+            leased = recorded.leased if recorded is not None else None
+            yield WakeWorker(user_id, leased,
+                             claim=leased is None or recorded is None or recorded.others)
 
-    def process_pending(self, user_id: str | None = None, *, users: Sequence[str] = ()
-                        ) -> Flow[ProcessResult]:
+    def process_pending(self, user_id: str | None = None, *,
+                        users: Sequence[str] | None = None) -> Flow[ProcessResult]:
         """Extract batches until none is left ready; returns the totals.
 
-        Whose: ``user_id``'s, else those of ``users``, else every user's.
+        Whose: ``user_id``'s, else those of ``users`` (``()``: no one's), else every
+        user's. The turns handed to this worker leased (:class:`WakeWorker`) are
+        extracted too, after the claimed ones: a user's older turns first.
         """
         total = ProcessResult()
-        if user_id is None and not users:
+        if user_id is None and users is None:
             with self._lock:
                 self._scanned_at = self.now()
         if self._leased:  # a pass the database left behind holds their leases
@@ -175,24 +194,38 @@ class Worker:
             except Exception:
                 self._leased = leased + self._leased
                 raise
-        while not self._held.stopping():
-            try:
-                result = yield from self._batch(user_id, self._held, users)
-            except Exception as e:
-                with self._lock:  # what the pass could not release, the next one will
-                    self._leased.extend(getattr(e, "leased", ()))
-                raise
-            total.done += result.done
-            total.failed += result.failed
-            total.results += result.results
-            self._on_results(result.results)
+        while users != () and not self._held.stopping():
+            result = yield from self._guarded(self._batch(user_id, self._held, users or ()))
+            self._add(total, result)
             # A claim that got less than it asked for emptied what was ready: claiming
             # again would only find the nothing that is left.
             if result.drained or (not result.done and not result.failed):
-                return total
+                break
+        with self._lock:
+            handed, self._handed = self._handed, []
+        if handed and self._ingest_leased is not None and not self._held.stopping():
+            entries = [e for e, _ in handed]
+            self._add(total, (yield from self._guarded(self._ingest_leased(
+                entries, min(at for _, at in handed), self._held))))
         return total
 
-    def _turn_due(self, thread_id: str | None) -> bool:
+    def _guarded(self, flow: Flow[ProcessResult]) -> Flow[ProcessResult]:
+        try:
+            return (yield from flow)
+        except Exception as e:
+            with self._lock:  # what the pass could not release, the next one will
+                self._leased.extend(getattr(e, "leased", ()))
+            raise
+
+    def _add(self, total: ProcessResult, result: ProcessResult) -> None:
+        total.done += result.done
+        total.failed += result.failed
+        total.results += result.results
+        self._on_results(result.results)
+
+    def turn_due(self, thread_id: str | None) -> bool:
+        """Whether this turn of ``thread_id`` wakes the worker (every
+        ``extract_every_n_turns``-th of the thread); counts the turn."""
         # Every N turns per thread; the queue keeps the rest until then (or a drain).
         n = self.settings.extract_every_n_turns
         with self._lock:
@@ -207,10 +240,12 @@ class Worker:
     async def _aprocess(self, request: ProcessPending) -> ProcessResult:
         return await self.runner.arun(self.process_pending(request.user_id))
 
-    def next_scope(self) -> tuple[str, ...] | None:
-        """Whose queues the next background pass takes, from the wakes since the last
-        one began: those users' alone, or every user's (``None``) when a wake named no
-        user or no pass looked at every user's queue within ``poll_seconds``.
+    def next_scope(self, *, polled: bool = False) -> tuple[str, ...] | None:
+        """Whose queues the next background pass claims, from the wakes since the last
+        one began: those users' alone (none, when every wake handed its turn leased and
+        needs no claim), or every user's (``None``) after a poll's timeout
+        (``polled``), when a wake named no user, or when no pass looked at every user's
+        queue within ``poll_seconds``.
 
         A pass over every user first asks which users have work (a statement spanning
         users, under the maintenance binding); a pass for the woken users claims at
@@ -222,18 +257,26 @@ class Worker:
         now = self.now()
         with self._lock:
             woken, self._woken = self._woken, set()
-            if (not woken or None in woken or self._scanned_at is None
+            if (polled or None in woken or self._scanned_at is None
                     or (now - self._scanned_at).total_seconds() >= self.poll_seconds):
                 return None
             return tuple(sorted(u for u in woken if u is not None))
 
-    def _woken_any(self) -> bool:
+    def _has_work(self) -> bool:
         with self._lock:
-            return bool(self._woken)
+            return bool(self._woken or self._handed)
+
+    def _take_wake(self, request: WakeWorker) -> None:
+        with self._lock:
+            if request.entry is not None:
+                self._handed.append((request.entry, self.now()))
+                self._held.hold([request.entry])  # released if the store closes first
+            if request.claim or request.entry is None:
+                self._woken.add(request.user_id)
 
     def _wake_thread(self, request: WakeWorker) -> None:
+        self._take_wake(request)
         with self._lock:
-            self._woken.add(request.user_id)
             if self._thread is None or not self._thread.is_alive():
                 self._stop.clear()
                 self._thread = threading.Thread(
@@ -245,8 +288,7 @@ class Worker:
         # One pass at a time on a loop: a wake during a pass is taken by its next
         # round, so the turns' users are claimed together, not one task per turn
         # competing with the turns for the pool.
-        with self._lock:
-            self._woken.add(request.user_id)
+        self._take_wake(request)
         loop = asyncio.get_running_loop()
         running = self._consumer
         if running is not None and running.get_loop() is loop and not running.done():
@@ -288,14 +330,15 @@ class Worker:
 
     def _work(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(timeout=self.retry_pause())
+            woken = self._wake.wait(timeout=self.retry_pause())
             self._wake.clear()
             with self._busy:
                 if self.store_closed():
                     return
-                scope = self.next_scope()  # after a poll's timeout: every user's
+                # After a poll's timeout: every user's queue.
+                scope = self.next_scope(polled=not woken)
                 try:
-                    self.runner.run(self.process_pending(users=scope or ()))
+                    self.runner.run(self.process_pending(users=scope))
                 except Exception as e:
                     self._failed(e)
                 else:
@@ -303,12 +346,12 @@ class Worker:
 
     async def _apasses(self) -> None:
         """Passes until no wake is left; each takes the wakes since the last began."""
-        while self._woken_any():
+        while self._has_work():
             if self.store_closed():
                 return
             scope = self.next_scope()
             try:
-                await self.runner.arun(self.process_pending(users=scope or ()))
+                await self.runner.arun(self.process_pending(users=scope))
             except Exception as e:
                 self._failed(e)
                 return  # the entries stay queued; the next wake or poll retries them
@@ -350,6 +393,7 @@ class Worker:
     def _unfinished(self) -> list[tuple[str, int]]:
         with self._lock:
             leased, self._leased = self._leased + self._held.take(), []
+            self._handed = []  # held too: released with the rest
         return leased
 
     # -- finishing ----------------------------------------------------------------------

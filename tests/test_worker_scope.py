@@ -28,7 +28,8 @@ def test_the_scope_of_a_pass_comes_from_the_wakes(store, clock: Clock) -> None:
     worker._woken.add("u1")
     assert worker.next_scope() is None  # no pass has looked at every user yet
     layer.process_pending()  # one that does
-    assert worker.next_scope() is None  # no wake: a poll's pass looks at everyone
+    assert worker.next_scope(polled=True) is None  # a poll's pass looks at everyone
+    assert worker.next_scope() == ()  # no wake named a user: none to claim
     worker._woken.update({"u2", "u1"})
     assert worker.next_scope() == ("u1", "u2")
     assert not worker._woken  # taken: the next wake goes to the next pass

@@ -49,7 +49,7 @@ from langmem_layer.read import recall as read
 from langmem_layer.read.block import ContextBlock
 from langmem_layer.settings import MemorySettings
 from langmem_layer.settings.calibration import apply_profile
-from langmem_layer.store.ops import IngestLogEntry, UserDeletion
+from langmem_layer.store.ops import IngestLogEntry, QueueEntry, UserDeletion
 from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import HistoryEntry, Kind, Layer, Policy, Recalled
 from langmem_layer.worker import Worker
@@ -141,7 +141,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         self.ingest_log: deque[IngestResult] = deque(maxlen=100)
         self._runner = Runner(store, self.extractor)
         self._worker = Worker(self._runner, self.settings, self._process_batch,
-                              self.ingest_log.extend)
+                              self.ingest_log.extend, self._ingest_leased)
         self._worker.now = self.now
         self.load_memory, self.assemble_context, self.extract_after_turn = (
             nodes.build_nodes(self))
@@ -551,6 +551,14 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             agent_id=agent_id, now=now or self.now())
         yield from self._after_enqueue(user_id, thread_id)
         return entry
+
+    def _ingest_leased(self, entries: Sequence[QueueEntry], leased_at: datetime,
+                       leases: Leases | None = None) -> Flow[ProcessResult]:
+        st = self.settings
+        return write.ingest_leased(
+            self.env, entries, now=self.now(), leased_at=leased_at,
+            lease_seconds=st.extraction_lease_seconds,
+            retry_base_seconds=st.extraction_retry_base_seconds, leases=leases)
 
     def _process_batch(self, user_id: str | None, leases: Leases | None = None,
                        users: Sequence[str] = ()) -> Flow[ProcessResult]:

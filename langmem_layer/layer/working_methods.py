@@ -142,11 +142,17 @@ class WorkingMemoryMethods(LayerBase):
                      reinforce: Sequence[str] = ()) -> Flow[int | None]:
         checks.check_messages(messages)
         reinforce = checks.check_strings(reinforce, "reinforce")
-        entry = yield from working.record_turn(
+        inline = self.extraction == "inline"
+        # A turn that wakes the background worker is leased as it is queued: the pass
+        # this process runs for it extracts it without claiming it.
+        due = not inline and self._worker.turn_due(thread_id)
+        recorded = yield from working.record_turn(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
-            agent_id=agent_id, now=now or self.now(), reinforce=reinforce)
-        yield from self._after_enqueue(user_id, thread_id)
-        return entry
+            agent_id=agent_id, now=now or self.now(), reinforce=reinforce,
+            lease_seconds=self.settings.extraction_lease_seconds if due else None)
+        yield from self._worker.after_enqueue(inline=inline, user_id=user_id,
+                                              thread_id=thread_id, due=due, recorded=recorded)
+        return recorded.entry_id
 
     def _load_thread(self, user_id: str, messages: Sequence[BaseMessage],
                      query: str | None, *, profile: str | None = None,

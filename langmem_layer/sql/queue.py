@@ -42,8 +42,39 @@ def enqueue(
     messages_json: str,
     turn_at: datetime,
     now: datetime,
+    lease_until: datetime | None = None,
 ) -> Sql:
-    """Queue a turn once: a repeated dedupe key is a no-op (returns no row)."""
+    """Queue a turn once: a repeated dedupe key is a no-op (returns no row).
+
+    With ``lease_until`` the entry is leased as it is queued, as :func:`claim` would
+    lease it (its first attempt), and the row returned is the claim's, plus ``others``:
+    whether the user had other entries ready to claim when it was queued (the
+    statement's snapshot does not hold the new row).
+    """
+    if lease_until is not None:
+        return (
+            f"""INSERT INTO langmem_extraction_queue AS u
+                (user_id, dedupe_key, profile, thread_id, agent_id, messages, turn_at,
+                 enqueued_at, next_attempt_at, locked_until, attempts)
+            VALUES (%(user_id)s, %(key)s, %(profile)s, %(thread_id)s, %(agent_id)s,
+                    %(messages)s::jsonb, %(turn_at)s, %(now)s, %(now)s, %(lease)s, 1)
+            ON CONFLICT (user_id, dedupe_key) DO NOTHING
+            RETURNING u.user_id, u.id, u.profile, u.thread_id, u.agent_id, u.messages,
+                      u.turn_at, u.attempts,
+                      EXISTS (SELECT 1 FROM langmem_extraction_queue q
+                              WHERE q.user_id = %(user_id)s AND {_CLAIMABLE}) AS others""",
+            {
+                "user_id": user_id,
+                "key": dedupe_key,
+                "profile": profile,
+                "thread_id": thread_id,
+                "agent_id": agent_id,
+                "messages": messages_json,
+                "turn_at": turn_at,
+                "now": now,
+                "lease": lease_until,
+            },
+        )
     return (
         """INSERT INTO langmem_extraction_queue
             (user_id, dedupe_key, profile, thread_id, agent_id, messages, turn_at,

@@ -328,15 +328,18 @@ def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: 
 
 def record_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
                 profile: str | None, thread_id: str | None, agent_id: str | None,
-                now: datetime, reinforce: Sequence[str] = ()) -> Flow[int | None]:
+                now: datetime, reinforce: Sequence[str] = (),
+                lease_seconds: float | None = None) -> Flow[mops.TurnRecorded]:
     """Queue a finished turn for extraction, add it to the user's message log and
     reinforce the memories recalled for it (``reinforce``, their keys).
 
-    One transaction; returns the queue entry id (None when queued before).
+    One statement. With ``lease_seconds`` the entry is leased as it is queued (see
+    :class:`~langmem_layer.store.ops.RecordTurnOp`).
     """
     enqueue = write.enqueue_op(env, user_id, messages, profile=profile, thread_id=thread_id,
                                agent_id=agent_id, now=now)
     log = log_op(env, user_id, messages, profile=profile, thread_id=thread_id, now=now)
     touch = mops.TouchOp(enqueue.user_id, tuple(reinforce), now) if reinforce else None
-    (entry,) = yield StoreCall([mops.RecordTurnOp(enqueue.user_id, enqueue, log, touch)])
-    return entry  # type: ignore[no-any-return]
+    (recorded,) = yield StoreCall([mops.RecordTurnOp(enqueue.user_id, enqueue, log, touch,
+                                                     lease_seconds)])
+    return recorded  # type: ignore[no-any-return]

@@ -61,6 +61,7 @@ __all__ = [
     "enqueue_op",
     "enqueue_turn",
     "ingest",
+    "ingest_leased",
     "is_outage",
     "operation_id",
     "process_queue",
@@ -427,11 +428,34 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
     return outcome
 
 
+def ingest_leased(env: Env, entries: Sequence[mops.QueueEntry], *, now: datetime,
+                  leased_at: datetime, lease_seconds: float, retry_base_seconds: float,
+                  leases: Leases | None = None) -> Flow[ProcessResult]:
+    """Ingest entries this process leased as it queued them (no claim), as
+    :func:`process_queue` ingests what it claims.
+
+    ``leased_at``: when the oldest was leased. Past a third of the lease the pass
+    renews the leases before the first turn (a turn taken over meanwhile by another
+    worker is left to it).
+    """
+    if leases is not None:
+        leases.hold(entries)
+    try:
+        outcome = yield from _ingest_entries(env, entries, now, lease_seconds,
+                                             retry_base_seconds, leases, renewed_at=leased_at)
+    finally:
+        if leases is not None:
+            leases.drop(e.id for e in entries)
+    outcome.drained = True
+    return outcome
+
+
 def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
-                    lease_seconds: float, retry_base_seconds: float, leases: Leases | None
-                    ) -> Flow[ProcessResult]:
+                    lease_seconds: float, retry_base_seconds: float, leases: Leases | None,
+                    renewed_at: datetime | None = None) -> Flow[ProcessResult]:
     outcome = ProcessResult()
-    renewed_at = leases.now() if leases is not None else now
+    if renewed_at is None:
+        renewed_at = leases.now() if leases is not None else now
     kept = {e.id for e in entries}
     for i, entry in enumerate(entries):
         if leases is not None:

@@ -64,11 +64,14 @@ class QueueHandlers(Registry):
         rows = yield Query(*self._enqueue_sql(op))
         return rows[0]["id"] if rows else None
 
-    def _enqueue_sql(self, op: mops.EnqueueOp) -> tuple[str, dict[str, Any]]:
+    def _enqueue_sql(self, op: mops.EnqueueOp, lease_seconds: float | None = None
+                     ) -> tuple[str, dict[str, Any]]:
+        now = op.now or self.now()
         return qsql.enqueue(
             op.user_id, op.dedupe_key, profile=op.profile, thread_id=op.thread_id,
             agent_id=op.agent_id, messages_json=json.dumps(op.messages), turn_at=op.turn_at,
-            now=op.now or self.now(),
+            now=now, lease_until=(None if lease_seconds is None
+                                  else now + timedelta(seconds=lease_seconds)),
         )
 
     @handles(mops.RecordTurnOp)
@@ -88,8 +91,15 @@ class QueueHandlers(Registry):
             writes.append(msql.touch(touch.user_id, touch.keys, touch.now or self.now()))
         # The queue, the message log and the memories: three tables, so no part reads
         # what another writes, and one statement does all three.
-        rows = yield Query(*with_writes(self._enqueue_sql(op.enqueue), *writes))
-        return rows[0]["id"] if rows else None
+        rows = yield Query(*with_writes(self._enqueue_sql(op.enqueue, op.lease_seconds),
+                                        *writes))
+        if not rows:
+            return mops.TurnRecorded(None)
+        if op.lease_seconds is None:
+            return mops.TurnRecorded(rows[0]["id"])
+        row = dict(rows[0])
+        others = bool(row.pop("others"))
+        return mops.TurnRecorded(row["id"], mops.QueueEntry(**row), others)
 
     @handles(mops.ClaimOp)
     def _claim(self, op: mops.ClaimOp) -> Handler:

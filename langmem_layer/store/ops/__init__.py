@@ -62,6 +62,7 @@ from langmem_layer.store.ops.queue import (
     QueueEntry,
     RecordTurnOp,
     RenewLeaseOp,
+    TurnRecorded,
 )
 from langmem_layer.store.ops.trust import LearnedTrust, TrustCountOp, TrustOp
 from langmem_layer.store.ops.working import (
@@ -147,6 +148,7 @@ __all__ = [
     "TrustOp",
     "TurnReads",
     "TurnReadsOp",
+    "TurnRecorded",
     "TurnStartOp",
     "UserDeletion",
     "UserExport",

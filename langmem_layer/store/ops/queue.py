@@ -28,6 +28,7 @@ __all__ = [
     "QueueEntry",
     "RecordTurnOp",
     "RenewLeaseOp",
+    "TurnRecorded",
 ]
 
 
@@ -45,15 +46,35 @@ class EnqueueOp(NamedTuple):
 
 
 class RecordTurnOp(NamedTuple):
-    """A finished turn's writes in one statement (result: the entry id, or None when
-    the turn was queued before): ``enqueue``, the turn's messages logged (``log``) and
-    the memories recalled for it reinforced (``touch``). Every part is ``user_id``'s.
+    """A finished turn's writes in one statement (result: :class:`TurnRecorded`):
+    ``enqueue``, the turn's messages logged (``log``) and the memories recalled for it
+    reinforced (``touch``). Every part is ``user_id``'s. With ``lease_seconds`` the
+    entry is leased as it is queued, for the process that queued it to extract without
+    claiming it.
     """
 
     user_id: str
     enqueue: EnqueueOp
     log: LogMessagesOp | None = None
     touch: TouchOp | None = None
+    lease_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecorded:
+    """What a :class:`RecordTurnOp` did.
+
+    Attributes:
+        entry_id: The queue entry, or None when the turn was queued before.
+        leased: The entry, leased (with ``lease_seconds``; None otherwise or when
+            queued before).
+        others: Whether the user had other entries ready to claim (unknown without a
+            lease: True).
+    """
+
+    entry_id: int | None
+    leased: QueueEntry | None = None
+    others: bool = True
 
 
 class ClaimOp(NamedTuple):
