@@ -14,21 +14,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langmem_layer import MemoryLayer
+from langmem_layer.errors import InvalidInputError
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.layer.agent_graph import build_agent_graph
 from langmem_layer.offline import OfflineChatModel
+from langmem_layer.store.ops import ApplyOnceOp, LockUserWritesOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests import audit
 from tests.fakes import Clock
 
 #: A turn through the agent graph: load_memory, assemble_context, the model,
 #: extract_after_turn, and the extraction that turn queues (inline here).
-TURN_STATEMENTS = 26
+TURN_STATEMENTS = 25
 #: The read ``load_memory`` makes.
 READ_STATEMENTS = 5
 
@@ -57,3 +60,16 @@ def test_a_turn_and_its_read_send_no_more_statements_than_today(
         reinforce=False))
     assert turn <= TURN_STATEMENTS, f"a turn sent {turn} statements:\n{turn_sql}"
     assert read <= READ_STATEMENTS, f"load_memory's read sent {read} statements:\n{read_sql}"
+
+
+def test_the_apply_takes_the_users_lock_in_its_first_check(store: PostgresMemoryStore,
+                                                           clock: Clock) -> None:
+    layer = MemoryLayer(store, extractor=RuleExtractor(), extraction="inline", clock=clock)
+    with audit.RECORDER.capture() as seen:
+        layer.ingest("alice", [HumanMessage("I live in Lisbon.")], thread_id="t1")
+    statements = [" ".join(t.split()) for t in seen.elements()]
+    locks = [s for s in statements if "pg_advisory_xact_lock" in s]
+    assert len(locks) == 1 and "INSERT INTO langmem_applied_ops" in locks[0], statements
+    now = clock()
+    with pytest.raises(InvalidInputError, match="write lock of another user"):
+        store.batch([ApplyOnceOp("alice", "op-1", (), now, LockUserWritesOp("bob"))])

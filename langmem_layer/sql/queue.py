@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from langmem_layer.sql import Sql
+from langmem_layer.sql import Sql, merge
 
 __all__ = [
     "claim",
@@ -207,13 +207,31 @@ def pending(user_id: str, thread_id: str | None = None) -> Sql:
     )
 
 
-def mark_applied(user_id: str, op_id: str, now: datetime) -> Sql:
-    """Record an operation; no row back means it was applied before."""
+def mark_applied(user_id: str, op_id: str, now: datetime, *, locks: Sql | None = None
+                 ) -> Sql:
+    """Record an operation; no row back means it was applied before.
+
+    With ``locks`` (a SELECT taking advisory locks, one row), the same statement takes
+    them first: the row it inserts is read from theirs. The conflict check does not
+    depend on the statement's snapshot (taken before the wait): under READ COMMITTED an
+    operation that a transaction holding the lock committed meanwhile is seen as
+    applied and skipped.
+    """
+    params = {"user_id": user_id, "op_id": op_id, "now": now}
+    if locks is not None:
+        lock_sql, lock_params = locks
+        return (
+            f"""WITH l AS MATERIALIZED ({lock_sql})
+            INSERT INTO langmem_applied_ops (user_id, op_id, applied_at)
+            SELECT %(user_id)s, %(op_id)s, %(now)s FROM l
+            ON CONFLICT DO NOTHING RETURNING op_id""",
+            merge(params, lock_params),
+        )
     return (
         """INSERT INTO langmem_applied_ops (user_id, op_id, applied_at)
         VALUES (%(user_id)s, %(op_id)s, %(now)s)
         ON CONFLICT DO NOTHING RETURNING op_id""",
-        {"user_id": user_id, "op_id": op_id, "now": now},
+        params,
     )
 
 

@@ -272,14 +272,16 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     # The queue entry is completed by the statement keeping the decisions.
     log = mops.LogIngestOp(user_id, [_decision_dict(d) for d in decisions], now, thread_id,
                            agent_id, complete=entry_id, now=now)
-    # One writer per user at a time: the lock is taken first in the transaction and its
-    # adds re-check, under it, what a concurrent worker committed (AddMemoryOp).
-    # The thread's lock too, in the same statement, for the links of its new memories.
+    # One writer per user at a time: the lock is taken first in the transaction (by the
+    # first operation's exactly-once check) and its adds re-check, under it, what a
+    # concurrent worker committed (AddMemoryOp). The thread's lock too, in the same
+    # statement, for the links of its new memories.
     links = thread_id if links_thread(env, thread_id) else None
-    lock = [mops.LockUserWritesOp(user_id, links)] if batch else []
-    outcomes = yield StoreCall([*lock, *batch, log, *fallback_ops(
+    if batch:
+        batch[0] = batch[0]._replace(lock=mops.LockUserWritesOp(user_id, links))
+    outcomes = yield StoreCall([*batch, log, *fallback_ops(
         user_id, profile, thread_id, agent_id, messages, now, extracted)])
-    for plan, outcome in zip(planned, outcomes[len(lock):], strict=False):
+    for plan, outcome in zip(planned, outcomes, strict=False):
         if outcome is None:
             result.replayed.append(plan.op_id)
             continue

@@ -56,7 +56,15 @@ class QueueHandlers(Registry):
 
     @handles(mops.ApplyOnceOp)
     def _apply_once(self, op: mops.ApplyOnceOp) -> Handler:
-        gate = Query(*qsql.mark_applied(op.user_id, op.op_id, op.now or self.now()))
+        locks = None
+        if op.lock is not None:
+            if op.lock.user_id != op.user_id:
+                raise InvalidInputError(
+                    f"ApplyOnceOp for user {op.user_id!r} holds the write lock of another "
+                    "user: give the lock the op's user_id.")
+            locks = msql.lock_user_writes(op.lock.user_id, op.lock.thread_id)
+        gate = Query(*qsql.mark_applied(op.user_id, op.op_id, op.now or self.now(),
+                                        locks=locks))
         return (yield from combine([self.handler_at(o, op.now) for o in op.ops], gate=gate))
 
     @handles(mops.EnqueueOp)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langmem_layer.store.ops.memory import TouchOp
+from langmem_layer.store.ops.memory import LockUserWritesOp, TouchOp
 from langmem_layer.store.ops.working import LogMessagesOp
 
 __all__ = [
@@ -135,13 +135,15 @@ class ApplyOnceOp(NamedTuple):
     """Run ``ops`` unless ``op_id`` was applied before (result: list of results or None).
 
     The check and the ops share the batch's transaction, so an operation is applied
-    exactly once however often its batch is replayed.
+    exactly once however often its batch is replayed. ``lock``: the user's write lock
+    (put it on the batch's first op), taken by the check's statement before it checks.
     """
 
     user_id: str
     op_id: str
     ops: tuple[Any, ...]
     now: datetime | None = None
+    lock: LockUserWritesOp | None = None
 
 
 class LogIngestOp(NamedTuple):
