@@ -85,8 +85,8 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
 #: run's benchmark time stays around 25-30 minutes on 2 cores (its docstring gives the
 #: full-scale run). A later entry's expected wall time is noted beside it.
 SUITE: tuple[Benchmark, ...] = (
-    Benchmark("serve_bench", ("--users", "1,8", "--duration", "10"),
-              "a served turn beside LangGraph's store alone, 1 and 8 concurrent users"),
+    Benchmark("serve_bench", ("--users", "1,8,50", "--duration", "10"),
+              "a served turn beside LangGraph's store alone, 1, 8 and 50 concurrent users"),
     Benchmark("recall_latency", ("--questions", "300", "--passes", "3"),
               "recall() and the block's read on LoCoMo, the query's embedding included"),
     Benchmark("read_path_bench", ("--total", "100000", "--big", "10000", "--queries", "100"),
