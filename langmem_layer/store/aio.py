@@ -373,7 +373,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     async def _run_coalesced(self, calls: list[_Call]) -> None:
         flat, indices = _arrange(calls)
         try:
-            results = await self._drive(self._batch_job(flat))
+            results = await self._drive(self._batch_job(flat, validated=True))
         except _CALLER_ERRORS as e:
             if len(calls) == 1:
                 _settle(calls[0], error=e)
@@ -381,7 +381,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             # Nothing was written (one transaction): find the caller at fault alone.
             for call in calls:
                 try:
-                    _settle(call, await self._drive(self._batch_job(call.ops)))
+                    _settle(call, await self._drive(self._batch_job(call.ops,
+                                                                    validated=True)))
                 except Exception as own:
                     _settle(call, error=own)
         except Exception as e:

@@ -176,7 +176,7 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         ops that span users (:data:`MAINTENANCE_OPS`, a claim or re-extraction without
         a user, a namespace listing across tenants).
         """
-        if isinstance(op, PutOp | GetOp | GetManyOp):
+        if isinstance(op, (PutOp, GetOp, GetManyOp)):
             return Binding(self.tenant(op.namespace))
         if isinstance(op, SearchOp):
             return Binding(self.tenant(op.namespace_prefix, prefix=True))
@@ -190,9 +190,10 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
             return MAINTENANCE
         return Binding(user, owner=isinstance(op, OWNER_OPS))
 
-    def plan(self, ops: Iterable[Op | Any]) -> Plan:
+    def plan(self, ops: Iterable[Op | Any], *, validated: bool = False) -> Plan:
         """Turn a batch of ops into a :class:`Plan`. Consecutive puts of one user share
-        one handler."""
+        one handler. ``validated``: the caller checked every op already (the async
+        store checks each call's ops as it arrives, so a bad one fails only its call)."""
         steps: list[Step] = []
         run: list[tuple[int, PutOp]] = []
         run_bind = MAINTENANCE
@@ -207,7 +208,8 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         size = 0
         for i, op in enumerate(ops):
             size += 1
-            self._validate(op)
+            if not validated:
+                self._validate(op)
             bind = self.binding(op)
             if isinstance(op, PutOp):
                 if run and bind != run_bind:  # each user's puts under their own binding

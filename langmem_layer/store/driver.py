@@ -126,7 +126,7 @@ class Execution:
     embeddings: Embeddings | None
     embedding_batch_size: int
     embedding_retry_delay: float
-    plan: Callable[[Iterable[Any]], Plan]
+    plan: Callable[..., Plan]
     rls_role: str | None
 
     def _bind_query(self, bind: Binding) -> Query:
@@ -140,9 +140,10 @@ class Execution:
             raise RuntimeError("embedding requested without an index")
         return self.embeddings
 
-    def _batch_job(self, ops: Iterable[Any]) -> Job:
+    def _batch_job(self, ops: Iterable[Any], *, validated: bool = False) -> Job:
+        """The job of a batch; ``validated``: the caller checked every op already."""
         ops = list(ops)  # re-planned from the ops if the transaction has to be retried
-        return (yield from self._execution(lambda: self.plan(ops)))
+        return (yield from self._execution(lambda: self.plan(ops, validated=validated)))
 
     def _op_job(self, op: Any) -> Job:
         """The result of one op run as a batch of its own."""
