@@ -99,6 +99,8 @@ class Worker:
         batch: Builds the flow that extracts one batch of ready entries (all users, or
             one user's), reporting what it holds to the worker's ``Leases``.
         on_results: Receives each batch's ingest results (the layer's ``ingest_log``).
+        leased: Builds the flow that extracts turns handed to the worker leased as they
+            were queued (:class:`WakeWorker`), given when the oldest was handed.
 
     Leases: a pass renews its turns' leases between turns (a heartbeat), so the lease
     (``extraction_lease_seconds``) can be short and a crashed worker's turns come back
@@ -119,7 +121,7 @@ class Worker:
                  batch: Callable[[str | None, Leases, Sequence[str]], Flow[ProcessResult]],
                  on_results: Callable[[Sequence[IngestResult]], Any],
                  leased: Callable[[Sequence[QueueEntry], datetime, Leases],
-                                  Flow[ProcessResult]] | None = None) -> None:
+                                  Flow[ProcessResult]]) -> None:
         self.runner = runner
         self.settings = settings
         self._batch = batch
@@ -203,7 +205,7 @@ class Worker:
                 break
         with self._lock:
             handed, self._handed = self._handed, []
-        if handed and self._ingest_leased is not None and not self._held.stopping():
+        if handed and not self._held.stopping():
             entries = [e for e, _ in handed]
             self._add(total, (yield from self._guarded(self._ingest_leased(
                 entries, min(at for _, at in handed), self._held))))

@@ -40,6 +40,8 @@ def merge(*parts: Mapping[str, Any] | None) -> Params:
 
 # An escaped percent sign first, so "%%(x)s" (literal text) is not taken for a placeholder.
 _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s")
+# A statement's own CTE list, which the writes of with_writes join.
+_WITH = re.compile(r"WITH(\s+RECURSIVE)?\s+", re.IGNORECASE)
 
 
 def renamed(statement: Sql, prefix: str) -> Sql:
@@ -71,5 +73,3 @@ def with_writes(main: Sql, *writes: Sql) -> Sql:
         ctes += ","
     return (f"{head} {ctes}\n        {rest}", merge(params, *(p for _, p in parts)))
 
-
-_WITH = re.compile(r"WITH(\s+RECURSIVE)?\s+", re.IGNORECASE)

@@ -30,6 +30,8 @@ __all__ = [
 
 _CLAIMABLE = """q.done_at IS NULL AND q.parked_at IS NULL AND q.next_attempt_at <= %(now)s
           AND (q.locked_until IS NULL OR q.locked_until <= %(now)s)"""
+#: A leased entry as the worker gets it (a QueueEntry), of the row ``u``.
+_ENTRY = "u.user_id, u.id, u.profile, u.thread_id, u.agent_id, u.messages, u.turn_at, u.attempts"
 
 
 def enqueue(
@@ -51,48 +53,26 @@ def enqueue(
     whether the user had other entries ready to claim when it was queued (the
     statement's snapshot does not hold the new row).
     """
+    params = {"user_id": user_id, "key": dedupe_key, "profile": profile,
+              "thread_id": thread_id, "agent_id": agent_id, "messages": messages_json,
+              "turn_at": turn_at, "now": now}
+    leased_cols = leased_values = ""
+    returning = "u.id"
     if lease_until is not None:
-        return (
-            f"""INSERT INTO langmem_extraction_queue AS u
-                (user_id, dedupe_key, profile, thread_id, agent_id, messages, turn_at,
-                 enqueued_at, next_attempt_at, locked_until, attempts)
-            VALUES (%(user_id)s, %(key)s, %(profile)s, %(thread_id)s, %(agent_id)s,
-                    %(messages)s::jsonb, %(turn_at)s, %(now)s, %(now)s, %(lease)s, 1)
-            ON CONFLICT (user_id, dedupe_key) DO NOTHING
-            RETURNING u.user_id, u.id, u.profile, u.thread_id, u.agent_id, u.messages,
-                      u.turn_at, u.attempts,
-                      EXISTS (SELECT 1 FROM langmem_extraction_queue q
-                              WHERE q.user_id = %(user_id)s AND {_CLAIMABLE}) AS others""",
-            {
-                "user_id": user_id,
-                "key": dedupe_key,
-                "profile": profile,
-                "thread_id": thread_id,
-                "agent_id": agent_id,
-                "messages": messages_json,
-                "turn_at": turn_at,
-                "now": now,
-                "lease": lease_until,
-            },
-        )
+        leased_cols, leased_values = ", locked_until, attempts", ", %(lease)s, 1"
+        returning = f"""{_ENTRY},
+                  EXISTS (SELECT 1 FROM langmem_extraction_queue q
+                          WHERE q.user_id = %(user_id)s AND {_CLAIMABLE}) AS others"""
+        params["lease"] = lease_until
     return (
-        """INSERT INTO langmem_extraction_queue
+        f"""INSERT INTO langmem_extraction_queue AS u
             (user_id, dedupe_key, profile, thread_id, agent_id, messages, turn_at,
-             enqueued_at, next_attempt_at)
+             enqueued_at, next_attempt_at{leased_cols})
         VALUES (%(user_id)s, %(key)s, %(profile)s, %(thread_id)s, %(agent_id)s,
-                %(messages)s::jsonb, %(turn_at)s, %(now)s, %(now)s)
+                %(messages)s::jsonb, %(turn_at)s, %(now)s, %(now)s{leased_values})
         ON CONFLICT (user_id, dedupe_key) DO NOTHING
-        RETURNING id""",
-        {
-            "user_id": user_id,
-            "key": dedupe_key,
-            "profile": profile,
-            "thread_id": thread_id,
-            "agent_id": agent_id,
-            "messages": messages_json,
-            "turn_at": turn_at,
-            "now": now,
-        },
+        RETURNING {returning}""",
+        params,
     )
 
 
@@ -123,8 +103,7 @@ def claim(user_id: str, *, now: datetime, lease_until: datetime, limit: int) -> 
         SET locked_until = %(lease)s, attempts = u.attempts + 1
         FROM picked
         WHERE u.user_id = %(user_id)s AND u.id = picked.id
-        RETURNING u.user_id, u.id, u.profile, u.thread_id, u.agent_id, u.messages,
-                  u.turn_at, u.attempts""",
+        RETURNING {_ENTRY}""",
         {"user_id": user_id, "now": now, "lease": lease_until, "limit": limit},
     )
 

@@ -11,13 +11,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from langmem_layer.errors import InvalidInputError
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import queue as qsql
 from langmem_layer.sql import with_writes
 from langmem_layer.sql import working as wsql
 from langmem_layer.store import ops as mops
-from langmem_layer.store.handlers.registry import Registry, handles
+from langmem_layer.store.handlers.registry import Registry, handles, own_parts
 from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 
 __all__ = ["QueueHandlers", "combine"]
@@ -58,10 +57,7 @@ class QueueHandlers(Registry):
     def _apply_once(self, op: mops.ApplyOnceOp) -> Handler:
         locks = None
         if op.lock is not None:
-            if op.lock.user_id != op.user_id:
-                raise InvalidInputError(
-                    f"ApplyOnceOp for user {op.user_id!r} holds the write lock of another "
-                    "user: give the lock the op's user_id.")
+            own_parts(op, [op.lock], "the write lock")
             locks = msql.lock_user_writes(op.lock.user_id, op.lock.thread_id)
         gate = Query(*qsql.mark_applied(op.user_id, op.op_id, op.now or self.now(),
                                         locks=locks))
@@ -84,11 +80,7 @@ class QueueHandlers(Registry):
 
     @handles(mops.RecordTurnOp)
     def _record_turn(self, op: mops.RecordTurnOp) -> Handler:
-        parts = [p for p in (op.enqueue, op.log, op.touch) if p is not None]
-        if any(p.user_id != op.user_id for p in parts):
-            raise InvalidInputError(
-                f"RecordTurnOp for user {op.user_id!r} holds a part of another user: "
-                "give every part the op's user_id.")
+        own_parts(op, (op.enqueue, op.log, op.touch))
         writes = []
         if op.log is not None and op.log.messages:
             log = op.log

@@ -7,12 +7,13 @@ so dispatching an op is one dictionary lookup.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, TypeVar
 
+from langmem_layer.errors import InvalidInputError
 from langmem_layer.store.plan import Handler
 
-__all__ = ["Registry", "handles"]
+__all__ = ["Registry", "handles", "own_parts"]
 
 _F = TypeVar("_F", bound=Callable[..., Handler])
 _MARK = "__langmem_handles__"
@@ -26,6 +27,19 @@ def handles(*op_types: type) -> Callable[[_F], _F]:
         return method
 
     return mark
+
+
+def own_parts(op: Any, parts: Iterable[Any], what: str = "a part") -> None:
+    """Refuse ``op`` when one of the ops it carries (``parts``, ``None`` skipped) acts
+    for another user than its own ``user_id``: its statements bind only that user.
+
+    Raises:
+        InvalidInputError: Naming the op and ``what`` it holds.
+    """
+    if any(p is not None and p.user_id != op.user_id for p in parts):
+        raise InvalidInputError(
+            f"{type(op).__name__} for user {op.user_id!r} holds {what} of another user: "
+            "give each part the op's user_id.")
 
 
 class Registry:

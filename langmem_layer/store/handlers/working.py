@@ -6,11 +6,10 @@ generators that yield requests and never do I/O themselves.
 
 from __future__ import annotations
 
-from langmem_layer.errors import InvalidInputError
 from langmem_layer.sql import with_writes
 from langmem_layer.sql import working as wsql
 from langmem_layer.store import ops as mops
-from langmem_layer.store.handlers.registry import Registry, handles
+from langmem_layer.store.handlers.registry import Registry, handles, own_parts
 from langmem_layer.store.plan import Binding, Handler, Query
 
 __all__ = ["WorkingHandlers"]
@@ -27,10 +26,7 @@ class WorkingHandlers(Registry):
     @handles(mops.TurnStartOp)
     def _turn_start(self, op: mops.TurnStartOp) -> Handler:
         stamp, recent = op.stamp, op.recent
-        if stamp.user_id != op.user_id or recent.user_id != op.user_id:
-            raise InvalidInputError(
-                f"TurnStartOp for user {op.user_id!r} holds a part of another user: "
-                "give every part the op's user_id.")
+        own_parts(op, (stamp, recent))
         write = wsql.touch_thread(stamp.user_id, stamp.thread_id, profile=stamp.profile,
                                   agent_id=stamp.agent_id, now=stamp.now)
         if recent.limit <= 0:
