@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
-from langmem_layer.layer.nodes import MemoryState, Wirable, memory_prompt, wire
+from langmem_layer.layer.nodes import MemoryState, Wirable, memory_prompt, node, wire
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -69,7 +68,7 @@ def build_agent_graph(layer: Wirable, *, model: BaseChatModel | None = None,
         return {"messages": [await chat.ainvoke(prompt(state))]}
 
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(MemoryState, context_schema=AgentConfig)
-    builder.add_node("agent", RunnableLambda(agent, afunc=aagent, name="agent"))
+    builder.add_node("agent", node(agent, aagent, name="agent"))
     builder.add_edge(START, "agent")
     builder.add_edge("agent", END)
     return wire(layer, builder, "agent")

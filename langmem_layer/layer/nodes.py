@@ -8,6 +8,7 @@ Each node is a ``RunnableLambda`` with a sync and an async body, so it works in
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Protocol, TypeVar, Unpack
@@ -38,6 +39,7 @@ __all__ = [
     "build_nodes",
     "memory_prompt",
     "memory_system_message",
+    "node",
     "run_identity",
     "wire",
 ]
@@ -329,10 +331,23 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
         return {}
 
     return (
-        RunnableLambda(load_memory, afunc=aload_memory, name=LOAD),
-        RunnableLambda(assemble_context, afunc=aassemble_context, name=ASSEMBLE),
-        RunnableLambda(extract_after_turn, afunc=aextract_after_turn, name=EXTRACT),
+        node(load_memory, aload_memory, name=LOAD),
+        node(assemble_context, aassemble_context, name=ASSEMBLE),
+        node(extract_after_turn, aextract_after_turn, name=EXTRACT),
     )
+
+
+def node(func: Callable[..., Any], afunc: Callable[..., Awaitable[Any]], *, name: str
+         ) -> RunnableLambda:
+    """A ``RunnableLambda`` node with a sync and an async body.
+
+    ``RunnableLambda`` asks for its function's signature on every call (does it take
+    ``config``, a run manager?); set once as ``__signature__``, the answer is a lookup
+    rather than an inspection of the function each turn.
+    """
+    for f in (func, afunc):
+        setattr(f, "__signature__", inspect.signature(f))  # noqa: B010 (a function's)
+    return RunnableLambda(func, afunc=afunc, name=name)
 
 
 def memory_system_message(state: MemoryState, base: str = "") -> SystemMessage:
