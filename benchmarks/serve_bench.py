@@ -41,6 +41,9 @@ from served_app import SCRIPT, database, layer_options, offline_agent
 _WHO = (("/langmem_layer/", "library"), ("/langgraph/store/", "langgraph store"),
         ("/langgraph/checkpoint/", "checkpointer"))
 _SKIP = ("/psycopg/", "/psycopg_pool/", "/serve_bench.py")
+# BEGIN and COMMIT, which the library's stores send in their pipelines, are not counted:
+# LangGraph's store sends them through psycopg's transaction(), which no count sees.
+_CONTROL = frozenset({"BEGIN", "COMMIT"})
 
 
 class Statements:
@@ -50,7 +53,9 @@ class Statements:
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()
 
-    def record(self) -> None:
+    def record(self, query: object) -> None:
+        if query in _CONTROL:
+            return
         frame = sys._getframe(2)
         while frame is not None and any(s in frame.f_code.co_filename for s in _SKIP):
             frame = frame.f_back  # type: ignore[assignment]
@@ -68,13 +73,13 @@ class Statements:
     def _wrap(self, cls: type, name: str, *, is_async: bool) -> None:
         original = getattr(cls, name)
 
-        def call(cur: Any, *a: Any, **k: Any) -> Any:
-            self.record()
-            return original(cur, *a, **k)
+        def call(cur: Any, query: Any, *a: Any, **k: Any) -> Any:
+            self.record(query)
+            return original(cur, query, *a, **k)
 
-        async def acall(cur: Any, *a: Any, **k: Any) -> Any:
-            self.record()
-            return await original(cur, *a, **k)
+        async def acall(cur: Any, query: Any, *a: Any, **k: Any) -> Any:
+            self.record(query)
+            return await original(cur, query, *a, **k)
 
         setattr(cls, name, acall if is_async else call)
 

@@ -295,6 +295,8 @@ class Recorder:
             text = query
         else:  # psycopg.sql.Composable
             text = query.as_string(cursor)
+        if text in _CONTROL:
+            return
         with self.lock:
             self.seen[text] += 1
             for sink in self.captures:
@@ -311,6 +313,12 @@ def per_user(texts: Iterable[str]) -> list[str]:
     """Those of ``texts`` that name a per-user table, DDL excluded."""
     return [t for t in texts if not _DDL.match(normalise(t)) and references(normalise(t))]
 
+
+#: Transaction control the stores send in their pipelines: no statement on anyone's
+#: rows, and psycopg's own (uncounted) when its ``transaction()`` sent it, so counts
+#: stay comparable.
+_CONTROL = frozenset({"BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT langmem_batch",
+                      "RELEASE SAVEPOINT langmem_batch", "ROLLBACK TO SAVEPOINT langmem_batch"})
 
 RECORDER = Recorder()
 _installed: list[tuple[type, str, Callable[..., Any]]] = []

@@ -159,7 +159,7 @@ def test_an_rls_store_acts_as_the_app_role_bound_to_each_statements_user(
     # A statement the audit's heuristic passes (an equality inside an OR, one of its
     # documented limits) yet that spans users: only RLS keeps it to the bound user.
     leak = Query("SELECT DISTINCT user_id, current_user AS who FROM langmem_items "
-                 "WHERE user_id = %s OR true ORDER BY user_id", ["nobody"])
+                 "WHERE user_id = %(user_id)s OR true ORDER BY user_id", {"user_id": "nobody"})
     with PostgresMemoryStore.from_conn_string(pg_uri, index=index, clock=clock,
                                               rls=True) as store:
         rows = store._io(Fetch(leak, Binding("alice")))

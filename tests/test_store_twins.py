@@ -1,8 +1,9 @@
 """The async store's transaction runner is the sync one's with ``await`` added.
 
-Both stores execute a plan's rounds with their own psycopg calls (the async ones
-awaited); the logic is one, so the two bodies must read the same once the async
-spelling is taken out. A change to one that is not made to the other fails here.
+Both stores send what :class:`~langmem_layer.store.driver.Rounds` lays out with their
+own psycopg calls (the async ones awaited); the logic is one, so the two bodies must
+read the same once the async spelling is taken out. A change to one that is not made
+to the other fails here.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from pathlib import Path
 import langmem_layer.store.aio as aio
 import langmem_layer.store.sync as sync
 
-_ASYNC = [("await ", ""), ("async with", "with"), ("__aenter__", "__enter__"),
+_ASYNC = [("await ", ""), ("async with", "with"), ("AsyncRawCursor", "RawCursor"),
+          ("__aenter__", "__enter__"),
           ("__aexit__", "__exit__")]
 
 
 def _transaction_cases(module: object) -> str:
-    """The ``case RunTransaction`` arms of the store's ``_io``, comments and blank
-    lines dropped, whitespace folded, the async spelling removed."""
+    """The database arms of the store's ``_io`` (``Fetch``, ``RunTransaction``),
+    comments and blank lines dropped, whitespace folded, the async spelling removed."""
     text = Path(module.__file__).read_text()  # type: ignore[attr-defined]
-    start = text.index("            case RunTransaction(plan)")
+    start = text.index("            case Fetch(query, bind):")
     end = text.index("            case EmbedDocuments(texts):")
     body = text[start:end]
     for a, b in _ASYNC:
@@ -32,5 +34,5 @@ def _transaction_cases(module: object) -> str:
 
 def test_the_async_transaction_runner_is_the_sync_one_awaited() -> None:
     mine, theirs = _transaction_cases(sync), _transaction_cases(aio)
-    assert "next_round" in mine
+    assert "rounds.next()" in mine and "pipeline()" in mine
     assert mine == theirs

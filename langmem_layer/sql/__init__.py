@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
-__all__ = ["Ddl", "Params", "Sql", "merge", "renamed", "with_writes"]
+__all__ = ["Ddl", "Params", "Sql", "merge", "numbered", "renamed", "with_writes"]
 
 #: A statement's parameters, by placeholder name.
 Params = dict[str, Any]
@@ -51,6 +52,46 @@ def renamed(statement: Sql, prefix: str) -> Sql:
     return (_PLACEHOLDER.sub(
                 lambda m: f"%({prefix}{m.group(1)})s" if m.group(1) else m.group(0), text),
             {prefix + name: value for name, value in params.items()})
+
+
+def numbered(query: Any, params: Mapping[str, Any] | None) -> tuple[Any, list[Any] | None]:
+    """A statement in PostgreSQL's own ``$n`` placeholders, for psycopg's raw cursors.
+
+    psycopg converts ``%(name)s`` to ``$n`` on every execute and keeps the conversion
+    only for statements under 4 KiB; recall's is longer, so it was parsed again each
+    turn. Here each distinct text is converted once (``%%`` becomes ``%``; a name used
+    twice is one ``$n``). A statement without parameters (DDL, a psycopg ``Composed``)
+    is sent as is, as psycopg sends it.
+
+    Raises:
+        ValueError: A ``%`` that is neither ``%%`` nor a named placeholder, or a
+            placeholder without a value (psycopg refuses both too).
+    """
+    if params is None:
+        return query, None
+    text, names = _numbered(query if isinstance(query, str) else query.as_string(None))
+    try:
+        return text, [params[name] for name in names]
+    except KeyError as e:
+        raise ValueError(f"no value for placeholder %({e.args[0]})s") from None
+
+
+@lru_cache(maxsize=1024)
+def _numbered(query: str) -> tuple[str, tuple[str, ...]]:
+    names: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(0) == "%%":
+            return "%"
+        if match.group(1) is None:
+            raise ValueError(f"a '%' that is neither '%%' nor %(name)s in {query[:80]!r}")
+        return f"${names.setdefault(match.group(1), len(names) + 1)}"
+
+    return _ANY_PERCENT.sub(number, query), tuple(names)
+
+
+# Every percent sign: escaped, a named placeholder, or (an error) anything else.
+_ANY_PERCENT = re.compile(r"%%|%\((\w+)\)s|%")
 
 
 def with_writes(main: Sql, *writes: Sql) -> Sql:

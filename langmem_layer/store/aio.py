@@ -25,10 +25,12 @@ from typing import Any
 
 import psycopg
 from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError, SyncCallOnEventLoopError
+from langmem_layer.sql import numbered
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
 from langmem_layer.store.driver import (
     IO,
@@ -36,6 +38,7 @@ from langmem_layer.store.driver import (
     EmbedQuery,
     Fetch,
     Job,
+    Rounds,
     RunTransaction,
     Sleep,
     Stepper,
@@ -43,7 +46,6 @@ from langmem_layer.store.driver import (
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import GetManyOp, PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
-from langmem_layer.store.plan import Binding
 
 __all__ = ["AsyncPostgresMemoryStore"]
 
@@ -239,67 +241,64 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         logger.info("reconnected to PostgreSQL after the connection broke")
         return conn
 
+    async def _abandon(self, conn: Any, rounds: Rounds) -> None:
+        # An error left the batch's transaction open (aborted) on the server: end it,
+        # or, inside the caller's transaction, go back to the batch's savepoint. A broken
+        # connection cannot be rolled back and is the pool's (or the next call's
+        # reconnect) to replace.
+        try:
+            if rounds.nested:
+                for q in rounds.recovery():
+                    await conn.execute(q.sql)
+            else:
+                await conn.rollback()
+        except psycopg.Error:
+            logger.debug("rollback after a failed transaction failed", exc_info=True)
+
     async def _io(self, io: IO) -> Any:
         """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""
         match io:
             case Fetch(query, bind):
-                async with (
-                    self._connection() as conn,
-                    conn.pipeline(),
-                    conn.transaction(),
-                    conn.cursor(row_factory=dict_row) as cur,
-                ):
-                    await conn.execute(*self._bind_query(bind)[:2])
-                    await cur.execute(query.sql, query.params)
-                    return await cur.fetchall()
-            case RunTransaction(plan) if plan.pipelined:
-                # Each round in one round trip: BEGIN (with the first), the binding
-                # (when it changes) and the round's statements; a round's block ends with
-                # a sync. psycopg keeps a transaction begun in pipeline mode in it until
-                # the transaction ends, so every round is pipelined. The transaction is
-                # entered inside the first round's block, by hand: entered before it, its
-                # BEGIN would cost a round trip of its own.
+                # One round trip, as one implicit transaction (see Rounds).
                 async with self._connection() as conn:
-                    transaction = conn.transaction()
-                    begun = False
-                    bound: Binding | None = None
+                    cursors = [psycopg.AsyncRawCursor(conn, row_factory=dict_row) for _ in range(2)]
+                    async with conn.pipeline():
+                        await cursors[0].execute(*numbered(*self._bind_query(bind)[:2]))
+                        await cursors[1].execute(*numbered(query.sql, query.params))
+                    return await cursors[1].fetchall()
+            case RunTransaction(plan) if plan.pipelined:
+                # Each round in one round trip: the statements Rounds lays out, BEGIN,
+                # bindings and COMMIT included, sent in one pipeline block (one sync).
+                async with self._connection() as conn:
+                    rounds = Rounds(plan, self._bind_query, nested=(
+                        conn.info.transaction_status != TransactionStatus.IDLE))
                     try:
-                        while queries := plan.next_round():
-                            bind = plan.binding()
-                            cursors = [conn.cursor(row_factory=dict_row) for _ in queries]
+                        while statements := rounds.next():
+                            cursors = [psycopg.AsyncRawCursor(conn, row_factory=dict_row)
+                                       for _ in statements]
                             async with conn.pipeline():
-                                if not begun:
-                                    await transaction.__aenter__()
-                                    begun = True
-                                if bind != bound:
-                                    await conn.execute(*self._bind_query(bind)[:2])
-                                    bound = bind
-                                for cur, q in zip(cursors, queries, strict=True):
-                                    await cur.execute(q.sql, q.params)
-                            plan.deliver_round(
-                                [await cur.fetchall() if cur.description else []
-                                 for cur in cursors])
-                    except BaseException as e:
-                        if begun:
-                            await transaction.__aexit__(type(e), e, e.__traceback__)
+                                for cur, q in zip(cursors, statements, strict=True):
+                                    await cur.execute(*numbered(q.sql, q.params))
+                            rounds.deliver([await cur.fetchall() if cur.description else []
+                                            for cur in cursors])
+                    except BaseException:
+                        await self._abandon(conn, rounds)
                         raise
-                    if begun:
-                        await transaction.__aexit__(None, None, None)
                 return None
             case RunTransaction(plan):
                 # DDL may hold several commands: the simple protocol, a statement at a time.
                 async with (
                     self._connection() as conn,
                     conn.transaction(),
-                    conn.cursor(row_factory=dict_row) as cur,
+                    conn.cursor(row_factory=dict_row) as ddl,
                 ):
                     bound = None
                     while (statement := plan.next_query()) is not None:
                         if (bind := plan.binding()) != bound:
                             await conn.execute(*self._bind_query(bind)[:2])
                             bound = bind
-                        await cur.execute(statement.sql, statement.params)
-                        plan.deliver_rows(await cur.fetchall() if cur.description else [])
+                        await ddl.execute(statement.sql, statement.params)
+                        plan.deliver_rows(await ddl.fetchall() if ddl.description else [])
                 return None
             case EmbedDocuments(texts):
                 return await self._model().aembed_documents(texts)

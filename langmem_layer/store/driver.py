@@ -34,12 +34,18 @@ from langmem_layer.store.embedding.work import Retry
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Query
 
 __all__ = [
+    "BEGIN",
+    "COMMIT",
     "IO",
+    "RELEASE",
+    "ROLLBACK_TO",
+    "SAVEPOINT",
     "EmbedDocuments",
     "EmbedQuery",
     "Execution",
     "Fetch",
     "Job",
+    "Rounds",
     "RunTransaction",
     "Sleep",
     "Stepper",
@@ -117,6 +123,87 @@ class Stepper:
             self.io = self._job.throw(error)
         except StopIteration as done:
             self.io, self.result = None, done.value
+
+
+#: Transaction control the stores send as statements of a round.
+BEGIN = Query("BEGIN", None)
+COMMIT = Query("COMMIT", None)
+#: The same inside a transaction the caller holds open (a pinned store's).
+SAVEPOINT = Query("SAVEPOINT langmem_batch", None)
+RELEASE = Query("RELEASE SAVEPOINT langmem_batch", None)
+ROLLBACK_TO = Query("ROLLBACK TO SAVEPOINT langmem_batch", None)
+
+
+class Rounds:
+    """What a pipelined transaction sends, round by round, free of I/O.
+
+    Both stores send each list :meth:`next` returns in one pipeline (one sync, one
+    round trip) and give every statement's rows, in order, to :meth:`deliver`. A round
+    is the plan's next round (:meth:`Plan.next_round`) with a binding statement before
+    each statement whose user differs from the one before it, ``BEGIN`` with the first
+    round, and ``COMMIT`` with the round the plan says is its last
+    (:attr:`Plan.final`), else in a round of its own. A plan done in one round needs
+    neither: the statements before a sync run as one implicit transaction, committed
+    by the sync and rolled back, whole, by an error.
+
+    ``nested``: the connection is in a transaction of the caller's (a pinned store's
+    work for one user), which the batch must neither commit nor end: it runs under a
+    savepoint instead, released with its last round, and an error rolls back to it
+    (:meth:`recovery`), so the caller's transaction goes on, as psycopg's nested
+    ``transaction()`` does. Otherwise the store rolls back after an error whatever the
+    server still holds open (psycopg's ``rollback`` does nothing when nothing is).
+    """
+
+    def __init__(self, plan: Plan, bind_query: Callable[[Binding], Query], *,
+                 nested: bool = False) -> None:
+        self._plan = plan
+        self._bind_query = bind_query
+        self.nested = nested
+        self._open, self._close = (SAVEPOINT, RELEASE) if nested else (BEGIN, COMMIT)
+        self._bound: Binding | None = None
+        self._begun = False
+        self._done = False
+        self._picks: list[int] = []
+
+    def next(self) -> list[Query]:
+        """The statements of the next round trip, or ``[]`` when the transaction is over."""
+        if self._done:
+            return []
+        queries = self._plan.next_round()
+        if not queries:
+            self._done = True
+            return [self._close] if self._begun else []
+        final = self._plan.final
+        out: list[Query] = []
+        if not self._begun and (self.nested or not final):
+            out.append(self._open)
+            self._begun = True
+        self._picks = []
+        for query in queries:
+            bind = query.bind or MAINTENANCE
+            if bind != self._bound:
+                out.append(self._bind_query(bind))
+                self._bound = bind
+            self._picks.append(len(out))
+            out.append(query)
+        if final:
+            self._done = True
+            if self._begun:
+                out.append(self._close)
+        return out
+
+    def recovery(self) -> list[Query]:
+        """After an error, nested: what takes the caller's transaction back to before
+        the batch (nothing if the savepoint was never sent)."""
+        return [ROLLBACK_TO, RELEASE] if self.nested and self._begun else []
+
+    def deliver(self, rows: list[list[dict[str, Any]]]) -> None:
+        """Reply to :meth:`next`: the rows of each statement it returned, in order."""
+        if self._picks:
+            picks, self._picks = self._picks, []
+            self._plan.deliver_round([rows[i] for i in picks])
+        if self._done and self._plan.next_query() is not None:
+            raise RuntimeError("a plan sent statements after its last round")
 
 
 class Execution:

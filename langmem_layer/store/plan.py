@@ -16,12 +16,12 @@ job of :mod:`langmem_layer.store.driver` (one for both stores) asks for, in this
    round stores the new cache entries.
 
 A round is the statements the store sends together, in one round trip: the next
-statement, and after it the pending statements of the steps that follow when they are
-all *free* (their ops neither depend on nor affect the other ops of the batch, e.g.
-the reads of a turn) and bound alike. A round holds at most one statement of each op
-type: a step's statements may set transaction settings its own later statement relies
-on (recall's HNSW depth), which a second step of its type would overwrite. A plan that
-is not :attr:`~Plan.pipelined` runs a statement a round.
+statement, and after it the pending statements of the steps that follow, as long as
+no op can see another's statements out of the batch's order (:meth:`Plan.next_round`).
+A round whose statements are all their handlers' last (:attr:`Query.last`) ends the
+batch (:attr:`Plan.final`), so the store sends the COMMIT with it, or, when it is also
+the first, no BEGIN or COMMIT at all. A plan that is not :attr:`~Plan.pipelined` runs a
+statement a round.
 
 A plan is stepped once: its handlers consume the rows they are given. A transaction
 that has to be run again is run from a new plan of the same ops.
@@ -76,11 +76,19 @@ class Query(NamedTuple):
 
     ``bind`` overrides the binding of the op that yields it (``None``: the op's own),
     e.g. a maintenance op's per-user statements after its user list.
+
+    ``last``: the handler's promise that it returns once it has these rows, so a round
+    made only of last statements ends the transaction and its COMMIT goes out with it
+    (a handler that yields again after one fails loudly). ``sets``: the statement sets
+    transaction settings the handler's next statement relies on (an HNSW walk's
+    depth), so no other op's statement may run between the two.
     """
 
     sql: str
     params: Any
     bind: Binding | None = None
+    last: bool = False
+    sets: bool = False
 
 
 Handler = Generator[Embed | Query, Any, Any]
@@ -90,8 +98,9 @@ Handler = Generator[Embed | Query, Any, Any]
 class Step:
     """One handler of a plan: the ops it answers (``indices``) and its state.
 
-    ``free``: the op's statements may share a round with the other free steps' (see
-    the module docstring); ``kind``: its op type, at most one of which a round holds.
+    ``free``: the op neither depends on nor affects the batch's other free ops, so its
+    statements may share rounds more freely (:meth:`Plan.next_round`); ``kind``: its op
+    type, named in errors.
     """
 
     indices: list[int]
@@ -135,10 +144,20 @@ class Plan:
             self._work.add(request.documents, request.queries, request.owners)
 
     def _advance(self, step: Step, reply: Any) -> None:
+        sent = step.request
         try:
             step.request = step.gen.send(reply)
         except StopIteration as stop:
             step.request, step.result, step.done = None, stop.value, True
+            return
+        if isinstance(sent, Query):
+            name = getattr(step.kind, "__name__", step.kind)
+            if sent.last:  # its COMMIT may have gone out with it: nothing can follow
+                raise RuntimeError(f"the handler of {name} sent a statement after the one "
+                                   f"it marked last: {sent.sql[:80]!r}")
+            if isinstance(step.request, Query) and step.request.sets:
+                raise RuntimeError(f"the handler of {name} sets transaction settings after "
+                                   "its first statement; only a first statement may")
 
     def _embed_requests(self) -> list[Embed]:
         return [s.request for s in self.steps if isinstance(s.request, Embed)]
@@ -228,28 +247,66 @@ class Plan:
         return not any(step.bind.owner for step in self.steps)
 
     def next_round(self) -> list[Query]:
-        """The statements to send together next (all under :meth:`binding`), or ``[]``
-        when the batch is done; their rows go to :meth:`deliver_round`, in order."""
+        """The statements to send together next, or ``[]`` when the batch is done; each
+        carries the binding it runs under, and their rows go to :meth:`deliver_round`,
+        in order.
+
+        A round is the next statement and the pending statements of the steps after it
+        while each may join without changing what any op sees: a free step (its op
+        neither depends on nor affects the other free ones, e.g. the reads of a turn)
+        unless a step of the round that is not free has statements still to come; a
+        step that is not free only when every step before it in the round is at its last
+        statement. A round holds one statement that sets settings (:class:`Query`), and
+        only a handler's first statement may: the steps before a setter's next
+        statement in the following round are then all past their first, so nothing
+        overwrites its settings before that statement runs. Bindings may differ: the
+        store binds each statement's user.
+        """
         first = self.next_query()
         if first is None:
             return []
         self._round = [self._cursor]
+        if self._cache_write is not None:
+            return [first._replace(bind=self.cache_binding())]
         head = self.steps[self._cursor]
-        if self._cache_write is not None or not self.pipelined or not head.free:
-            return [first]
-        bind, kinds, queries = self.binding(), {head.kind}, [first]
+        queries = [first._replace(bind=self.binding())]
+        if not self.pipelined:
+            return queries
+        pending = not first.last  # a step of the round has statements still to come
+        barrier = pending and not head.free
+        settings = first.sets
         for n in range(self._cursor + 1, len(self.steps)):
             step = self.steps[n]
             if step.done:
                 continue
             request = step.request
-            if (not step.free or not isinstance(request, Query) or step.kind in kinds
-                    or (request.bind or step.bind) != bind):
+            if not isinstance(request, Query) or barrier or (pending and not step.free):
                 break
-            kinds.add(step.kind)
-            queries.append(request)
+            if request.sets:
+                if settings:
+                    break
+                settings = True
+            pending = pending or not request.last
+            barrier = pending and not step.free
+            queries.append(request._replace(bind=request.bind or step.bind))
             self._round.append(n)
         return queries
+
+    def at_last_step(self) -> bool:
+        """Whether every step after the one :meth:`next_query` is at is done."""
+        return all(step.done for step in self.steps[self._cursor + 1:])
+
+    @property
+    def final(self) -> bool:
+        """Whether the round :meth:`next_round` last returned ends the batch: every step
+        not done is in it, at a statement its handler marked last."""
+        if self._cache_write is not None:
+            return False
+        in_round = set(self._round)
+        return all(
+            step.done or (n in in_round and isinstance(step.request, Query)
+                          and step.request.last)
+            for n, step in enumerate(self.steps) if n >= self._cursor)
 
     def deliver_round(self, rows: Sequence[list[dict[str, Any]]]) -> None:
         """Reply to :meth:`next_round`: each statement's rows, in the round's order."""

@@ -16,10 +16,12 @@ from typing import Any
 
 import psycopg
 from langgraph.store.base import BaseStore, Op, Result
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
+from langmem_layer.sql import numbered
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
 from langmem_layer.store.driver import (
     IO,
@@ -27,6 +29,7 @@ from langmem_layer.store.driver import (
     EmbedQuery,
     Fetch,
     Job,
+    Rounds,
     RunTransaction,
     Sleep,
     Stepper,
@@ -34,7 +37,6 @@ from langmem_layer.store.driver import (
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
-from langmem_layer.store.plan import Binding
 
 __all__ = ["PostgresMemoryStore"]
 
@@ -190,66 +192,64 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         logger.info("reconnected to PostgreSQL after the connection broke")
         return conn
 
+    def _abandon(self, conn: Any, rounds: Rounds) -> None:
+        # An error left the batch's transaction open (aborted) on the server: end it,
+        # or, inside the caller's transaction, go back to the batch's savepoint. A broken
+        # connection cannot be rolled back and is the pool's (or the next call's
+        # reconnect) to replace.
+        try:
+            if rounds.nested:
+                for q in rounds.recovery():
+                    conn.execute(q.sql)
+            else:
+                conn.rollback()
+        except psycopg.Error:
+            logger.debug("rollback after a failed transaction failed", exc_info=True)
+
     def _io(self, io: IO) -> Any:
         """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""
         match io:
             case Fetch(query, bind):
-                with (
-                    self._connection() as conn,
-                    conn.pipeline(),
-                    conn.transaction(),
-                    conn.cursor(row_factory=dict_row) as cur,
-                ):
-                    conn.execute(*self._bind_query(bind)[:2])
-                    cur.execute(query.sql, query.params)
-                    return cur.fetchall()
-            case RunTransaction(plan) if plan.pipelined:
-                # Each round in one round trip: BEGIN (with the first), the binding
-                # (when it changes) and the round's statements; a round's block ends with
-                # a sync. psycopg keeps a transaction begun in pipeline mode in it until
-                # the transaction ends, so every round is pipelined. The transaction is
-                # entered inside the first round's block, by hand: entered before it, its
-                # BEGIN would cost a round trip of its own.
+                # One round trip, as one implicit transaction (see Rounds).
                 with self._connection() as conn:
-                    transaction = conn.transaction()
-                    begun = False
-                    bound: Binding | None = None
+                    cursors = [psycopg.RawCursor(conn, row_factory=dict_row) for _ in range(2)]
+                    with conn.pipeline():
+                        cursors[0].execute(*numbered(*self._bind_query(bind)[:2]))
+                        cursors[1].execute(*numbered(query.sql, query.params))
+                    return cursors[1].fetchall()
+            case RunTransaction(plan) if plan.pipelined:
+                # Each round in one round trip: the statements Rounds lays out, BEGIN,
+                # bindings and COMMIT included, sent in one pipeline block (one sync).
+                with self._connection() as conn:
+                    rounds = Rounds(plan, self._bind_query, nested=(
+                        conn.info.transaction_status != TransactionStatus.IDLE))
                     try:
-                        while queries := plan.next_round():
-                            bind = plan.binding()
-                            cursors = [conn.cursor(row_factory=dict_row) for _ in queries]
+                        while statements := rounds.next():
+                            cursors = [psycopg.RawCursor(conn, row_factory=dict_row)
+                                       for _ in statements]
                             with conn.pipeline():
-                                if not begun:
-                                    transaction.__enter__()
-                                    begun = True
-                                if bind != bound:
-                                    conn.execute(*self._bind_query(bind)[:2])
-                                    bound = bind
-                                for cur, q in zip(cursors, queries, strict=True):
-                                    cur.execute(q.sql, q.params)
-                            plan.deliver_round(
-                                [cur.fetchall() if cur.description else [] for cur in cursors])
-                    except BaseException as e:
-                        if begun:
-                            transaction.__exit__(type(e), e, e.__traceback__)
+                                for cur, q in zip(cursors, statements, strict=True):
+                                    cur.execute(*numbered(q.sql, q.params))
+                            rounds.deliver([cur.fetchall() if cur.description else []
+                                            for cur in cursors])
+                    except BaseException:
+                        self._abandon(conn, rounds)
                         raise
-                    if begun:
-                        transaction.__exit__(None, None, None)
                 return None
             case RunTransaction(plan):
                 # DDL may hold several commands: the simple protocol, a statement at a time.
                 with (
                     self._connection() as conn,
                     conn.transaction(),
-                    conn.cursor(row_factory=dict_row) as cur,
+                    conn.cursor(row_factory=dict_row) as ddl,
                 ):
                     bound = None
                     while (statement := plan.next_query()) is not None:
                         if (bind := plan.binding()) != bound:
                             conn.execute(*self._bind_query(bind)[:2])
                             bound = bind
-                        cur.execute(statement.sql, statement.params)
-                        plan.deliver_rows(cur.fetchall() if cur.description else [])
+                        ddl.execute(statement.sql, statement.params)
+                        plan.deliver_rows(ddl.fetchall() if ddl.description else [])
                 return None
             case EmbedDocuments(texts):
                 return self._model().embed_documents(texts)

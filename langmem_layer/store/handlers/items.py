@@ -184,7 +184,7 @@ class ItemHandlers(Registry, Tenancy):
         for op in ops:
             last[(op.namespace, op.key)] = op
         writes = [Write(op.namespace, op.key, op.value, op.index, op.ttl) for op in last.values()]
-        yield from self._write(writes, now or self.now())
+        yield from self._write(writes, now or self.now(), last=True)
         return [None] * len(ops)
 
     def handler_at(self, op: Any, now: datetime | None) -> Handler:
@@ -198,8 +198,11 @@ class ItemHandlers(Registry, Tenancy):
             return self._put([op], now)
         return self._handler(op)
 
-    def _write(self, writes: list[Write], now: datetime) -> Handler:
-        """Upsert or delete items and replace their vectors: embeddings first, then SQL."""
+    def _write(self, writes: list[Write], now: datetime, *, last: bool = False) -> Handler:
+        """Upsert or delete items and replace their vectors: embeddings first, then SQL.
+
+        ``last``: the caller returns after it, so its final statement is marked last.
+        """
         deletes: dict[tuple[str, str], list[str]] = {}
         rows: list[dict[str, Any]] = []
         to_embed: list[tuple[str, str, str, str, str]] = []
@@ -231,19 +234,22 @@ class ItemHandlers(Registry, Tenancy):
         if to_embed:
             # Owners key the embedding cache per user (a shared one would leak texts).
             vectors, _ = yield Embed([t[4] for t in to_embed], [], [t[0] for t in to_embed])
+        statements: list[Query] = []
         for (user, prefix), keys in deletes.items():
-            yield Query(*isql.delete_items(user, prefix, keys))
+            statements.append(Query(*isql.delete_items(user, prefix, keys)))
             if user:  # a deleted memory takes its links with it
-                yield Query(*msql.delete_links_of(user, keys))
+                statements.append(Query(*msql.delete_links_of(user, keys)))
         if rows:
-            yield Query(*isql.upsert_items(rows, now))
+            statements.append(Query(*isql.upsert_items(rows, now)))
         if to_embed and self.model_id and self.dims:
             vector_rows = [(u, p, k, f, v)
                            for (u, p, k, f, _), v in zip(to_embed, vectors, strict=True)]
-            yield Query(*isql.replace_embeddings(reindexed, vector_rows, model_id=self.model_id,
-                                                 dims=self.dims, now=now))
+            statements.append(Query(*isql.replace_embeddings(
+                reindexed, vector_rows, model_id=self.model_id, dims=self.dims, now=now)))
         elif reindexed and self.model_id:
-            yield Query(*isql.delete_embeddings(reindexed, self.model_id))
+            statements.append(Query(*isql.delete_embeddings(reindexed, self.model_id)))
+        for n, statement in enumerate(statements, start=1):
+            yield statement._replace(last=last and n == len(statements))
 
     # -- reads ------------------------------------------------------------------------
 
@@ -257,9 +263,11 @@ class ItemHandlers(Registry, Tenancy):
         now = self.now()
         user, prefix = self.tenant(op.namespace), ns_text(op.namespace)
         rows = yield Query(*isql.get_items(user, prefix, list(op.keys), now,
-                                           omit_expired=self.omit_expired))
+                                           omit_expired=self.omit_expired),
+                           last=not op.refresh_ttl)
         if rows and op.refresh_ttl:
-            yield Query(*isql.refresh_ttl(user, [(prefix, r["key"]) for r in rows], now))
+            yield Query(*isql.refresh_ttl(user, [(prefix, r["key"]) for r in rows], now),
+                        last=True)
         return {r["key"]: row_to_item(r) for r in rows}
 
     @handles(SearchOp)
@@ -288,11 +296,12 @@ class ItemHandlers(Registry, Tenancy):
                 distance=distance,
                 omit_expired=self.omit_expired,
                 vector_type=self.vector_type,
-            )
+            ),
+            last=not op.refresh_ttl,
         )
         expiring = [(r["prefix"], r["key"]) for r in rows if r["ttl_minutes"] is not None]
         if expiring and op.refresh_ttl:
-            yield Query(*isql.refresh_ttl(user, expiring, now))
+            yield Query(*isql.refresh_ttl(user, expiring, now), last=True)
         return [
             SearchItem(
                 namespace=ns_tuple(r["prefix"]),
@@ -317,7 +326,7 @@ class ItemHandlers(Registry, Tenancy):
             op.user_id, ns_text(op.namespace_prefix), filter_sql=compile_filter(
                 op.filter, column=isql.VALUE), query_text=op.query, query_vector=qvec,
             model_id=self.model_id, floor=op.floor, episodic_floor=op.episodic_floor,
-            limit=op.limit, offset=op.offset, now=self.now()))
+            limit=op.limit, offset=op.offset, now=self.now()), last=True)
         return [SearchItem(namespace=ns_tuple(r["prefix"]), key=r["key"], value=r["value"],
                            created_at=r["created_at"], updated_at=r["updated_at"],
                            score=r["score"]) for r in rows]
@@ -325,7 +334,7 @@ class ItemHandlers(Registry, Tenancy):
     def _ann_dims(self, user: str, *, ef_search: int = vsql.ANN_EF_SEARCH) -> Handler:
         """Dims of the user's own HNSW index; None means search exactly."""
         rows = yield Query(*vsql.prepare_search(user, self.model_id or "", ef_search=ef_search,
-                                                vector_type=self.vector_type))
+                                                vector_type=self.vector_type), sets=True)
         return rows[0]["dims"]
 
     @handles(ListNamespacesOp)
@@ -334,7 +343,7 @@ class ItemHandlers(Registry, Tenancy):
         literal = _literal_prefix(op)
         user = listing_user(op, self.tenant_roots)
         rows = yield Query(*isql.list_prefixes(user, ns_text(literal), self.now(),
-                                               omit_expired=self.omit_expired))
+                                               omit_expired=self.omit_expired), last=True)
         found: set[tuple[str, ...]] = set()
         for r in rows:
             ns = ns_tuple(r["prefix"])

@@ -67,7 +67,8 @@ class MemoryHandlers(ItemHandlers):
                 standing_limit=op.standing,
                 max_terms=op.max_terms,
                 vector_type=self.vector_type,
-            )
+            ),
+            last=True,
         )
         names = {s.column: s.name for s in rsql.RECALL_SOURCES}
         return [
@@ -91,13 +92,14 @@ class MemoryHandlers(ItemHandlers):
     @handles(mops.TouchOp)
     def _touch(self, op: mops.TouchOp) -> Handler:
         if op.keys:
-            yield Query(*msql.touch(op.user_id, op.keys, op.now or self.now()))
+            yield Query(*msql.touch(op.user_id, op.keys, op.now or self.now()), last=True)
 
     @handles(mops.ReinforceOp)
     def _reinforce(self, op: mops.ReinforceOp) -> Handler:
         if not op.keys:
             return []
-        rows = yield Query(*msql.reinforce(op.user_id, op.keys, op.now, op.confidence_step))
+        rows = yield Query(*msql.reinforce(op.user_id, op.keys, op.now, op.confidence_step),
+                           last=True)
         return [r["key"] for r in rows]
 
     @handles(mops.LockUserWritesOp)
@@ -156,7 +158,7 @@ class MemoryHandlers(ItemHandlers):
                 f"Namespace {s.namespace!r} does not belong to user {op.user_id!r}.")
         rows = yield Query(*ssql.with_trust(
             op.user_id, ns_text(s.namespace), start=s.start, end=s.end,
-            now=s.now or self.now(), limit=s.limit))
+            now=s.now or self.now(), limit=s.limit), last=True)
         return mops.TurnReads(learned_trust(rows[0]["trust"] if rows else []),
                               [row_to_item(r) for r in rows if r["key"] is not None])
 

@@ -43,7 +43,8 @@ def combine(handlers: list[Handler], *, gate: Query | None = None,
                 step.gen.close()
             return None
     while (query := plan.next_query()) is not None:
-        plan.deliver_rows((yield query))
+        # An inner handler's last statement is this one's only if no other follows it.
+        plan.deliver_rows((yield query._replace(last=query.last and plan.at_last_step())))
     return plan.results()
 
 
@@ -65,7 +66,7 @@ class QueueHandlers(Registry):
 
     @handles(mops.EnqueueOp)
     def _enqueue(self, op: mops.EnqueueOp) -> Handler:
-        rows = yield Query(*self._enqueue_sql(op))
+        rows = yield Query(*self._enqueue_sql(op), last=True)
         return rows[0]["id"] if rows else None
 
     def _enqueue_sql(self, op: mops.EnqueueOp, lease_seconds: float | None = None
@@ -92,7 +93,7 @@ class QueueHandlers(Registry):
         # The queue, the message log and the memories: three tables, so no part reads
         # what another writes, and one statement does all three.
         rows = yield Query(*with_writes(self._enqueue_sql(op.enqueue, op.lease_seconds),
-                                        *writes))
+                                        *writes), last=True)
         if not rows:
             return mops.TurnRecorded(None)
         if op.lease_seconds is None:
@@ -128,7 +129,7 @@ class QueueHandlers(Registry):
 
     @handles(mops.CompleteEntryOp)
     def _complete(self, op: mops.CompleteEntryOp) -> Handler:
-        yield Query(*qsql.complete(op.user_id, op.entry_id, op.now or self.now()))
+        yield Query(*qsql.complete(op.user_id, op.entry_id, op.now or self.now()), last=True)
 
     @handles(mops.FailEntryOp)
     def _fail(self, op: mops.FailEntryOp) -> Handler:
@@ -154,12 +155,12 @@ class QueueHandlers(Registry):
             yield Query(*qsql.complete_and_log(
                 op.user_id, op.complete, op.now or self.now(), at=op.at,
                 thread_id=op.thread_id, agent_id=op.agent_id,
-                decisions_json=json.dumps(op.decisions)))
+                decisions_json=json.dumps(op.decisions)), last=True)
             return
         yield Query(*qsql.write_ingest_log(
             op.user_id, at=op.at, thread_id=op.thread_id, agent_id=op.agent_id,
             decisions_json=json.dumps(op.decisions),
-        ))
+        ), last=True)
 
     @handles(mops.IngestLogOp)
     def _ingest_log(self, op: mops.IngestLogOp) -> Handler:

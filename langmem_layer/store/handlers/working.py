@@ -21,7 +21,7 @@ class WorkingHandlers(Registry):
     @handles(mops.TouchThreadOp)
     def _touch_thread(self, op: mops.TouchThreadOp) -> Handler:
         yield Query(*wsql.touch_thread(op.user_id, op.thread_id, profile=op.profile,
-                                       agent_id=op.agent_id, now=op.now))
+                                       agent_id=op.agent_id, now=op.now), last=True)
 
     @handles(mops.TurnStartOp)
     def _turn_start(self, op: mops.TurnStartOp) -> Handler:
@@ -30,13 +30,13 @@ class WorkingHandlers(Registry):
         write = wsql.touch_thread(stamp.user_id, stamp.thread_id, profile=stamp.profile,
                                   agent_id=stamp.agent_id, now=stamp.now)
         if recent.limit <= 0:
-            yield Query(*write)
+            yield Query(*write, last=True)
             return []
         # The stamp writes the threads table, the history reads the message log and
         # the memories: one statement does both.
         rows = yield Query(*with_writes(wsql.recent_messages(
             recent.user_id, profile=recent.profile, since=recent.since, limit=recent.limit,
-            exclude_thread_id=recent.exclude_thread_id), write))
+            exclude_thread_id=recent.exclude_thread_id), write), last=True)
         return [mops.LoggedMessage(**r) for r in reversed(rows)]
 
     @handles(mops.IdleThreadsOp)
@@ -55,7 +55,7 @@ class WorkingHandlers(Registry):
         if not op.messages:
             return 0
         rows = yield Query(*wsql.log_messages(op.user_id, op.thread_id, profile=op.profile,
-                                              messages=op.messages, at=op.at))
+                                              messages=op.messages, at=op.at), last=True)
         return len(rows)
 
     @handles(mops.RecentMessagesOp)
