@@ -7,7 +7,8 @@ extractor, background extraction as served), and every few turns the user reads 
 memories with ``GET /v1/memories``. Each user authenticates with its own API key
 (``Authorization: Bearer``), made before the run as ``keys create`` does. Then the
 same conversations are driven in-process (``graph.ainvoke`` on the same lifespan,
-same store options) for the same time, so the HTTP overhead is a ratio. Prints
+same store options) for the same time, with the same reads through the call the route
+makes (``layer.abrowse``), so the HTTP overhead is a ratio of like work. Prints
 requests/s, p50/p95/p99 per route and errors.
 
 Bounded: ``--duration`` seconds per phase, at most ``--max-requests`` requests per
@@ -146,7 +147,8 @@ async def _http_phase(base: str, args: argparse.Namespace, run_id: str,
     return phase
 
 
-async def _inprocess_phase(uri: str, args: argparse.Namespace, run_id: str) -> Phase:
+async def _inprocess_phase(uri: str, args: argparse.Namespace, run_id: str,
+                           reads: bool) -> Phase:
     from langchain_core.messages import HumanMessage
 
     from langmem_layer.server.http.lifespan import memory_lifespan
@@ -160,8 +162,12 @@ async def _inprocess_phase(uri: str, args: argparse.Namespace, run_id: str) -> P
             await service.graph.ainvoke({"messages": [HumanMessage(text)]}, {
                 "configurable": {"user_id": f"{run_id}-proc-{u}", "thread_id": f"t{u}"}})
 
-        await _drive(phase, args.users, args.duration, args.max_requests, turn, None,
-                     args.read_every)
+        async def read(u: int) -> None:
+            # What GET /v1/memories runs for its caller (the route's default page).
+            await service.layer.abrowse(f"{run_id}-proc-{u}", limit=51)
+
+        await _drive(phase, args.users, args.duration, args.max_requests, turn,
+                     read if reads else None, args.read_every)
     return phase
 
 
@@ -210,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             stop = time.perf_counter() - t0
         print(f"  server stopped on SIGTERM in {stop:.1f} s (queue drained), exit "
               f"{proc.returncode}, traceback in its log: {'Traceback' in err}")
-        local = asyncio.run(_inprocess_phase(uri, args, run_id))
+        local = asyncio.run(_inprocess_phase(uri, args, run_id,
+                                             reads=f"GET {MEMORY_ROUTE}" in http.latencies))
     for line in (*http.report(), *local.report()):
         print(line)
     turn = "agent/invoke"
