@@ -2,11 +2,13 @@
 
 Counted with the statement audit (``tests/audit.py``): every SQL statement library code
 sends, pipelined or not, extraction included (the checkpointer's are LangGraph's and
-not counted). The ceilings are today's counts and only go down; the aim is 12 for a
-turn. Today's read: the user binding, the vector-index lookup, the candidates (with the
-links between them, which took a second transaction of two statements before), learned
-trust with the summary candidates (one statement), and the thread's activity stamp with
-the recent history (one statement). A turn's end (queue, message log, reinforcement) is
+not counted; nor is transaction control, BEGIN, COMMIT or a savepoint, which the
+stores send in their pipelines as psycopg's ``transaction()`` used to, uncounted).
+The ceilings are today's counts and only go down; the aim is 12 for a turn. Today's
+read: the user binding, the vector-index lookup, the candidates (with the links between
+them, which took a second transaction of two statements before), learned trust with
+the summary candidates (one statement), and the thread's activity stamp with the
+recent history (one statement). A turn's end (queue, message log, reinforcement) is
 one statement.
 """
 
