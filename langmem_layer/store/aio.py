@@ -46,6 +46,7 @@ from langmem_layer.store.driver import (
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import GetManyOp, PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
+from langmem_layer.store.plan import Plan
 
 __all__ = ["AsyncPostgresMemoryStore"]
 
@@ -259,13 +260,11 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""
         match io:
             case Fetch(query, bind):
-                # One round trip, as one implicit transaction (see Rounds).
-                async with self._connection() as conn:
-                    cursors = [psycopg.AsyncRawCursor(conn, row_factory=dict_row) for _ in range(2)]
-                    async with conn.pipeline():
-                        await cursors[0].execute(*numbered(*self._bind_query(bind)[:2]))
-                        await cursors[1].execute(*numbered(query.sql, query.params))
-                    return await cursors[1].fetchall()
+                # A plan of its one statement: one round trip, no BEGIN or COMMIT (the
+                # pipeline's implicit transaction), a savepoint inside a caller's.
+                plan = Plan.single(query, bind)
+                await self._io(RunTransaction(plan))
+                return plan.results()[0]
             case RunTransaction(plan) if plan.pipelined:
                 # Each round in one round trip: the statements Rounds lays out, BEGIN,
                 # bindings and COMMIT included, sent in one pipeline block (one sync).

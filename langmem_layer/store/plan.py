@@ -114,6 +114,10 @@ class Step:
     done: bool = False
 
 
+def _rows(query: Query) -> Handler:
+    return (yield query)
+
+
 @dataclass
 class Plan:
     """Steps a batch's handlers: embeddings first, then queries in op order.
@@ -132,6 +136,12 @@ class Plan:
     _cache_write: Query | None = None
     _round: list[int] = field(default_factory=list)
     _work: EmbeddingWork = field(init=False)
+
+    @classmethod
+    def single(cls, query: Query, bind: Binding) -> Plan:
+        """A plan of one statement, bound to ``bind``, whose one result is its rows."""
+        return cls([Step([0], _rows(query._replace(last=True)), bind=bind, free=True)], 1,
+                   None, None)
 
     def __post_init__(self) -> None:
         for step in self.steps:

@@ -37,6 +37,7 @@ from langmem_layer.store.driver import (
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
+from langmem_layer.store.plan import Plan
 
 __all__ = ["PostgresMemoryStore"]
 
@@ -210,13 +211,11 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""
         match io:
             case Fetch(query, bind):
-                # One round trip, as one implicit transaction (see Rounds).
-                with self._connection() as conn:
-                    cursors = [psycopg.RawCursor(conn, row_factory=dict_row) for _ in range(2)]
-                    with conn.pipeline():
-                        cursors[0].execute(*numbered(*self._bind_query(bind)[:2]))
-                        cursors[1].execute(*numbered(query.sql, query.params))
-                    return cursors[1].fetchall()
+                # A plan of its one statement: one round trip, no BEGIN or COMMIT (the
+                # pipeline's implicit transaction), a savepoint inside a caller's.
+                plan = Plan.single(query, bind)
+                self._io(RunTransaction(plan))
+                return plan.results()[0]
             case RunTransaction(plan) if plan.pipelined:
                 # Each round in one round trip: the statements Rounds lays out, BEGIN,
                 # bindings and COMMIT included, sent in one pipeline block (one sync).
