@@ -16,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
+from psycopg.pq import TransactionStatus
 
 from langmem_layer import MemoryLayer
 from langmem_layer.extract.rules import RuleExtractor
@@ -174,6 +176,23 @@ def test_inside_the_callers_transaction_a_batch_runs_under_a_savepoint() -> None
     assert rounds.recovery() == []
     rounds.next()
     assert rounds.recovery() == [ROLLBACK_TO, RELEASE]
+
+
+def test_on_a_connection_that_begins_by_itself_a_batch_always_commits() -> None:
+    # Not autocommit: psycopg sends BEGIN before the first statement, so the batch
+    # sends none, and commits even when done in one round.
+    plan, _ = _plan(("a", 1, True, A, "u", True))
+    assert _send(Rounds(plan, _bind, begun=True)) == [["bind u", "a0", COMMIT.sql]]
+
+
+def test_a_store_on_a_connection_without_autocommit_commits_its_writes(pg_uri: str) -> None:
+    with psycopg.connect(pg_uri) as conn:  # autocommit off
+        store = PostgresMemoryStore(conn, index=None)
+        store.put(("notes", "x"), "k", {"v": 1})
+        assert conn.info.transaction_status == TransactionStatus.IDLE
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as other:
+        item = other.get(("notes", "x"), "k")
+        assert item is not None and item.value == {"v": 1}
 
 
 def test_numbered_placeholders_are_postgresqls_own() -> None:

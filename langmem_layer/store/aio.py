@@ -270,7 +270,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                 # bindings and COMMIT included, sent in one pipeline block (one sync).
                 async with self._connection() as conn:
                     rounds = Rounds(plan, self._bind_query, nested=(
-                        conn.info.transaction_status != TransactionStatus.IDLE))
+                        conn.info.transaction_status != TransactionStatus.IDLE),
+                        begun=not conn.autocommit)
                     try:
                         while statements := rounds.next():
                             cursors = [psycopg.AsyncRawCursor(conn, row_factory=dict_row)

@@ -152,16 +152,18 @@ class Rounds:
     (:meth:`recovery`), so the caller's transaction goes on, as psycopg's nested
     ``transaction()`` does. Otherwise the store rolls back after an error whatever the
     server still holds open (psycopg's ``rollback`` does nothing when nothing is).
+    ``begun``: the connection is not in autocommit, so psycopg sends a ``BEGIN`` before
+    the first statement itself; the batch sends none, and always ends with ``COMMIT``.
     """
 
     def __init__(self, plan: Plan, bind_query: Callable[[Binding], Query], *,
-                 nested: bool = False) -> None:
+                 nested: bool = False, begun: bool = False) -> None:
         self._plan = plan
         self._bind_query = bind_query
         self.nested = nested
         self._open, self._close = (SAVEPOINT, RELEASE) if nested else (BEGIN, COMMIT)
         self._bound: Binding | None = None
-        self._begun = False
+        self._begun = begun and not nested
         self._done = False
         self._picks: list[int] = []
 

@@ -221,7 +221,8 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                 # bindings and COMMIT included, sent in one pipeline block (one sync).
                 with self._connection() as conn:
                     rounds = Rounds(plan, self._bind_query, nested=(
-                        conn.info.transaction_status != TransactionStatus.IDLE))
+                        conn.info.transaction_status != TransactionStatus.IDLE),
+                        begun=not conn.autocommit)
                     try:
                         while statements := rounds.next():
                             cursors = [psycopg.RawCursor(conn, row_factory=dict_row)
