@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
@@ -61,11 +62,11 @@ def build_agent_graph(layer: Wirable, *, model: BaseChatModel | None = None,
     chat = model
     prompt = memory_prompt(instructions)
 
-    def agent(state: MemoryState) -> dict[str, Any]:
-        return {"messages": [chat.invoke(prompt(state))]}
+    def agent(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [chat.invoke(prompt(state), config)]}
 
-    async def aagent(state: MemoryState) -> dict[str, Any]:
-        return {"messages": [await chat.ainvoke(prompt(state))]}
+    async def aagent(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [await chat.ainvoke(prompt(state), config)]}
 
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(MemoryState, context_schema=AgentConfig)
     builder.add_node("agent", node(agent, aagent, name="agent"))

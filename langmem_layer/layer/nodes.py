@@ -3,19 +3,19 @@
 Nodes are thin adapters: they read the run's identity from
 ``config["configurable"]`` and call the layer's methods (any :class:`NodeTarget`).
 Each node is a ``RunnableLambda`` with a sync and an async body, so it works in
-``invoke`` and ``ainvoke`` graphs alike.
+``invoke`` and ``ainvoke`` graphs alike; it calls its body directly (:func:`node`), as
+LangGraph traces each node's run itself.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Protocol, TypeVar, Unpack
 
 from langchain_core.documents import Document
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig, RunnableLambda, ensure_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict  # pydantic (LangServe schemas) needs it on 3.11
@@ -339,15 +339,29 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
 
 def node(func: Callable[..., Any], afunc: Callable[..., Awaitable[Any]], *, name: str
          ) -> RunnableLambda:
-    """A ``RunnableLambda`` node with a sync and an async body.
+    """A node with a sync and an async body, both taking ``(state, config)``.
 
-    ``RunnableLambda`` asks for its function's signature on every call (does it take
-    ``config``, a run manager?); set once as ``__signature__``, the answer is a lookup
-    rather than an inspection of the function each turn.
+    A ``RunnableLambda`` whose ``invoke``/``ainvoke`` call the body directly.
+    LangGraph already runs each node as a traced run of its own, with the run's config
+    set for what the body calls (a chat model's run nests under it); RunnableLambda's
+    own layer on top (a callback manager and a child run per call, config copies, a
+    signature check of its function) was a large share of a turn's CPU under load.
     """
-    for f in (func, afunc):
-        setattr(f, "__signature__", inspect.signature(f))  # noqa: B010 (a function's)
-    return RunnableLambda(func, afunc=afunc, name=name)
+    return _Node(func, afunc=afunc, name=name)
+
+
+class _Node(RunnableLambda):
+    def __init__(self, func: Callable[..., Any], afunc: Callable[..., Awaitable[Any]], *,
+                 name: str) -> None:
+        super().__init__(func, afunc=afunc, name=name)
+        self._body, self._abody = func, afunc
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return self._body(input, config if config is not None else ensure_config())
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
+                      **kwargs: Any) -> Any:
+        return await self._abody(input, config if config is not None else ensure_config())
 
 
 def memory_system_message(state: MemoryState, base: str = "") -> SystemMessage:
