@@ -38,12 +38,11 @@ import psycopg
 from common import add_noise_option, header, percentile
 from served_app import SCRIPT, database, layer_options, offline_agent
 
+from langmem_layer.store.driver import CONTROL
+
 _WHO = (("/langmem_layer/", "library"), ("/langgraph/store/", "langgraph store"),
         ("/langgraph/checkpoint/", "checkpointer"))
 _SKIP = ("/psycopg/", "/psycopg_pool/", "/serve_bench.py")
-# BEGIN and COMMIT, which the library's stores send in their pipelines, are not counted:
-# LangGraph's store sends them through psycopg's transaction(), which no count sees.
-_CONTROL = frozenset({"BEGIN", "COMMIT"})
 
 
 class Statements:
@@ -54,7 +53,9 @@ class Statements:
         self.lock = threading.Lock()
 
     def record(self, query: object) -> None:
-        if query in _CONTROL:
+        # Transaction control the library's stores send in their pipelines is not
+        # counted: LangGraph's store sends it through psycopg's transaction(), unseen.
+        if query in CONTROL:
             return
         frame = sys._getframe(2)
         while frame is not None and any(s in frame.f_code.co_filename for s in _SKIP):

@@ -62,6 +62,7 @@ import pytest
 
 import langmem_layer
 from langmem_layer.sql.users import USER_TABLES
+from langmem_layer.store.driver import CONTROL
 
 #: The tables whose rows belong to a user (the erasure list, compared with the catalog
 #: by tests/test_isolation_audit.py).
@@ -295,7 +296,7 @@ class Recorder:
             text = query
         else:  # psycopg.sql.Composable
             text = query.as_string(cursor)
-        if text in _CONTROL:
+        if text in CONTROL:
             return
         with self.lock:
             self.seen[text] += 1
@@ -313,12 +314,6 @@ def per_user(texts: Iterable[str]) -> list[str]:
     """Those of ``texts`` that name a per-user table, DDL excluded."""
     return [t for t in texts if not _DDL.match(normalise(t)) and references(normalise(t))]
 
-
-#: Transaction control the stores send in their pipelines: no statement on anyone's
-#: rows, and psycopg's own (uncounted) when its ``transaction()`` sent it, so counts
-#: stay comparable.
-_CONTROL = frozenset({"BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT langmem_batch",
-                      "RELEASE SAVEPOINT langmem_batch", "ROLLBACK TO SAVEPOINT langmem_batch"})
 
 RECORDER = Recorder()
 _installed: list[tuple[type, str, Callable[..., Any]]] = []

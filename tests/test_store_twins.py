@@ -14,16 +14,18 @@ from pathlib import Path
 import langmem_layer.store.aio as aio
 import langmem_layer.store.sync as sync
 
-_ASYNC = [("await ", ""), ("async with", "with"), ("AsyncRawCursor", "RawCursor"),
+_ASYNC = [("async def", "def"), ("await ", ""), ("async with", "with"),
+          ("AsyncRawCursor", "RawCursor"),
           ("__aenter__", "__enter__"),
           ("__aexit__", "__exit__")]
 
 
 def _transaction_cases(module: object) -> str:
-    """The database arms of the store's ``_io`` (``Fetch``, ``RunTransaction``),
-    comments and blank lines dropped, whitespace folded, the async spelling removed."""
+    """The store's ``_abandon`` and the database arms of its ``_io`` (``Fetch``,
+    ``RunTransaction``), comments and blank lines dropped, whitespace folded, the async
+    spelling removed."""
     text = Path(module.__file__).read_text()  # type: ignore[attr-defined]
-    start = text.index("            case Fetch(query, bind):")
+    start = text.index("def _abandon(")
     end = text.index("            case EmbedDocuments(texts):")
     body = text[start:end]
     for a, b in _ASYNC:

@@ -41,6 +41,8 @@ def merge(*parts: Mapping[str, Any] | None) -> Params:
 
 # An escaped percent sign first, so "%%(x)s" (literal text) is not taken for a placeholder.
 _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s")
+# Every percent sign: escaped, a named placeholder, or (an error) anything else.
+_ANY_PERCENT = re.compile(_PLACEHOLDER.pattern + "|%")
 # A statement's own CTE list, which the writes of with_writes join.
 _WITH = re.compile(r"WITH(\s+RECURSIVE)?\s+", re.IGNORECASE)
 
@@ -90,8 +92,6 @@ def _numbered(query: str) -> tuple[str, tuple[str, ...]]:
     return _ANY_PERCENT.sub(number, query), tuple(names)
 
 
-# Every percent sign: escaped, a named placeholder, or (an error) anything else.
-_ANY_PERCENT = re.compile(r"%%|%\((\w+)\)s|%")
 
 
 def with_writes(main: Sql, *writes: Sql) -> Sql:
