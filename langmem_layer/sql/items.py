@@ -7,6 +7,7 @@ tenant, which reads only namespace names (never values) for namespace browsing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -25,7 +26,6 @@ __all__ = [
     "list_prefixes",
     "match_items",
     "prefix_condition",
-    "refresh_ttl",
     "replace_embeddings",
     "search_items",
     "sweep_expired",
@@ -69,21 +69,30 @@ def prefix_args(prefix: str) -> tuple[str | None, str | None]:
 
 
 def get_items(
-    user_id: str, prefix: str, keys: Sequence[str], now: datetime, *, omit_expired: bool = True
+    user_id: str, prefix: str, keys: Sequence[str], now: datetime, *, omit_expired: bool = True,
+    refresh_ttl: bool = False,
 ) -> Sql:
-    """Fetch items of one namespace by key (live ones only, unless ``omit_expired=False``)."""
+    """Fetch items of one namespace by key (live ones only, unless ``omit_expired=False``).
+
+    With ``refresh_ttl`` the same statement restarts the TTL clock of those that have
+    one (see :func:`_refreshing`); the rows returned are as they were read.
+    """
     live_sql, live_params = _live(now, omit_expired)
+    refresh = (f"WITH {_refreshing('SELECT %(prefix)s::text, unnest(%(keys)s::text[])')}\n"
+               if refresh_ttl else "")
     return (
-        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at
+        f"""{refresh}SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at
         FROM langmem_items i
         WHERE i.user_id = %(user_id)s AND i.prefix = %(prefix)s AND i.key = ANY(%(keys)s::text[])
           AND {live_sql}""",
-        merge({"user_id": user_id, "prefix": prefix, "keys": list(keys)}, live_params),
+        merge({"user_id": user_id, "prefix": prefix, "keys": list(keys)}, live_params,
+              {"now": now} if refresh_ttl else None),
     )
 
 
-def refresh_ttl(user_id: str, pairs: Sequence[tuple[str, str]], now: datetime) -> Sql:
-    """Restart the TTL clock of items (``pairs`` of prefix, key) that have a TTL.
+def _refreshing(rows: str) -> str:
+    """CTEs that restart the TTL clock of the items ``rows`` (a query of prefix, key)
+    names that have a TTL, for a read to run in its own statement.
 
     The refresh runs inside the read's transaction, so overlapping reads of the same
     items must never wait on each other: an UPDATE that visits rows in join order takes
@@ -92,58 +101,54 @@ def refresh_ttl(user_id: str, pairs: Sequence[tuple[str, str]], now: datetime) -
     holds is skipped (``FOR UPDATE SKIP LOCKED``): that transaction is a write, which
     sets the row's expiry itself, or another read, which refreshes it to the same "now"
     give or take its own clock. So a refresh never blocks and never fails a read, and
-    keeps the read's round trips and snapshot (moving it out of the transaction would
-    cost a second transaction per read).
+    costs the read no statement or round trip of its own. The read's rows come from the
+    statement's snapshot, taken before the refresh, as a read before a refresh sees them.
     """
-    prefixes = [p for p, _ in pairs]
-    keys = [k for _, k in pairs]
-    return (
-        f"""WITH locked AS (
+    return f"""locked AS (
             SELECT i.prefix, i.key
             FROM langmem_items i
-            JOIN unnest(%(prefixes)s::text[], %(keys)s::text[]) AS t(prefix, key)
-              ON i.prefix = t.prefix AND i.key = t.key
+            JOIN ({rows}) AS t(prefix, key) ON i.prefix = t.prefix AND i.key = t.key
             WHERE i.user_id = %(user_id)s AND i.ttl_minutes IS NOT NULL AND {_LIVE}
             ORDER BY i.prefix, i.key
             FOR UPDATE OF i SKIP LOCKED
-        )
-        UPDATE langmem_items i
-        SET expires_at = %(now)s + make_interval(secs => i.ttl_minutes * 60)
-        FROM locked
-        WHERE i.user_id = %(user_id)s AND i.prefix = locked.prefix AND i.key = locked.key""",
-        {"prefixes": prefixes, "keys": keys, "user_id": user_id, "now": now},
-    )
+        ), refreshed AS (
+            UPDATE langmem_items i
+            SET expires_at = %(now)s + make_interval(secs => i.ttl_minutes * 60)
+            FROM locked
+            WHERE i.user_id = %(user_id)s AND i.prefix = locked.prefix AND i.key = locked.key
+        )"""
 
 
 def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
     """Insert or replace items in one statement.
 
-    Each row has user_id, prefix, key, value (a JSON string), is_memory, search_text,
+    Each row has user_id, prefix, key, value (JSON-compatible), is_memory, search_text,
     ttl_minutes, and optionally created_at / updated_at (an import keeps the originals;
     otherwise both are ``now``) and expires_at (a typed memory's own expiry, which wins
     over the TTL). Rows must be unique by (user_id, prefix, key).
+
+    The rows travel as one JSON document: psycopg dumps ten array parameters in Python,
+    a cost every put paid, where ``json.dumps`` of the rows is one C call.
     """
-    cols: dict[str, list[Any]] = {
-        c: [r[c] for r in rows]
-        for c in ("user_id", "prefix", "key", "value", "is_memory", "search_text", "ttl_minutes")
-    }
-    created = [r.get("created_at") or now for r in rows]
-    updated = [r.get("updated_at") or now for r in rows]
-    expires = [r.get("expires_at") for r in rows]
+    payload = json.dumps([{
+        **{c: r[c] for c in ("user_id", "prefix", "key", "value", "is_memory", "search_text",
+                             "ttl_minutes")},
+        "created_at": _stamp(r.get("created_at") or now),
+        "updated_at": _stamp(r.get("updated_at") or now),
+        "expires_at": _stamp(r.get("expires_at")),
+    } for r in rows])
     return (
         f"""INSERT INTO langmem_items AS i
             (user_id, prefix, key, value, is_memory, search_text,
              created_at, updated_at, expires_at, ttl_minutes)
-        SELECT t.user_id, t.prefix, t.key, t.value::jsonb, t.is_memory, t.search_text,
+        SELECT t.user_id, t.prefix, t.key, t.value, t.is_memory, t.search_text,
                t.created_at, t.updated_at,
                coalesce(t.expires_at, %(now)s + make_interval(secs => t.ttl_minutes * 60)),
                t.ttl_minutes
-        FROM unnest(%(user_id)s::text[], %(prefix)s::text[], %(key)s::text[], %(value)s::text[],
-                    %(is_memory)s::bool[], %(search_text)s::text[], %(ttl_minutes)s::float8[],
-                    %(created_at)s::timestamptz[], %(updated_at)s::timestamptz[],
-                    %(expires_at)s::timestamptz[])
-             AS t(user_id, prefix, key, value, is_memory, search_text, ttl_minutes,
-                  created_at, updated_at, expires_at)
+        FROM jsonb_to_recordset(%(rows)s::jsonb)
+             AS t(user_id text, prefix text, key text, value jsonb, is_memory bool,
+                  search_text text, ttl_minutes float8, created_at timestamptz,
+                  updated_at timestamptz, expires_at timestamptz)
         ON CONFLICT (user_id, prefix, key) DO UPDATE SET
             -- An expired row not swept yet is gone for readers: writing it again creates it.
             created_at = CASE WHEN i.expires_at IS NOT NULL AND i.expires_at <= EXCLUDED.updated_at
@@ -158,9 +163,13 @@ def upsert_items(rows: Sequence[dict[str, Any]], now: datetime) -> Sql:
             expires_at = EXCLUDED.expires_at,
             ttl_minutes = EXCLUDED.ttl_minutes
         WHERE i.user_id = EXCLUDED.user_id""",
-        {"now": now, **cols, "created_at": created, "updated_at": updated,
-         "expires_at": expires},
+        {"now": now, "rows": payload},
     )
+
+
+def _stamp(value: datetime | None) -> str | None:
+    # A naive time is read in the session's time zone, as psycopg sends one.
+    return None if value is None else value.isoformat()
 
 
 def delete_items(user_id: str, prefix: str, keys: Sequence[str]) -> Sql:
@@ -263,6 +272,7 @@ def search_items(
     distance: str = "cosine",
     omit_expired: bool = True,
     vector_type: str = "vector",
+    refresh_ttl: bool = False,
 ) -> Sql:
     """Filter items under a namespace prefix; with a query vector, rank by ``distance``
     (scored as :data:`~langmem_layer.sql.vector.SCORES`, higher first).
@@ -272,12 +282,14 @@ def search_items(
     branch searches only this tenant's vectors (exactly, or through the
     tenant's own HNSW index when it has one, see :mod:`langmem_layer.sql.vector`), so a
     search inside one user's namespace returns ``limit`` results when that many match.
+    With ``refresh_ttl`` the same statement restarts the TTL clock of the items found
+    that have one (see :func:`_refreshing`).
     """
     ns_sql, ns_params = prefix_condition(prefix)
     f_sql, f_params = filter_sql
     live_sql, live_params = _live(now, omit_expired)
     if query_vector is None:
-        return (
+        read = (
             f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at,
                i.ttl_minutes,
                    NULL::float8 AS score
@@ -288,32 +300,41 @@ def search_items(
             merge({"user_id": user_id, "limit": limit, "offset": offset}, ns_params,
                   live_params, f_params),
         )
-    near_sql, near_params = nearest(
-        user_id,
-        model_id or "",
-        query_vector,
-        prefix_sql=prefix_condition(prefix, column="e.prefix"),
-        prefix_args=prefix_args(prefix),
-        # Exact search scores every vector so filters can never starve the limit; an
-        # indexed search over-fetches instead (iterative scan keeps walking).
-        limit=None if indexed_dims is None else max(4 * (limit + offset), 40),
-        indexed_dims=indexed_dims,
-        distance=distance,
-        vector_type=vector_type,
-    )
-    return (
-        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at,
-               i.ttl_minutes,
-               s.sim AS score
-        FROM ({near_sql}) s
-        JOIN langmem_items i ON i.user_id = %(user_id)s AND i.prefix = s.prefix
-                            AND i.key = s.key
-        WHERE {live_sql} AND {f_sql}
-        ORDER BY s.sim DESC, i.prefix, i.key
-        LIMIT %(limit)s OFFSET %(offset)s""",
-        merge(near_params, {"user_id": user_id, "limit": limit, "offset": offset},
-              live_params, f_params),
-    )
+    else:
+        near_sql, near_params = nearest(
+            user_id,
+            model_id or "",
+            query_vector,
+            prefix_sql=prefix_condition(prefix, column="e.prefix"),
+            prefix_args=prefix_args(prefix),
+            # Exact search scores every vector so filters can never starve the limit; an
+            # indexed search over-fetches instead (iterative scan keeps walking).
+            limit=None if indexed_dims is None else max(4 * (limit + offset), 40),
+            indexed_dims=indexed_dims,
+            distance=distance,
+            vector_type=vector_type,
+        )
+        read = (
+            f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at,
+                   i.ttl_minutes,
+                   s.sim AS score
+            FROM ({near_sql}) s
+            JOIN langmem_items i ON i.user_id = %(user_id)s AND i.prefix = s.prefix
+                                AND i.key = s.key
+            WHERE {live_sql} AND {f_sql}
+            ORDER BY s.sim DESC, i.prefix, i.key
+            LIMIT %(limit)s OFFSET %(offset)s""",
+            merge(near_params, {"user_id": user_id, "limit": limit, "offset": offset},
+                  live_params, f_params),
+        )
+    if not refresh_ttl:
+        return read
+    # The read's order again, by its output columns: a CTE's rows have no order.
+    order = "updated_at DESC" if query_vector is None else "score DESC"
+    return (f"""WITH found AS MATERIALIZED ({read[0]}),
+        {_refreshing("SELECT prefix, key FROM found")}
+        SELECT * FROM found ORDER BY {order}, prefix, key""",
+            merge(read[1], {"user_id": user_id, "now": now}))
 
 
 def match_items(

@@ -7,7 +7,6 @@ generators that yield requests and never do I/O themselves. :meth:`ItemHandlers.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -217,7 +216,7 @@ class ItemHandlers(Registry, Tenancy):
                 "user_id": user,
                 "prefix": prefix,
                 "key": w.key,
-                "value": json.dumps(value),
+                "value": value,
                 "is_memory": is_memory,
                 "search_text": search_text,
                 "ttl_minutes": float(w.ttl) if w.ttl is not None else None,
@@ -263,11 +262,8 @@ class ItemHandlers(Registry, Tenancy):
         now = self.now()
         user, prefix = self.tenant(op.namespace), ns_text(op.namespace)
         rows = yield Query(*isql.get_items(user, prefix, list(op.keys), now,
-                                           omit_expired=self.omit_expired),
-                           last=not op.refresh_ttl)
-        if rows and op.refresh_ttl:
-            yield Query(*isql.refresh_ttl(user, [(prefix, r["key"]) for r in rows], now),
-                        last=True)
+                                           omit_expired=self.omit_expired,
+                                           refresh_ttl=op.refresh_ttl), last=True)
         return {r["key"]: row_to_item(r) for r in rows}
 
     @handles(SearchOp)
@@ -296,12 +292,10 @@ class ItemHandlers(Registry, Tenancy):
                 distance=distance,
                 omit_expired=self.omit_expired,
                 vector_type=self.vector_type,
+                refresh_ttl=op.refresh_ttl,
             ),
-            last=not op.refresh_ttl,
+            last=True,
         )
-        expiring = [(r["prefix"], r["key"]) for r in rows if r["ttl_minutes"] is not None]
-        if expiring and op.refresh_ttl:
-            yield Query(*isql.refresh_ttl(user, expiring, now), last=True)
         return [
             SearchItem(
                 namespace=ns_tuple(r["prefix"]),
