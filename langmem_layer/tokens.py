@@ -15,6 +15,7 @@ resolved in this order:
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import importlib.resources
@@ -59,6 +60,10 @@ _APPROX_CHUNK = re.compile(
 # token in cl100k/o200k for English; longer ones are charged by length.
 _SHORT_WORD_BYTES = 8
 _BYTES_PER_TOKEN = 4
+# Counts are cached per counter for texts up to this many characters: a turn counts the
+# same memory lines and messages again and again (placing the block, trimming a thread).
+_CACHED_CHARS = 2000
+_CACHE_SIZE = 8192
 
 
 class TokenCounter:
@@ -69,7 +74,7 @@ class TokenCounter:
         exact: True when a real tiktoken encoding backs the counts.
     """
 
-    __slots__ = ("_encoding", "encoding_name", "exact")
+    __slots__ = ("_cached", "_encoding", "encoding_name", "exact")
 
     def __init__(self, encoding_name: str, encoding: Any | None = None) -> None:
         """Create a counter.
@@ -81,6 +86,7 @@ class TokenCounter:
         self.encoding_name = encoding_name
         self._encoding = encoding
         self.exact = encoding is not None
+        self._cached = functools.lru_cache(maxsize=_CACHE_SIZE)(self._count)
 
     def __repr__(self) -> str:
         return f"TokenCounter({self.encoding_name!r}, exact={self.exact})"
@@ -89,6 +95,9 @@ class TokenCounter:
         """Number of tokens in ``text`` (special-token strings are counted as plain text)."""
         if not text:
             return 0
+        return self._cached(text) if len(text) <= _CACHED_CHARS else self._count(text)
+
+    def _count(self, text: str) -> int:
         if self._encoding is not None:
             return len(self._encoding.encode_ordinary(text))
         return sum(_approx_chunk_tokens(chunk) for chunk in _APPROX_CHUNK.findall(text))
