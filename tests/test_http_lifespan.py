@@ -147,3 +147,28 @@ async def test_leaving_the_lifespan_extracts_every_queued_turn(
     entries = _queue(pg_uri, user)
     assert len(entries) == 3
     assert all(done for _, done, _ in entries)
+
+
+async def test_the_lifespan_freezes_the_start_up_heap_until_its_exit(
+        astore: AsyncPostgresMemoryStore) -> None:
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    async with memory_lifespan(store=astore, graph_factory=offline_agent, poll_seconds=3600,
+                               layer_options={"extractor": RuleExtractor()}):
+        assert gc.get_freeze_count() > 0  # the full passes skip the start-up objects
+    assert gc.get_freeze_count() == 0
+    async with memory_lifespan(store=astore, graph_factory=offline_agent, poll_seconds=3600,
+                               layer_options={"extractor": RuleExtractor()}, freeze_gc=False):
+        assert gc.get_freeze_count() == 0
+    # Something froze first: the exit leaves that as it found it.
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        async with memory_lifespan(store=astore, graph_factory=offline_agent,
+                                   poll_seconds=3600,
+                                   layer_options={"extractor": RuleExtractor()}):
+            pass
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        gc.unfreeze()
