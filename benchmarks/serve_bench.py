@@ -1,7 +1,9 @@
 """A served turn, ours beside what a user would write with LangGraph's store alone.
 
 Ours: ``memory_lifespan`` as the HTTP app serves it (the offline chat model, the rule
-extractor, no embedding model, its extraction worker), one ``graph.ainvoke`` per turn.
+extractor, no embedding model, its extraction worker, its frozen start-up heap: see
+``frozen_heap``), one ``graph.ainvoke`` per turn. The lifespan unfreezes on exit, so
+the LangGraph side runs with the collector as the process has it.
 Beside it, on the same PostgreSQL in the same run: LangGraph's ``AsyncPostgresStore``
 (a pool of ``--pool-size``) and a three-node graph: ``asearch`` of the user's namespace
 (limit 10) into the prompt, the same offline model, ``aput`` of the human text.
