@@ -17,14 +17,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
-from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    NotProvided,
+    Op,
+    PutOp,
+    Result,
+    SearchOp,
+)
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -47,6 +58,7 @@ from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import GetManyOp, PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
 from langmem_layer.store.plan import Plan
+from langmem_layer.store.tenancy import check_key, check_namespace
 
 __all__ = ["AsyncPostgresMemoryStore"]
 
@@ -341,22 +353,57 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         One coalesced batch runs at a time per event loop, on one connection; a call
         that waits on the embedding model delays the calls batched with it.
         """
-        ops = list(ops)
+        return await self._submit(list(ops))
+
+    def _submit(self, ops: list[Op]) -> asyncio.Future[list[Result]]:
+        """Queue ``ops`` as one call of the next coalesced batch; its results' future.
+
+        Not a coroutine, so the single-op methods await the future themselves: under
+        tens of thousands of pending calls, every coroutine frame a call keeps alive is
+        one more object for each garbage-collection pass to walk.
+        """
         for op in ops:
             self._validate(op)
-        if not ops:
-            return []
         loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Result]] = loop.create_future()
+        if not ops:
+            future.set_result([])
+            return future
         if self.loop is None or self.loop.is_closed():
             self.loop = loop
         queue = self._coalescers.get(loop)
         if queue is None:
             queue = self._coalescers[loop] = _Coalescer()
-        future: asyncio.Future[list[Result]] = loop.create_future()
         queue.calls.append(_Call(future, ops))
         if queue.task is None or queue.task.done():
             queue.task = loop.create_task(self._run_calls(queue))
-        return await future
+        return future
+
+    # LangGraph's BaseStore implements these through abatch, a coroutine more per call.
+
+    async def aget(self, namespace: tuple[str, ...], key: str, *,
+                   refresh_ttl: bool | None = None) -> Item | None:
+        """``BaseStore.aget`` (a key that is not a string is refused)."""
+        check_key(key)
+        refresh = refresh_ttl if refresh_ttl is not None else (
+            self.ttl_config or {}).get("refresh_on_read", True)
+        (item,) = await self._submit([GetOp(namespace, key, refresh)])
+        return item  # type: ignore[return-value]
+
+    async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+                   index: Literal[False] | list[str] | None = None, *,
+                   ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
+        """``BaseStore.aput`` (a key that is not a string is refused)."""
+        check_namespace(namespace)
+        check_key(key)
+        if isinstance(ttl, NotProvided):
+            ttl = (self.ttl_config or {}).get("default_ttl")
+        await self._submit([PutOp(namespace, key, value, index=index, ttl=ttl)])
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        """``BaseStore.adelete`` (a key that is not a string is refused)."""
+        check_key(key)
+        await self._submit([PutOp(namespace, key, None, ttl=None)])
 
     async def _run_calls(self, queue: _Coalescer) -> None:
         calls: list[_Call] = []

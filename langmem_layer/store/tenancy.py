@@ -23,7 +23,7 @@ from langgraph.store.base import InvalidNamespaceError as _LGInvalidNamespace
 
 from langmem_layer.errors import InvalidInputError, InvalidNamespaceError
 
-__all__ = ["Tenancy", "match_namespace", "ns_text", "ns_tuple"]
+__all__ = ["Tenancy", "check_key", "check_namespace", "match_namespace", "ns_text", "ns_tuple"]
 
 
 def ns_text(namespace: tuple[str, ...]) -> str:
@@ -48,7 +48,8 @@ def match_namespace(path: tuple[str, ...], namespace: tuple[str, ...], suffix: b
     return all(p == "*" or n == p for n, p in pairs)
 
 
-def _check_key(key: Any) -> None:
+def check_key(key: Any) -> None:
+    """Refuse a key that is not a string or holds a NUL (:class:`InvalidInputError`)."""
     if not isinstance(key, str):
         raise InvalidInputError(
             f"key must be a string, got {type(key).__name__} ({key!r}): pass str(key)."
@@ -57,7 +58,8 @@ def _check_key(key: Any) -> None:
         raise InvalidInputError(f"key {key!r} contains a NUL character: remove it.")
 
 
-def _check_namespace(namespace: Any) -> None:
+def check_namespace(namespace: Any) -> None:
+    """Refuse a namespace a put may not write to (:class:`InvalidNamespaceError`)."""
     if not isinstance(namespace, tuple) or not namespace:
         raise InvalidNamespaceError(
             f"Namespace cannot be empty and must be a tuple of strings, got {namespace!r}."
@@ -86,38 +88,38 @@ class Tenancy:
             index: Literal[False] | list[str] | None = None, *,
             ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
         """``BaseStore.put``, refusing a key that is not a string."""
-        _check_namespace(namespace)
-        _check_key(key)
+        check_namespace(namespace)
+        check_key(key)
         cast(Any, super()).put(namespace, key, value, index, ttl=ttl)
 
     async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
                    index: Literal[False] | list[str] | None = None, *,
                    ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
         """``BaseStore.aput``, refusing a key that is not a string."""
-        _check_namespace(namespace)
-        _check_key(key)
+        check_namespace(namespace)
+        check_key(key)
         await cast(Any, super()).aput(namespace, key, value, index, ttl=ttl)
 
     def get(self, namespace: tuple[str, ...], key: str, *,
             refresh_ttl: bool | None = None) -> Any:
         """``BaseStore.get``, refusing a key that is not a string."""
-        _check_key(key)
+        check_key(key)
         return cast(Any, super()).get(namespace, key, refresh_ttl=refresh_ttl)
 
     async def aget(self, namespace: tuple[str, ...], key: str, *,
                    refresh_ttl: bool | None = None) -> Any:
         """``BaseStore.aget``, refusing a key that is not a string."""
-        _check_key(key)
+        check_key(key)
         return await cast(Any, super()).aget(namespace, key, refresh_ttl=refresh_ttl)
 
     def delete(self, namespace: tuple[str, ...], key: str) -> None:
         """``BaseStore.delete``, refusing a key that is not a string."""
-        _check_key(key)
+        check_key(key)
         cast(Any, super()).delete(namespace, key)
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
         """``BaseStore.adelete``, refusing a key that is not a string."""
-        _check_key(key)
+        check_key(key)
         await cast(Any, super()).adelete(namespace, key)
 
     def search(self, namespace_prefix: tuple[str, ...], /, **kwargs: Any) -> Any:
@@ -155,7 +157,7 @@ class Tenancy:
                     f"Namespace labels cannot be blank (only whitespace), got {op.namespace!r}: "
                     "name each level, e.g. ('memories', 'alice', 'notes')."
                 )
-            _check_key(op.key)
+            check_key(op.key)
             if op.value is not None and not isinstance(op.value, dict):
                 raise InvalidInputError(
                     f"value must be a dict (or None to delete), got {type(op.value).__name__}."
@@ -168,7 +170,7 @@ class Tenancy:
                     f"{ttl!r}; delete an item with store.delete(namespace, key)."
                 )
         elif isinstance(op, GetOp):
-            _check_key(op.key)
+            check_key(op.key)
         elif isinstance(op, SearchOp):
             for name in ("limit", "offset"):
                 n = getattr(op, name)
