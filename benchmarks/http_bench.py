@@ -9,7 +9,10 @@ memories with ``GET /v1/memories``. Each user authenticates with its own API key
 same conversations are driven in-process (``graph.ainvoke`` on the same lifespan,
 same store options) for the same time, with the same reads through the call the route
 makes (``layer.abrowse``), so the HTTP overhead is a ratio of like work. Prints
-requests/s, p50/p95/p99 per route and errors.
+requests/s, p50/p95/p99 per route and errors, and the serving process's CPU per
+request in each phase (the server's from ``/proc``; in-process, this process's): the
+load client shares the machine's cores with the server, so the turns/s ratio counts
+the client's CPU too, and the CPU ratio does not.
 
 Bounded: ``--duration`` seconds per phase, at most ``--max-requests`` requests per
 phase, loopback only. The database is a fresh embedded PostgreSQL (or
@@ -39,6 +42,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -66,6 +70,7 @@ class Phase:
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     elapsed: float = 0.0
     requests: int = 0
+    cpu: float | None = None  # seconds of the serving process's CPU during the phase
 
     def report(self) -> list[str]:
         lines = [f"  {self.name}: {self.requests} requests in {self.elapsed:.1f} s = "
@@ -117,8 +122,17 @@ async def _timed(phase: Phase, route: str, call: Any) -> None:
     phase.requests += 1
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User and system CPU of process ``pid`` (all its threads), from ``/proc``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _http_phase(base: str, args: argparse.Namespace, run_id: str,
-                      keys: dict[str, str]) -> Phase:
+                      keys: dict[str, str], server_pid: int) -> Phase:
     phase = Phase("HTTP (uvicorn subprocess, loopback)")
     name, _, template = args.header.partition("=")
     limits = httpx.Limits(max_connections=args.users * 2, max_keepalive_connections=args.users)
@@ -142,8 +156,12 @@ async def _http_phase(base: str, args: argparse.Namespace, run_id: str,
 
         print(f"  {MEMORY_ROUTE} {'served: read every' if has_memories else 'not served:'}"
               f"{f' {args.read_every} turns' if has_memories else ' agent route only'}")
+        before = _cpu_seconds(server_pid)
         await _drive(phase, args.users, args.duration, args.max_requests, turn,
                      read if has_memories else None, args.read_every)
+        after = _cpu_seconds(server_pid)
+        if before is not None and after is not None:
+            phase.cpu = after - before
     return phase
 
 
@@ -166,8 +184,10 @@ async def _inprocess_phase(uri: str, args: argparse.Namespace, run_id: str,
             # What GET /v1/memories runs for its caller (the route's default page).
             await service.layer.abrowse(f"{run_id}-proc-{u}", limit=51)
 
+        before = time.process_time()
         await _drive(phase, args.users, args.duration, args.max_requests, turn,
                      read if reads else None, args.read_every)
+        phase.cpu = time.process_time() - before
     return phase
 
 
@@ -208,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             started = wait_ready(base, proc)
             print(f"  server ready in {started:.1f} s")
             keys = make_keys(uri, [f"{run_id}-http-{u}" for u in range(args.users)])
-            http = asyncio.run(_http_phase(base, args, run_id, keys))
+            http = asyncio.run(_http_phase(base, args, run_id, keys, proc.pid))
         finally:
             t0 = time.perf_counter()
             proc.send_signal(signal.SIGTERM)
@@ -228,6 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  HTTP overhead on {turn}: turns/s in-process / HTTP = "
               f"{rate_p / rate_h:.2f}x, p50 HTTP / in-process = "
               f"{statistics.median(h) / statistics.median(p):.2f}x")
+    if http.cpu and local.cpu and http.requests and local.requests:
+        per_h, per_p = 1000 * http.cpu / http.requests, 1000 * local.cpu / local.requests
+        print(f"  serving CPU per request (the load client's not counted): HTTP server "
+              f"{per_h:.2f} ms, in-process {per_p:.2f} ms = {per_h / per_p:.2f}x")
     return 0 if not sum(http.errors.values()) and not sum(local.errors.values()) else 1
 
 
