@@ -13,7 +13,7 @@ out in two rounds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -47,13 +47,19 @@ def _handler(name: str, n: int, seen: list[str], *, marked: bool = False,
     return name
 
 
+def _drain(next_round: Callable[[], list[Query]],
+           deliver: Callable[[list[list[dict[str, Any]]]], None]) -> list[list[str]]:
+    """Send rounds until none is left, with fake rows; the statements of each round."""
+    rounds = []
+    while queries := next_round():
+        rounds.append([q.sql for q in queries])
+        deliver([[{"r": q.sql}] for q in queries])
+    return rounds
+
+
 def _run(plan: Plan) -> list[list[str]]:
     """Execute ``plan`` with fake rows; the statements of each round."""
-    rounds = []
-    while queries := plan.next_round():
-        rounds.append([q.sql for q in queries])
-        plan.deliver_round([[{"r": q.sql}] for q in queries])
-    return rounds
+    return _drain(plan.next_round, plan.deliver_round)
 
 
 def _plan(*steps: tuple[Any, ...]) -> tuple[Plan, list[str]]:
@@ -142,11 +148,7 @@ def _bind(bind: Binding) -> Query:
 
 
 def _send(rounds: Rounds) -> list[list[str]]:
-    sent = []
-    while statements := rounds.next():
-        sent.append([q.sql for q in statements])
-        rounds.deliver([[{"r": q.sql}] for q in statements])
-    return sent
+    return _drain(rounds.next, rounds.deliver)
 
 
 def test_a_batch_done_in_one_round_sends_no_begin_or_commit() -> None:

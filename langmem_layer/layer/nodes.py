@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Annotated, Any, Protocol, TypeVar, Unpack
+from typing import Annotated, Any, Protocol, TypeVar, Unpack, cast
 
 from langchain_core.documents import Document
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
@@ -351,17 +351,14 @@ def node(func: Callable[..., Any], afunc: Callable[..., Awaitable[Any]], *, name
 
 
 class _Node(RunnableLambda):
-    def __init__(self, func: Callable[..., Any], afunc: Callable[..., Awaitable[Any]], *,
-                 name: str) -> None:
-        super().__init__(func, afunc=afunc, name=name)
-        self._body, self._abody = func, afunc
-
+    # RunnableLambda keeps the bodies as ``func`` and ``afunc``.
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return self._body(input, config if config is not None else ensure_config())
+        return cast(Any, self.func)(input, config if config is not None else ensure_config())
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
                       **kwargs: Any) -> Any:
-        return await self._abody(input, config if config is not None else ensure_config())
+        return await cast(Any, self.afunc)(
+            input, config if config is not None else ensure_config())
 
 
 def memory_system_message(state: MemoryState, base: str = "") -> SystemMessage:

@@ -92,8 +92,6 @@ def _numbered(query: str) -> tuple[str, tuple[str, ...]]:
     return _ANY_PERCENT.sub(number, query), tuple(names)
 
 
-
-
 def with_writes(main: Sql, *writes: Sql) -> Sql:
     """``main`` with ``writes`` run as data-modifying CTEs of it: one statement.
 

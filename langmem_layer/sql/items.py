@@ -291,7 +291,6 @@ def search_items(
     if query_vector is None:
         read = (
             f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at,
-               i.ttl_minutes,
                    NULL::float8 AS score
             FROM langmem_items i
             WHERE i.user_id = %(user_id)s AND {ns_sql} AND {live_sql} AND {f_sql}
@@ -316,7 +315,6 @@ def search_items(
         )
         read = (
             f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at,
-                   i.ttl_minutes,
                    s.sim AS score
             FROM ({near_sql}) s
             JOIN langmem_items i ON i.user_id = %(user_id)s AND i.prefix = s.prefix

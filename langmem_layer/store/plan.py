@@ -118,6 +118,11 @@ def _rows(query: Query) -> Handler:
     return (yield query)
 
 
+def _name(step: Step) -> str:
+    """The op type a step answers, for an error."""
+    return str(getattr(step.kind, "__name__", step.kind))
+
+
 @dataclass
 class Plan:
     """Steps a batch's handlers: embeddings first, then queries in op order.
@@ -161,13 +166,12 @@ class Plan:
             step.request, step.result, step.done = None, stop.value, True
             return
         if isinstance(sent, Query):
-            name = getattr(step.kind, "__name__", step.kind)
             if sent.last:  # its COMMIT may have gone out with it: nothing can follow
-                raise RuntimeError(f"the handler of {name} sent a statement after the one "
-                                   f"it marked last: {sent.sql[:80]!r}")
+                raise RuntimeError(f"the handler of {_name(step)} sent a statement after "
+                                   f"the one it marked last: {sent.sql[:80]!r}")
             if isinstance(step.request, Query) and step.request.sets:
-                raise RuntimeError(f"the handler of {name} sets transaction settings after "
-                                   "its first statement; only a first statement may")
+                raise RuntimeError(f"the handler of {_name(step)} sets transaction settings "
+                                   "after its first statement; only a first statement may")
 
     def _embed_requests(self) -> list[Embed]:
         return [s.request for s in self.steps if isinstance(s.request, Embed)]

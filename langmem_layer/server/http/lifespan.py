@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
     from langgraph.graph.state import CompiledStateGraph
 
-__all__ = ["MemoryService", "agent_lifespan", "memory_lifespan",
+__all__ = ["MemoryService", "agent_lifespan", "frozen_heap", "memory_lifespan",
            "served_agent"]
 
 logger = logging.getLogger("langmem_layer")
