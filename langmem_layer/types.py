@@ -117,7 +117,8 @@ def utc_iso(value: datetime) -> str:
 
     The fixed width makes stored timestamps compare correctly as text in SQL.
     """
-    return to_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat, not strftime: the same text, at a fraction of the cost.
+    return to_utc(value).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 _REF_SPACE = re.compile(r"\s+")

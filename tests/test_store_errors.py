@@ -44,6 +44,23 @@ def test_invalid_namespaces(store) -> None:
         store.search(("memories",), query="x")
 
 
+async def test_a_namespace_read_first_is_still_checked_as_a_put_namespace(astore) -> None:
+    # Namespaces found valid are remembered; one fine to read from is not thereby fine
+    # to write to (a "langgraph" root, a blank label), nor does a refused one pass later.
+    for ns in [("langgraph", "x"), ("notes", " ")]:
+        for _ in range(2):
+            assert await astore.aget(ns, "k") is None
+            with pytest.raises(InvalidNamespaceError):
+                await astore.aput(ns, "k", {"v": 1})
+            with pytest.raises(InvalidNamespaceError):
+                await astore.abatch([PutOp(ns, "k", {"v": 1})])
+    for _ in range(2):
+        with pytest.raises(InvalidNamespaceError, match="periods"):
+            await astore.aget(("a.b",), "k")
+        with pytest.raises(InvalidNamespaceError):
+            await astore.aget(("a", ["unhashable"]), "k")  # type: ignore[arg-type]
+
+
 def test_database_that_goes_away(pg_uri: str, index: dict) -> None:
     with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as s:
         s.put(("docs",), "a", {"text": "kept"})

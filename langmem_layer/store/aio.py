@@ -53,12 +53,13 @@ from langmem_layer.store.driver import (
     RunTransaction,
     Sleep,
     Stepper,
+    returns_rows,
 )
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import GetManyOp, PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
 from langmem_layer.store.plan import Plan
-from langmem_layer.store.tenancy import check_key, check_namespace
+from langmem_layer.store.tenancy import check_namespace
 
 __all__ = ["AsyncPostgresMemoryStore"]
 
@@ -88,9 +89,13 @@ class _Coalescer:
     batch ran). It ends when none is left, so a closed store leaves no task behind.
     """
 
-    def __init__(self) -> None:
+    __slots__ = ("calls", "loop", "task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.calls: list[_Call] = []
         self.task: asyncio.Task[None] | None = None
+        # Weak: a store kept past its loop must not keep the closed loop alive.
+        self.loop = weakref.ref(loop)
 
 
 def _arrange(calls: list[_Call]) -> tuple[list[Any], list[list[tuple[int, str | None]]]]:
@@ -160,6 +165,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         self._coalescers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Coalescer] = (
             weakref.WeakKeyDictionary()
         )
+        # The last loop's queue, found without the weak dictionary's lookup per call.
+        self._coalescer: _Coalescer | None = None
         # The loop the sync methods hand their work to from other threads, known from
         # the start (as in LangGraph's AsyncPostgresStore) when the store is made in it.
         self.loop: asyncio.AbstractEventLoop | None = _running_loop()
@@ -291,7 +298,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                             async with conn.pipeline():
                                 for cur, q in zip(cursors, statements, strict=True):
                                     await cur.execute(*numbered(q.sql, q.params))
-                            rounds.deliver([await cur.fetchall() if cur.description else []
+                            rounds.deliver([await cur.fetchall() if returns_rows(cur) else []
                                             for cur in cursors])
                     except BaseException:
                         await self._abandon(conn, rounds)
@@ -310,7 +317,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                             await conn.execute(*self._bind_query(bind)[:2])
                             bound = bind
                         await ddl.execute(statement.sql, statement.params)
-                        plan.deliver_rows(await ddl.fetchall() if ddl.description else [])
+                        plan.deliver_rows(await ddl.fetchall() if returns_rows(ddl) else [])
                 return None
             case EmbedDocuments(texts):
                 return await self._model().aembed_documents(texts)
@@ -369,11 +376,14 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         if not ops:
             future.set_result([])
             return future
-        if self.loop is None or self.loop.is_closed():
+        if self.loop is not loop and (self.loop is None or self.loop.is_closed()):
             self.loop = loop
-        queue = self._coalescers.get(loop)
-        if queue is None:
-            queue = self._coalescers[loop] = _Coalescer()
+        queue = self._coalescer
+        if queue is None or queue.loop() is not loop:
+            queue = self._coalescers.get(loop)
+            if queue is None:
+                queue = self._coalescers[loop] = _Coalescer(loop)
+            self._coalescer = queue
         queue.calls.append(_Call(future, ops))
         if queue.task is None or queue.task.done():
             queue.task = loop.create_task(self._run_calls(queue))
@@ -383,8 +393,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
 
     async def aget(self, namespace: tuple[str, ...], key: str, *,
                    refresh_ttl: bool | None = None) -> Item | None:
-        """``BaseStore.aget`` (a key that is not a string is refused)."""
-        check_key(key)
+        """``BaseStore.aget`` (a key that is not a string is refused by ``_submit``)."""
         refresh = refresh_ttl if refresh_ttl is not None else (
             self.ttl_config or {}).get("refresh_on_read", True)
         (item,) = await self._submit([GetOp(namespace, key, refresh)])
@@ -394,15 +403,14 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                    index: Literal[False] | list[str] | None = None, *,
                    ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
         """``BaseStore.aput`` (a key that is not a string is refused)."""
-        check_namespace(namespace)
-        check_key(key)
+        if not isinstance(namespace, tuple) or not namespace:
+            check_namespace(namespace)  # raises; _submit validates the rest of the op
         if isinstance(ttl, NotProvided):
             ttl = (self.ttl_config or {}).get("default_ttl")
         await self._submit([PutOp(namespace, key, value, index=index, ttl=ttl)])
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
-        """``BaseStore.adelete`` (a key that is not a string is refused)."""
-        check_key(key)
+        """``BaseStore.adelete`` (a key that is not a string is refused by ``_submit``)."""
         await self._submit([PutOp(namespace, key, None, ttl=None)])
 
     async def _run_calls(self, queue: _Coalescer) -> None:

@@ -51,9 +51,20 @@ __all__ = [
     "Sleep",
     "Stepper",
     "chunked",
+    "returns_rows",
 ]
 
 logger = logging.getLogger("langmem_layer.store")
+
+
+def returns_rows(cursor: Any) -> bool:
+    """Whether the statement a cursor ran returned rows (a SELECT, a RETURNING).
+
+    The same test as ``bool(cursor.description)``, which builds a column object per
+    column of every statement only to be tested for truth.
+    """
+    result = cursor.pgresult
+    return result is not None and result.nfields > 0
 
 
 class Fetch(NamedTuple):

@@ -33,6 +33,7 @@ from langmem_layer.store.driver import (
     RunTransaction,
     Sleep,
     Stepper,
+    returns_rows,
 )
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
@@ -230,7 +231,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                             with conn.pipeline():
                                 for cur, q in zip(cursors, statements, strict=True):
                                     cur.execute(*numbered(q.sql, q.params))
-                            rounds.deliver([cur.fetchall() if cur.description else []
+                            rounds.deliver([cur.fetchall() if returns_rows(cur) else []
                                             for cur in cursors])
                     except BaseException:
                         self._abandon(conn, rounds)
@@ -249,7 +250,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                             conn.execute(*self._bind_query(bind)[:2])
                             bound = bind
                         ddl.execute(statement.sql, statement.params)
-                        plan.deliver_rows(ddl.fetchall() if ddl.description else [])
+                        plan.deliver_rows(ddl.fetchall() if returns_rows(ddl) else [])
                 return None
             case EmbedDocuments(texts):
                 return self._model().embed_documents(texts)

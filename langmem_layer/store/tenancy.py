@@ -74,6 +74,37 @@ def check_namespace(namespace: Any) -> None:
         )
 
 
+# Namespaces already found valid, so the ops of a busy store skip re-checking every label
+# (a set lookup instead of LangGraph's per-label checks). Bounded: cleared when full.
+_READ_NAMESPACES: set[tuple[str, ...]] = set()
+_PUT_NAMESPACES: set[tuple[str, ...]] = set()
+_KNOWN_MAX = 4096
+
+
+def _known_valid(namespace: Any, known: set[tuple[str, ...]]) -> bool:
+    try:
+        return namespace in known
+    except TypeError:  # an unhashable label: the full check says what is wrong
+        return False
+
+
+def _remember_valid(namespace: tuple[str, ...], known: set[tuple[str, ...]]) -> None:
+    if type(namespace) is tuple:
+        if len(known) >= _KNOWN_MAX:
+            known.clear()
+        known.add(namespace)
+
+
+def _validate_labels(op: Any, namespace: Any) -> None:
+    """LangGraph's label checks for ``op``, raising the library's own error."""
+    try:
+        validate_op_namespace(op)
+    except _LGInvalidNamespace as e:
+        raise InvalidNamespaceError(str(e)) from e
+    if isinstance(op, (GetOp, SearchOp)):
+        _remember_valid(namespace, _READ_NAMESPACES)
+
+
 class Tenancy:
     """Namespace validation and the namespace → user rule; expects ``tenant_roots``.
 
@@ -141,22 +172,9 @@ class Tenancy:
             raise InvalidNamespaceError(str(e)) from e
 
     def _validate(self, op: Any) -> None:
-        try:
-            validate_op_namespace(op)
-        except _LGInvalidNamespace as e:
-            raise InvalidNamespaceError(str(e)) from e
         if isinstance(op, PutOp):
-            if not op.namespace:
-                raise InvalidNamespaceError("Namespace cannot be empty.")
-            if op.namespace[0] == "langgraph":
-                raise InvalidNamespaceError(
-                    f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
-                )
-            if any(not label.strip() for label in op.namespace):
-                raise InvalidNamespaceError(
-                    f"Namespace labels cannot be blank (only whitespace), got {op.namespace!r}: "
-                    "name each level, e.g. ('memories', 'alice', 'notes')."
-                )
+            if not _known_valid(op.namespace, _PUT_NAMESPACES):
+                self._validate_put_namespace(op.namespace)
             check_key(op.key)
             if op.value is not None and not isinstance(op.value, dict):
                 raise InvalidInputError(
@@ -169,15 +187,39 @@ class Tenancy:
                     f"ttl must be a positive number of minutes (or None: no expiry), got "
                     f"{ttl!r}; delete an item with store.delete(namespace, key)."
                 )
-        elif isinstance(op, GetOp):
+            return
+        if isinstance(op, GetOp):
+            if not _known_valid(op.namespace, _READ_NAMESPACES):
+                _validate_labels(op, op.namespace)
             check_key(op.key)
-        elif isinstance(op, SearchOp):
+            return
+        if not (isinstance(op, SearchOp)
+                and _known_valid(op.namespace_prefix, _READ_NAMESPACES)):
+            _validate_labels(op, getattr(op, "namespace_prefix", None))
+        if isinstance(op, SearchOp):
             for name in ("limit", "offset"):
                 n = getattr(op, name)
                 if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                     raise InvalidInputError(
                         f"search {name} must be an int of at least 0, got {n!r}."
                     )
+
+    @staticmethod
+    def _validate_put_namespace(namespace: Any) -> None:
+        _validate_labels(PutOp(namespace, "", None), namespace)
+        if not namespace:
+            raise InvalidNamespaceError("Namespace cannot be empty.")
+        if namespace[0] == "langgraph":
+            raise InvalidNamespaceError(
+                f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+            )
+        # The labels are strings: validate_op_namespace checked them.
+        if not all(map(str.strip, namespace)):
+            raise InvalidNamespaceError(
+                f"Namespace labels cannot be blank (only whitespace), got {namespace!r}: "
+                "name each level, e.g. ('memories', 'alice', 'notes')."
+            )
+        _remember_valid(namespace, _PUT_NAMESPACES)
 
     def tenant(self, namespace: tuple[str, ...], *, prefix: bool = False) -> str:
         """The user a namespace belongs to; ``""`` outside the tenant roots."""
