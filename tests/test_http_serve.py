@@ -113,3 +113,11 @@ def test_serve_runs_the_agent_and_the_rest_api_and_stops_cleanly(
                             (bob,)).fetchone()
     assert left == (0,)  # drained: nothing left leased by the stopped server
     assert rows == (0,)
+
+
+def test_uvicorn_parses_http_with_the_compiled_parser_the_server_extra_installs() -> None:
+    # uvicorn's "auto" protocol is httptools' when httptools can be imported, else h11's.
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    assert AutoHTTPProtocol is HttpToolsProtocol
