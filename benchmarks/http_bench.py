@@ -12,7 +12,9 @@ makes (``layer.abrowse``), so the HTTP overhead is a ratio of like work. Prints
 requests/s, p50/p95/p99 per route and errors, and the serving process's CPU per
 request in each phase (the server's from ``/proc``; in-process, this process's): the
 load client shares the machine's cores with the server, so the turns/s ratio counts
-the client's CPU too, and the CPU ratio does not.
+the client's CPU too, and the CPU ratio does not. For the same reason each route's
+time inside the server (:class:`served_app.ServerTimes`) is printed beside the
+client's latencies: the difference is the client's and the sockets' share.
 
 Bounded: ``--duration`` seconds per phase, at most ``--max-requests`` requests per
 phase, loopback only. The database is a fresh embedded PostgreSQL (or
@@ -52,6 +54,7 @@ from served_app import (
     MEMORY_ROUTE,
     ROOT,
     SCRIPT,
+    SERVER_TIMES_ROUTE,
     database,
     free_port,
     layer_options,
@@ -71,6 +74,8 @@ class Phase:
     elapsed: float = 0.0
     requests: int = 0
     cpu: float | None = None  # seconds of the serving process's CPU during the phase
+    # Seconds each request spent inside the server, by route (None: the app does not say)
+    server: dict[str, list[float]] | None = None
 
     def report(self) -> list[str]:
         lines = [f"  {self.name}: {self.requests} requests in {self.elapsed:.1f} s = "
@@ -85,6 +90,11 @@ class Phase:
                              f"errors {self.errors[route]}")
             else:
                 lines.append(f"    {route:<22} n=0  errors {self.errors[route]}")
+        for route, seconds in sorted((self.server or {}).items()):
+            if route in self.latencies:
+                q = summary(sorted(x * 1000 for x in seconds))
+                lines.append(f"    {route:<22} inside the server: p50 {q['p50']:7.1f} ms  "
+                             f"p95 {q['p95']:7.1f} ms  p99 {q['p99']:7.1f} ms")
         return lines
 
 
@@ -156,12 +166,16 @@ async def _http_phase(base: str, args: argparse.Namespace, run_id: str,
 
         print(f"  {MEMORY_ROUTE} {'served: read every' if has_memories else 'not served:'}"
               f"{f' {args.read_every} turns' if has_memories else ' agent route only'}")
+        # The bench's app times each request inside the server; asking starts its record.
+        timed = (await client.get(SERVER_TIMES_ROUTE)).status_code == 200
         before = _cpu_seconds(server_pid)
         await _drive(phase, args.users, args.duration, args.max_requests, turn,
                      read if has_memories else None, args.read_every)
         after = _cpu_seconds(server_pid)
         if before is not None and after is not None:
             phase.cpu = after - before
+        if timed:
+            phase.server = (await client.get(SERVER_TIMES_ROUTE)).json()
     return phase
 
 

@@ -2,16 +2,20 @@
 offline parts (no embedding model, the rule extractor, the offline chat model), API
 keys for the users, a free loopback port, and the wait until it answers.
 
-A server process imports it as ``served_app:app`` (``benchmarks/`` on its path)."""
+A server process imports it as ``served_app:app`` (``benchmarks/`` on its path). The app
+is wrapped in :class:`ServerTimes`, which times each request inside the server.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,12 +23,14 @@ from typing import Any
 
 import httpx
 
-__all__ = ["HOST", "MEMORY_ROUTE", "ROOT", "SCRIPT", "database", "free_port", "layer_options",
-           "make_app", "make_keys", "offline_agent", "store_options", "wait_ready"]
+__all__ = ["HOST", "MEMORY_ROUTE", "ROOT", "SCRIPT", "SERVER_TIMES_ROUTE", "ServerTimes",
+           "database", "free_port", "layer_options", "make_app", "make_keys", "offline_agent",
+           "store_options", "wait_ready"]
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"  # loopback only
 MEMORY_ROUTE = "/v1/memories"
+SERVER_TIMES_ROUTE = "/bench/server-times"
 
 SCRIPT = (
     "I live in Lisbon", "I am allergic to peanuts", "Where do I live?", "I work at Acme",
@@ -52,13 +58,46 @@ def layer_options() -> dict[str, Any]:
 
 
 def make_app() -> Any:
-    """The bench's app on ``LANGMEM_DATABASE_URL``: the real app, offline parts."""
+    """The bench's app on ``LANGMEM_DATABASE_URL``: the real app, offline parts, timed."""
     from langmem_layer.server.http.app import create_app
 
     options = store_options()
-    return create_app(database_url=os.environ["LANGMEM_DATABASE_URL"],
-                      pool_size=options.pop("pool_size"), store_options=options,
-                      layer_options=layer_options(), graph_factory=offline_agent)
+    return ServerTimes(create_app(database_url=os.environ["LANGMEM_DATABASE_URL"],
+                                  pool_size=options.pop("pool_size"), store_options=options,
+                                  layer_options=layer_options(),
+                                  graph_factory=offline_agent))
+
+
+class ServerTimes:
+    """ASGI middleware: each request's seconds inside the server, by route.
+
+    From the app's call to its return (the response's last byte handed to the server),
+    so neither the load client's time nor the sockets' queues are in it: the client
+    shares the machine's cores with the server. ``GET SERVER_TIMES_ROUTE`` returns the
+    times recorded since the last such request, as JSON, and starts a new record.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.seconds: defaultdict[str, list[float]] = defaultdict(list)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] == SERVER_TIMES_ROUTE:
+            body, self.seconds = json.dumps(self.seconds).encode(), defaultdict(list)
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        t0 = time.perf_counter()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            path = scope["path"]
+            route = "agent/invoke" if path == "/agent/invoke" else f"{scope['method']} {path}"
+            self.seconds[route].append(time.perf_counter() - t0)
 
 
 def make_keys(uri: str, users: Sequence[str]) -> dict[str, str]:
