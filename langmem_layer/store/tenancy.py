@@ -8,7 +8,7 @@ never mixes with another's. Items elsewhere belong to the shared tenant ``""``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, cast
 
 from langgraph.store.base import (
@@ -64,45 +64,59 @@ def check_namespace(namespace: Any) -> None:
         raise InvalidNamespaceError(
             f"Namespace cannot be empty and must be a tuple of strings, got {namespace!r}."
         )
-    try:
-        validate_op_namespace(GetOp(namespace, ""))
-    except _LGInvalidNamespace as e:
-        raise InvalidNamespaceError(str(e)) from e
+    _check_labels(GetOp(namespace, ""))
     if namespace[0] == "langgraph":
         raise InvalidNamespaceError(
             f'Root label for namespace cannot be "langgraph". Got: {namespace}'
         )
 
 
+def _check_labels(op: Any) -> None:
+    """LangGraph's label checks of ``op``'s namespace, raising the library's own error."""
+    try:
+        validate_op_namespace(op)
+    except _LGInvalidNamespace as e:
+        raise InvalidNamespaceError(str(e)) from e
+
+
+def _check_put_namespace(namespace: Any) -> None:
+    """What a put's namespace must be besides LangGraph's label rules."""
+    _check_labels(PutOp(namespace, "", None))
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+        )
+    # The labels are strings: validate_op_namespace checked them.
+    if not all(map(str.strip, namespace)):
+        raise InvalidNamespaceError(
+            f"Namespace labels cannot be blank (only whitespace), got {namespace!r}: "
+            "name each level, e.g. ('memories', 'alice', 'notes')."
+        )
+
+
 # Namespaces already found valid, so the ops of a busy store skip re-checking every label
-# (a set lookup instead of LangGraph's per-label checks). Bounded: cleared when full.
+# (a set lookup instead of LangGraph's per-label checks). Reads and puts apart: a put's
+# rules are stricter. Bounded: cleared when full.
 _READ_NAMESPACES: set[tuple[str, ...]] = set()
 _PUT_NAMESPACES: set[tuple[str, ...]] = set()
 _KNOWN_MAX = 4096
 
 
-def _known_valid(namespace: Any, known: set[tuple[str, ...]]) -> bool:
+def _once(known: set[tuple[str, ...]], namespace: Any, check: Callable[[Any], None],
+          subject: Any) -> None:
+    """``check(subject)``, unless ``namespace`` passed it before; remembered once it does."""
     try:
-        return namespace in known
+        if namespace in known:
+            return
     except TypeError:  # an unhashable label: the full check says what is wrong
-        return False
-
-
-def _remember_valid(namespace: tuple[str, ...], known: set[tuple[str, ...]]) -> None:
+        pass
+    check(subject)
     if type(namespace) is tuple:
         if len(known) >= _KNOWN_MAX:
             known.clear()
         known.add(namespace)
-
-
-def _validate_labels(op: Any, namespace: Any) -> None:
-    """LangGraph's label checks for ``op``, raising the library's own error."""
-    try:
-        validate_op_namespace(op)
-    except _LGInvalidNamespace as e:
-        raise InvalidNamespaceError(str(e)) from e
-    if isinstance(op, (GetOp, SearchOp)):
-        _remember_valid(namespace, _READ_NAMESPACES)
 
 
 class Tenancy:
@@ -173,8 +187,7 @@ class Tenancy:
 
     def _validate(self, op: Any) -> None:
         if isinstance(op, PutOp):
-            if not _known_valid(op.namespace, _PUT_NAMESPACES):
-                self._validate_put_namespace(op.namespace)
+            _once(_PUT_NAMESPACES, op.namespace, _check_put_namespace, op.namespace)
             check_key(op.key)
             if op.value is not None and not isinstance(op.value, dict):
                 raise InvalidInputError(
@@ -187,39 +200,19 @@ class Tenancy:
                     f"ttl must be a positive number of minutes (or None: no expiry), got "
                     f"{ttl!r}; delete an item with store.delete(namespace, key)."
                 )
-            return
-        if isinstance(op, GetOp):
-            if not _known_valid(op.namespace, _READ_NAMESPACES):
-                _validate_labels(op, op.namespace)
+        elif isinstance(op, GetOp):
+            _once(_READ_NAMESPACES, op.namespace, _check_labels, op)
             check_key(op.key)
-            return
-        if not (isinstance(op, SearchOp)
-                and _known_valid(op.namespace_prefix, _READ_NAMESPACES)):
-            _validate_labels(op, getattr(op, "namespace_prefix", None))
-        if isinstance(op, SearchOp):
+        elif isinstance(op, SearchOp):
+            _once(_READ_NAMESPACES, op.namespace_prefix, _check_labels, op)
             for name in ("limit", "offset"):
                 n = getattr(op, name)
                 if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                     raise InvalidInputError(
                         f"search {name} must be an int of at least 0, got {n!r}."
                     )
-
-    @staticmethod
-    def _validate_put_namespace(namespace: Any) -> None:
-        _validate_labels(PutOp(namespace, "", None), namespace)
-        if not namespace:
-            raise InvalidNamespaceError("Namespace cannot be empty.")
-        if namespace[0] == "langgraph":
-            raise InvalidNamespaceError(
-                f'Root label for namespace cannot be "langgraph". Got: {namespace}'
-            )
-        # The labels are strings: validate_op_namespace checked them.
-        if not all(map(str.strip, namespace)):
-            raise InvalidNamespaceError(
-                f"Namespace labels cannot be blank (only whitespace), got {namespace!r}: "
-                "name each level, e.g. ('memories', 'alice', 'notes')."
-            )
-        _remember_valid(namespace, _PUT_NAMESPACES)
+        else:
+            _check_labels(op)
 
     def tenant(self, namespace: tuple[str, ...], *, prefix: bool = False) -> str:
         """The user a namespace belongs to; ``""`` outside the tenant roots."""
