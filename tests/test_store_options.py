@@ -390,3 +390,58 @@ async def test_pipeline_false_is_accepted(kind: str, pg_uri: str) -> None:
     async with open_store(kind, pg_uri, index=None, pipeline=False) as store:
         await store.aput(NS, "k", {"v": 1})
         assert (await store.aget(NS, "k")) is not None
+
+
+# -- connections made the way LangGraph's docs make them ---------------------------------
+
+
+def test_a_connection_that_prepares_every_statement_sets_up_and_recalls(
+        bare_uri: str) -> None:
+    # LangGraph's stores and savers want prepare_threshold=0; a user shares such a
+    # connection with this store. setup()'s migrations hold several commands each, which
+    # PostgreSQL refuses to prepare.
+    from langmem_layer import MemoryLayer
+
+    with psycopg.connect(bare_uri, autocommit=True, prepare_threshold=0) as conn:
+        store = PostgresMemoryStore(conn, index=None)
+        store.setup()
+        layer = MemoryLayer(store, extraction="inline")
+        layer.remember("alice", "Alice works at Acme on the billing team.")
+        for _ in range(2):  # the second time through the prepared statements
+            assert [r.record.content for r in layer.recall("alice", "where does Alice work")
+                    ] == ["Alice works at Acme on the billing team."]
+
+
+async def test_a_pool_that_prepares_every_statement_sets_up(bare_uri: str) -> None:
+    config = {"min_size": 1, "max_size": 2, "kwargs": {"prepare_threshold": 0}}
+    async with AsyncPostgresMemoryStore.from_conn_string(
+            bare_uri, index=None, pool_config=config) as store:  # type: ignore[arg-type]
+        await store.setup()
+        for n in range(2):
+            await store.aput(NS, "k", {"v": n})
+            item = await store.aget(NS, "k")
+            assert item is not None and item.value == {"v": n}
+
+
+def _prepared_recalls(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT count(*) FROM pg_prepared_statements"
+                       " WHERE statement LIKE '%n_items AS%'").fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.parametrize(("threshold", "prepared"), [(5, 1), (None, 0)])
+def test_recall_is_prepared_at_its_first_run_unless_the_connection_says_never(
+        pg_uri: str, threshold: int | None, prepared: int) -> None:
+    # Planned for its values, recall's statement costs more to plan than to run; psycopg
+    # would prepare it only at its sixth run. prepare_threshold=None (e.g. behind a
+    # transaction-mode pooler) turns preparing off, and the store keeps to it.
+    from langmem_layer import MemoryLayer
+
+    _truncate(pg_uri)
+    with psycopg.connect(pg_uri, autocommit=True, prepare_threshold=threshold) as conn:
+        layer = MemoryLayer(PostgresMemoryStore(conn, index=None), extraction="inline")
+        layer.remember("alice", "Alice works at Acme.")
+        assert _prepared_recalls(conn) == 0
+        assert [r.record.content for r in layer.recall("alice", "where does Alice work")
+                ] == ["Alice works at Acme."]
+        assert _prepared_recalls(conn) == prepared

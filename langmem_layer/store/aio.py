@@ -297,7 +297,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                                        for _ in statements]
                             async with conn.pipeline():
                                 for cur, q in zip(cursors, statements, strict=True):
-                                    await cur.execute(*numbered(q.sql, q.params))
+                                    await cur.execute(*numbered(q.sql, q.params),
+                                                      prepare=q.prepare or None)
                             rounds.deliver([await cur.fetchall() if returns_rows(cur) else []
                                             for cur in cursors])
                     except BaseException:
@@ -305,7 +306,9 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                         raise
                 return None
             case RunTransaction(plan):
-                # DDL may hold several commands: the simple protocol, a statement at a time.
+                # DDL may hold several commands: the simple protocol, a statement at a time,
+                # never prepared (PostgreSQL refuses to), whatever the connection's
+                # prepare_threshold.
                 async with (
                     self._connection() as conn,
                     conn.transaction(),
@@ -316,7 +319,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                         if (bind := plan.binding()) != bound:
                             await conn.execute(*self._bind_query(bind)[:2])
                             bound = bind
-                        await ddl.execute(statement.sql, statement.params)
+                        await ddl.execute(statement.sql, statement.params, prepare=False)
                         plan.deliver_rows(await ddl.fetchall() if returns_rows(ddl) else [])
                 return None
             case EmbedDocuments(texts):

@@ -230,7 +230,8 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                                        for _ in statements]
                             with conn.pipeline():
                                 for cur, q in zip(cursors, statements, strict=True):
-                                    cur.execute(*numbered(q.sql, q.params))
+                                    cur.execute(*numbered(q.sql, q.params),
+                                                prepare=q.prepare or None)
                             rounds.deliver([cur.fetchall() if returns_rows(cur) else []
                                             for cur in cursors])
                     except BaseException:
@@ -238,7 +239,9 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                         raise
                 return None
             case RunTransaction(plan):
-                # DDL may hold several commands: the simple protocol, a statement at a time.
+                # DDL may hold several commands: the simple protocol, a statement at a time,
+                # never prepared (PostgreSQL refuses to), whatever the connection's
+                # prepare_threshold.
                 with (
                     self._connection() as conn,
                     conn.transaction(),
@@ -249,7 +252,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                         if (bind := plan.binding()) != bound:
                             conn.execute(*self._bind_query(bind)[:2])
                             bound = bind
-                        ddl.execute(statement.sql, statement.params)
+                        ddl.execute(statement.sql, statement.params, prepare=False)
                         plan.deliver_rows(ddl.fetchall() if returns_rows(ddl) else [])
                 return None
             case EmbedDocuments(texts):

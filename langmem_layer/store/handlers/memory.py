@@ -69,6 +69,8 @@ class MemoryHandlers(ItemHandlers):
                 vector_type=self.vector_type,
             ),
             last=True,
+            # planned for its values, recall costs more to plan than to run
+            prepare=True,
         )
         names = {s.column: s.name for s in rsql.RECALL_SOURCES}
         return [
