@@ -178,20 +178,23 @@ def _query(state: MemoryState) -> str | None:
     return messages[i].text if i is not None else None
 
 
-def _dump(recalled: Sequence[Recalled], placements: dict[str, str] | None = None
-          ) -> list[dict[str, Any]]:
+def _dump(recalled: Sequence[Recalled], placements: dict[str, str] | None = None, *,
+          values: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    # ``values``: the records already dumped, in order (assemble_context's input, which
+    # load_memory dumped): serialising each record again costs more than the block.
+    dumped = values if values is not None else [r.record.to_value() for r in recalled]
     return [
         {
             "key": r.key,
             "namespace": list(r.namespace),
-            "value": r.record.to_value(),
+            "value": value,
             "score": r.score,
             "similarity": r.similarity,
             "sources": dict(r.sources),
             "section": (placements or {}).get(r.key),
             "relevance": r.relevance,
         }
-        for r in recalled
+        for r, value in zip(recalled, dumped, strict=True)
     ]
 
 
@@ -285,7 +288,8 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
 
     def assemble_context(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         run_identity(config)
-        recalled = _load(state.get("recalled") or [])
+        loaded = state.get("recalled") or []
+        recalled = _load(loaded)
         # The short-term tier is the checkpointed thread itself: no round trip here.
         window = short_term(state.get("messages") or [], layer.env.settings.short_term_messages)
         now = layer.now()
@@ -299,7 +303,9 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
         history = [*(state.get("memory_spoken") or []), spoken][-2:]
         return {
             "memory_context": block.text,
-            "recalled": _dump(recalled, block.placements),
+            "recalled": _dump(recalled, block.placements, values=[
+                d["value"] if isinstance(d["value"], dict) else r.record.to_value()
+                for d, r in zip(loaded, recalled, strict=True)]),
             "memory_spoken": history,
             "memory_shown_at": now.isoformat(),
         }
