@@ -136,6 +136,51 @@ def test_large_user_recall_uses_every_strategy_and_stays_in_the_user(
     assert len([c for c in cands if "vector" in c.ranks]) == 40  # per_source
 
 
+def test_an_index_another_store_builds_or_drops_changes_recall_from_the_next_turn(
+    store: PostgresMemoryStore, pg_uri: str, index: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store remembers each user's index lookup and sends it with the recall, whose
+    # shape follows what the last lookup found: a stale memory costs one recall its
+    # speed (it searches exactly), never what it finds.
+    user = "memo-user"
+    shapes: list[int | None] = []
+    real = rsql.recall_candidates
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        shapes.append(kwargs["indexed_dims"])  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rsql, "recall_candidates", recorded)
+
+    def recall_finds_rare() -> None:
+        (cands,) = store.batch([RecallOp(user, ("work",), query="zanzibar status meeting",
+                                         now=NOW)])
+        ranks = {c.key: c.ranks for c in cands}
+        assert {"vector", "keyword"} <= set(ranks["rare"])
+        assert all(c.namespace[1] == user for c in cands)
+
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        for (name,) in conn.execute("SELECT index_name FROM langmem_vector_indexes"
+                                    " WHERE user_id = %s", (user,)).fetchall():
+            conn.execute(f'DROP INDEX IF EXISTS "{name}", "{name}_kw"')
+        conn.execute("DELETE FROM langmem_vector_indexes WHERE user_id = %s", (user,))
+    ns = ("memories", user, "work")
+    store.batch([PutOp(ns, f"f{i}", _value(f"weekly status meeting notes number {i}"))
+                 for i in range(60)] + [PutOp(ns, "rare", _value("the zanzibar status meeting"))])
+    recall_finds_rare()
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as other:
+        assert other.index_large_users(threshold=50) == [user]
+    recall_finds_rare()  # shaped as before: no index
+    recall_finds_rare()  # the lookup sent with the last one found it
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        (name,) = conn.execute("DELETE FROM langmem_vector_indexes WHERE user_id = %s"
+                               " RETURNING index_name", (user,)).fetchone() or ("",)
+        conn.execute(f'DROP INDEX "{name}", "{name}_kw"')
+    recall_finds_rare()  # shaped for the index that is gone: still finds the memory
+    recall_finds_rare()
+    assert shapes == [None, None, 64, 64, None]
+
+
 def _elaborates(layer: MemoryLayer, key: str) -> list[str]:
     links = layer.store.batch([LinksOp("u1", (key,))])[0]
     return [x.dst_key for x in links if x.src_key == key and x.link_type == "elaborates"]

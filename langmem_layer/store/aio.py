@@ -319,8 +319,13 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                         if (bind := plan.binding()) != bound:
                             await conn.execute(*self._bind_query(bind)[:2])
                             bound = bind
+                        pre = None
+                        if statement.pre is not None:
+                            await ddl.execute(*statement.pre, prepare=False)
+                            pre = await ddl.fetchall() if returns_rows(ddl) else []
                         await ddl.execute(statement.sql, statement.params, prepare=False)
-                        plan.deliver_rows(await ddl.fetchall() if returns_rows(ddl) else [])
+                        rows = await ddl.fetchall() if returns_rows(ddl) else []
+                        plan.deliver_rows(rows if pre is None else (pre, rows))
                 return None
             case EmbedDocuments(texts):
                 return await self._model().aembed_documents(texts)

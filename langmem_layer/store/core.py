@@ -148,6 +148,7 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
                 else default_max_input_tokens(self.model_id)
             )
         self._close_hooks: list[tuple[weakref.WeakMethod[Any], weakref.WeakMethod[Any]]] = []
+        self._index_dims = {}
 
     def on_close(self, hook: Callable[[], None],
                  ahook: Callable[[], Awaitable[None]]) -> None:

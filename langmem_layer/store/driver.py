@@ -180,7 +180,9 @@ class Rounds:
         self._bound: Binding | None = None
         self._begun = begun and not nested
         self._done = False
-        self._picks: list[int] = []
+        # Where each statement of the plan's round sits in the round sent, and where
+        # the statement it carries (``Query.pre``) sits, if it carries one.
+        self._picks: list[tuple[int, int | None]] = []
 
     def next(self) -> list[Query]:
         """The statements of the next round trip, or ``[]`` when the transaction is over."""
@@ -201,7 +203,11 @@ class Rounds:
             if bind != self._bound:
                 out.append(self._bind_query(bind))
                 self._bound = bind
-            self._picks.append(len(out))
+            pre = None
+            if query.pre is not None:
+                pre = len(out)
+                out.append(Query(*query.pre, bind=query.bind))
+            self._picks.append((len(out), pre))
             out.append(query)
         if final:
             self._done = True
@@ -218,7 +224,8 @@ class Rounds:
         """Reply to :meth:`next`: the rows of each statement it returned, in order."""
         if self._picks:
             picks, self._picks = self._picks, []
-            self._plan.deliver_round([rows[i] for i in picks])
+            self._plan.deliver_round([rows[i] if pre is None else (rows[pre], rows[i])
+                                      for i, pre in picks])
 
 
 class Execution:

@@ -84,6 +84,7 @@ class Maintenance(ItemHandlers, Execution):
         yield Query(*vsql.create_user_keyword_index(op.user_id, self.model_id, vtype))
         yield Query(*vsql.record_user_index(op.user_id, self.model_id, self.dims,
                                             op.now or self.now(), vtype))
+        self._index_seen(op.user_id, self.dims)
 
     @handles(mops.SweepExpiredOp)
     def _sweep(self, op: mops.SweepExpiredOp) -> Handler:

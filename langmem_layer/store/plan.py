@@ -86,6 +86,12 @@ class Query(NamedTuple):
     sixth, psycopg's default; for a long statement whose plan for its values costs
     more than running it (recall's), unless the connection turned preparing off
     (``prepare_threshold=None``).
+
+    ``pre``: a statement sent right before this one, in the same round and under the
+    same binding, whose rows come back with this one's: the reply is then ``(pre's
+    rows, rows)``. For the settings a statement relies on when the handler need not
+    read them first (recall's HNSW depth, with the index lookup that decides its
+    shape), one round trip instead of two; a statement with ``pre`` also ``sets``.
     """
 
     sql: str
@@ -94,6 +100,7 @@ class Query(NamedTuple):
     last: bool = False
     sets: bool = False
     prepare: bool = False
+    pre: tuple[str, Any] | None = None
 
 
 Handler = Generator[Embed | Query, Any, Any]
@@ -327,16 +334,18 @@ class Plan:
                           and step.request.last)
             for n, step in enumerate(self.steps) if n >= self._cursor)
 
-    def deliver_round(self, rows: Sequence[list[dict[str, Any]]]) -> None:
-        """Reply to :meth:`next_round`: each statement's rows, in the round's order."""
+    def deliver_round(self, rows: Sequence[Any]) -> None:
+        """Reply to :meth:`next_round`: each statement's rows, in the round's order (a
+        statement with a ``pre``: the pair :class:`Query` says)."""
         if self._cache_write is not None:
             self.deliver_rows(rows[0])
             return
         for n, reply in zip(self._round, rows, strict=True):
             self._advance(self.steps[n], reply)
 
-    def deliver_rows(self, rows: list[dict[str, Any]]) -> None:
-        """Reply to the statement returned by :meth:`next_query`."""
+    def deliver_rows(self, rows: Any) -> None:
+        """Reply to the statement returned by :meth:`next_query`: its rows, or (its
+        ``pre``'s rows, its rows) when it carries one."""
         if self._cache_write is not None:
             self._cache_write = None
             return

@@ -252,8 +252,13 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                         if (bind := plan.binding()) != bound:
                             conn.execute(*self._bind_query(bind)[:2])
                             bound = bind
+                        pre = None
+                        if statement.pre is not None:
+                            ddl.execute(*statement.pre, prepare=False)
+                            pre = ddl.fetchall() if returns_rows(ddl) else []
                         ddl.execute(statement.sql, statement.params, prepare=False)
-                        plan.deliver_rows(ddl.fetchall() if returns_rows(ddl) else [])
+                        rows = ddl.fetchall() if returns_rows(ddl) else []
+                        plan.deliver_rows(rows if pre is None else (pre, rows))
                 return None
             case EmbedDocuments(texts):
                 return self._model().embed_documents(texts)

@@ -24,6 +24,7 @@ from langgraph.store.base import (
 from pydantic import ValidationError
 
 from langmem_layer.errors import InvalidMemoryError, InvalidNamespaceError
+from langmem_layer.sql import Sql
 from langmem_layer.sql import items as isql
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import vector as vsql
@@ -43,6 +44,9 @@ from langmem_layer.store.tenancy import Tenancy, match_namespace, ns_text, ns_tu
 from langmem_layer.types import MEMORY_ROOT, Kind, MemoryRecord
 
 __all__ = ["ItemHandlers", "Write", "listing_user", "row_to_item"]
+
+#: Users whose index lookup a store remembers (``ItemHandlers._index_dims``).
+_INDEX_MEMO_USERS = 10_000
 
 
 class Write(NamedTuple):
@@ -108,6 +112,10 @@ class ItemHandlers(Registry, Tenancy):
     now: Callable[[], datetime]
     index_config: Any
     ttl_config: Any
+    #: Per user, the dims of their own HNSW index as this store last looked them up
+    #: (``None``: no index), set up empty by the core. Only the shape of a recall
+    #: depends on it, never what it finds (see ``MemoryHandlers._recall``).
+    _index_dims: dict[str, int | None]
 
     @property
     def omit_expired(self) -> bool:
@@ -327,9 +335,21 @@ class ItemHandlers(Registry, Tenancy):
 
     def _ann_dims(self, user: str, *, ef_search: int = vsql.ANN_EF_SEARCH) -> Handler:
         """Dims of the user's own HNSW index; None means search exactly."""
-        rows = yield Query(*vsql.prepare_search(user, self.model_id or "", ef_search=ef_search,
-                                                vector_type=self.vector_type), sets=True)
+        rows = yield Query(*self._ann_lookup(user, ef_search), sets=True)
+        self._index_seen(user, rows[0]["dims"])
         return rows[0]["dims"]
+
+    def _ann_lookup(self, user: str, ef_search: int) -> Sql:
+        """The statement :meth:`_ann_dims` sends: the index's dims, and the settings of
+        the walk that follows."""
+        return vsql.prepare_search(user, self.model_id or "", ef_search=ef_search,
+                                   vector_type=self.vector_type)
+
+    def _index_seen(self, user: str, dims: int | None) -> None:
+        """Remember what a lookup found for ``user`` (bounded: a full memo starts over)."""
+        if len(self._index_dims) >= _INDEX_MEMO_USERS and user not in self._index_dims:
+            self._index_dims.clear()
+        self._index_dims[user] = dims
 
     @handles(ListNamespacesOp)
     def _list_namespaces(self, op: ListNamespacesOp) -> Handler:

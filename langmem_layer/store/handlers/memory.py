@@ -38,12 +38,20 @@ class MemoryHandlers(ItemHandlers):
         op = op._replace(query=clean(op.query)) if op.query else op
         qvec = None
         dims = None
+        lookup = None
         if op.query and self.embeddings is not None:
             _, (qvec,) = yield Embed([], [clean(op.embed_text) if op.embed_text else op.query])
-            dims = yield from self._ann_dims(op.user_id,
-                                             ef_search=rsql.ann_depth(op.per_source))
+            ef = rsql.ann_depth(op.per_source)
+            if op.user_id in self._index_dims:
+                # A user looked up before: the lookup rides with the recall, one round
+                # trip instead of two, and the recall takes the shape the last lookup
+                # found. Stale (another process built or dropped the index since), that
+                # shape searches exactly, only slower; this lookup corrects the next.
+                dims, lookup = self._index_dims[op.user_id], self._ann_lookup(op.user_id, ef)
+            else:
+                dims = yield from self._ann_dims(op.user_id, ef_search=ef)
         prefixes = [ns_text((MEMORY_ROOT, op.user_id, s)) for s in op.scopes]
-        rows = yield Query(
+        reply = yield Query(
             *rsql.recall_candidates(
                 op.user_id,
                 prefixes,
@@ -71,7 +79,14 @@ class MemoryHandlers(ItemHandlers):
             last=True,
             # planned for its values, recall costs more to plan than to run
             prepare=True,
+            pre=lookup,
+            sets=lookup is not None,
         )
+        if lookup is None:
+            rows = reply
+        else:
+            found, rows = reply
+            self._index_seen(op.user_id, found[0]["dims"])
         names = {s.column: s.name for s in rsql.RECALL_SOURCES}
         return [
             mops.Candidate(

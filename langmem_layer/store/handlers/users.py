@@ -22,12 +22,14 @@ class UserHandlers(Registry):
     """Handlers of :class:`~langmem_layer.store.ops.DeleteUserOp` and the fallback ops."""
 
     now: Callable[[], datetime]
+    _index_dims: dict[str, int | None]
 
     @handles(mops.DeleteUserOp)
     def _delete_user(self, op: mops.DeleteUserOp) -> Handler:
         # The user's own ANN indexes name the user in their predicates: dropped too.
         rows = yield Query(*usql.user_index_names(op.user_id))
         dropped = [r["index_name"] for r in rows]
+        self._index_dims.pop(op.user_id, None)
         for name in dropped:
             yield Query(*usql.drop_index(name))
             yield Query(*usql.drop_index(name + "_kw"))
