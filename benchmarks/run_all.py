@@ -87,6 +87,10 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
 SUITE: tuple[Benchmark, ...] = (
     Benchmark("serve_bench", ("--users", "1,8,50", "--duration", "10"),
               "a served turn beside LangGraph's store alone, 1, 8 and 50 concurrent users"),
+    Benchmark("serve_bench_vectors", ("--users", "1,50", "--duration", "10",
+                                      "--embeddings", "hash"),
+              "the same with an embedding model on both sides, 1 and 50 users",
+              script="serve_bench"),
     Benchmark("recall_latency", ("--questions", "300", "--passes", "3"),
               "recall() and the block's read on LoCoMo, the query's embedding included"),
     Benchmark("read_path_bench", ("--total", "100000", "--big", "10000", "--queries", "100"),

@@ -18,10 +18,16 @@ Extraction runs behind the turns: the row also says how many turns it had not ca
 with when the clock stopped, how long the exit's drain took, and the rate counting that
 time too, so a worker that falls behind cannot pass for a fast turn.
 
+``--embeddings hash`` gives both sides the same deterministic embedding model (the
+benchmarks' hashed bag of words, 384 dimensions, each text embedded once and cached), as
+a deployment with vectors runs: ours recalls by vector too, LangGraph's node searches
+with the human text as its query. The default, ``none``, is the issue's set-up.
+
 Bounded and local: loopback PostgreSQL (the embedded one in a temporary directory, or
 ``--database-url``), at most ``--max-turns`` turns per row and side.
 
     .venv/bin/python benchmarks/serve_bench.py [--users 1,8,50] [--duration 20]
+        [--embeddings none|hash]
 """
 
 from __future__ import annotations
@@ -122,15 +128,28 @@ async def _drive(users: int, duration: float, max_turns: int,
     return latencies, time.perf_counter() - t0, errors[0]
 
 
+def _embeddings(args: argparse.Namespace) -> Any:
+    """The embedding model of ``--embeddings``, or ``None``."""
+    if args.embeddings == "none":
+        return None
+    from workload import CachedEmbeddings, HashEmbedder
+
+    embedder = HashEmbedder()
+    return CachedEmbeddings({}, embedder, embedder.name)
+
+
 async def _ours(uri: str, users: int, args: argparse.Namespace, run: str) -> dict[str, Any]:
     from langchain_core.messages import HumanMessage
 
     from langmem_layer.server.http.lifespan import memory_lifespan
     from langmem_layer.store.ops import PendingOp
 
+    embed = _embeddings(args)
+    index = None if embed is None else {"embed": embed, "dims": embed.compute.dims,
+                                        "model_id": embed.model}
     STATEMENTS.take()
     async with memory_lifespan(database_url=uri,
-                               store_options={"index": None, "pool_size": args.pool_size},
+                               store_options={"index": index, "pool_size": args.pool_size},
                                layer_options=layer_options(),
                                graph_factory=offline_agent) as service:
         STATEMENTS.take()  # the setup's
@@ -164,13 +183,18 @@ async def _langgraph(uri: str, users: int, args: argparse.Namespace, run: str
     from langmem_layer.offline import OfflineChatModel
 
     model = OfflineChatModel()
+    embed = _embeddings(args)
+    index = None if embed is None else {"embed": embed, "dims": embed.compute.dims,
+                                        "fields": ["text"]}
     async with AsyncPostgresStore.from_conn_string(
-            uri, pool_config={"min_size": 1, "max_size": args.pool_size}) as store:
+            uri, pool_config={"min_size": 1, "max_size": args.pool_size},
+            index=index) as store:  # type: ignore[arg-type]
         await store.setup()
 
         async def recall(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
             user = config["configurable"]["user_id"]
-            found = await store.asearch(("memories", user), limit=10)
+            query = state["messages"][-1].text if embed is not None else None
+            found = await store.asearch(("memories", user), query=query, limit=10)
             notes = "\n".join(f"- {i.value['text']}" for i in found)
             return {"messages": [SystemMessage(f"What you remember:\n{notes}")]}
 
@@ -221,6 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max-turns", type=int, default=100_000, help="per row and side")
     p.add_argument("--pool-size", type=int, default=8)
     p.add_argument("--database-url", default=None)
+    p.add_argument("--embeddings", choices=("none", "hash"), default="none",
+                   help="both sides' embedding model (hash: deterministic, cached)")
     add_noise_option(p)
     args = p.parse_args(argv)
     header("serve_bench", allow_noisy=args.allow_noisy)
@@ -231,7 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for users in (int(u) for u in args.users.split(",")):
             lg = asyncio.run(_langgraph(uri, users, args, run))
             ours = asyncio.run(_ours(uri, users, args, run))
-            print(f"  {users} user{'s' if users > 1 else ''}, {args.duration:.0f} s each")
+            print(f"  {users} user{'s' if users > 1 else ''}, {args.duration:.0f} s each"
+                  + ("" if args.embeddings == "none" else f", embeddings {args.embeddings}"))
             line_lg, rate_lg = _row("LangGraph store + node", lg)
             line_ours, rate_ours = _row("langmem_layer (served)", ours)
             print(line_lg)
