@@ -179,22 +179,23 @@ def _query(state: MemoryState) -> str | None:
 
 
 def _dump(recalled: Sequence[Recalled], placements: dict[str, str] | None = None, *,
-          values: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    # ``values``: the records already dumped, in order (assemble_context's input, which
-    # load_memory dumped): serialising each record again costs more than the block.
-    dumped = values if values is not None else [r.record.to_value() for r in recalled]
+          values: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+    # ``values``: the records' values as the state holds them, in order (assemble_context's
+    # input, which load_memory dumped): a dict is kept, as serialising each record again
+    # costs more than the block.
+    given = values if values is not None else [None] * len(recalled)
     return [
         {
             "key": r.key,
             "namespace": list(r.namespace),
-            "value": value,
+            "value": value if isinstance(value, dict) else r.record.to_value(),
             "score": r.score,
             "similarity": r.similarity,
             "sources": dict(r.sources),
             "section": (placements or {}).get(r.key),
             "relevance": r.relevance,
         }
-        for r, value in zip(recalled, dumped, strict=True)
+        for r, value in zip(recalled, given, strict=True)
     ]
 
 
@@ -303,9 +304,8 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
         history = [*(state.get("memory_spoken") or []), spoken][-2:]
         return {
             "memory_context": block.text,
-            "recalled": _dump(recalled, block.placements, values=[
-                d["value"] if isinstance(d["value"], dict) else r.record.to_value()
-                for d, r in zip(loaded, recalled, strict=True)]),
+            "recalled": _dump(recalled, block.placements,
+                              values=[d["value"] for d in loaded]),
             "memory_spoken": history,
             "memory_shown_at": now.isoformat(),
         }

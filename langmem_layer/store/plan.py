@@ -91,7 +91,8 @@ class Query(NamedTuple):
     same binding, whose rows come back with this one's: the reply is then ``(pre's
     rows, rows)``. For the settings a statement relies on when the handler need not
     read them first (recall's HNSW depth, with the index lookup that decides its
-    shape), one round trip instead of two; a statement with ``pre`` also ``sets``.
+    shape), one round trip instead of two; the plan counts it as a statement that
+    ``sets`` (:attr:`sets_settings`).
     """
 
     sql: str
@@ -101,6 +102,11 @@ class Query(NamedTuple):
     sets: bool = False
     prepare: bool = False
     pre: tuple[str, Any] | None = None
+
+    @property
+    def sets_settings(self) -> bool:
+        """Whether it sets transaction settings: ``sets``, or a ``pre`` that does."""
+        return self.sets or self.pre is not None
 
 
 Handler = Generator[Embed | Query, Any, Any]
@@ -181,7 +187,7 @@ class Plan:
             if sent.last:  # its COMMIT may have gone out with it: nothing can follow
                 raise RuntimeError(f"the handler of {_name(step)} sent a statement after "
                                    f"the one it marked last: {sent.sql[:80]!r}")
-            if isinstance(step.request, Query) and step.request.sets:
+            if isinstance(step.request, Query) and step.request.sets_settings:
                 raise RuntimeError(f"the handler of {_name(step)} sets transaction settings "
                                    "after its first statement; only a first statement may")
 
@@ -300,7 +306,7 @@ class Plan:
             return queries
         pending = not first.last  # a step of the round has statements still to come
         barrier = pending and not head.free
-        settings = first.sets
+        settings = first.sets_settings
         for n in range(self._cursor + 1, len(self.steps)):
             step = self.steps[n]
             if step.done:
@@ -308,7 +314,7 @@ class Plan:
             request = step.request
             if not isinstance(request, Query) or barrier or (pending and not step.free):
                 break
-            if request.sets:
+            if request.sets_settings:
                 if settings:
                     break
                 settings = True

@@ -65,10 +65,7 @@ def check_namespace(namespace: Any) -> None:
             f"Namespace cannot be empty and must be a tuple of strings, got {namespace!r}."
         )
     _check_labels(GetOp(namespace, ""))
-    if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
-        )
+    _check_root(namespace)
 
 
 def _check_labels(op: Any) -> None:
@@ -79,15 +76,20 @@ def _check_labels(op: Any) -> None:
         raise InvalidNamespaceError(str(e)) from e
 
 
+def _check_root(namespace: tuple[str, ...]) -> None:
+    """LangGraph keeps the root label ``langgraph`` for itself."""
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+        )
+
+
 def _check_put_namespace(namespace: Any) -> None:
     """What a put's namespace must be besides LangGraph's label rules."""
     _check_labels(PutOp(namespace, "", None))
     if not namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
-    if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
-        )
+    _check_root(namespace)
     # The labels are strings: validate_op_namespace checked them.
     if not all(map(str.strip, namespace)):
         raise InvalidNamespaceError(

@@ -80,7 +80,6 @@ class MemoryHandlers(ItemHandlers):
             # planned for its values, recall costs more to plan than to run
             prepare=True,
             pre=lookup,
-            sets=lookup is not None,
         )
         if lookup is None:
             rows = reply
