@@ -203,3 +203,46 @@ def test_schemas_and_playground_are_served(server: Server) -> None:
         page = client.get("/agent/playground/index.html")
         assert page.status_code == 200
         assert "<html" in page.text.lower()
+
+
+def test_served_runs_carry_no_langserve_event_aggregator() -> None:
+    """LangServe attaches an event collector to each invoke, batch and stream run and
+    discards it on these routes (no ``include_callback_events``); the served agent runs
+    without it, as in process."""
+    from dataclasses import dataclass as _dataclass
+
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from langmem_layer.server.http.agent_route import add_agent_routes
+
+    seen: list[list[str]] = []
+
+    def node(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+        seen.append([type(h).__name__ for h in config["callbacks"].handlers])
+        return {"messages": [AIMessage("ok")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    graph = builder.compile()
+
+    @_dataclass
+    class Caller:
+        user_id: str = "someone"
+        admin: bool = False
+
+    app = FastAPI()
+    add_agent_routes(app, graph, principal_dependency=lambda: Caller(), playground=False)
+    # sse-starlette keeps its exit event on the loop of the first server that streamed
+    # (this module's); a second server on its own loop needs a fresh one.
+    from sse_starlette.sse import AppStatus
+
+    AppStatus.should_exit_event = None
+    with serve(app) as url:
+        agent = RemoteRunnable(f"{url}/agent", timeout=60)
+        agent.invoke(_turn("hi"))
+        agent.batch([_turn("a"), _turn("b")])
+        list(agent.stream(_turn("c")))
+    assert len(seen) == 4
+    assert not any("AsyncEventAggregatorCallback" in names for names in seen), seen

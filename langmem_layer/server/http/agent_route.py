@@ -11,12 +11,13 @@ an admin, who may act for any user.
 # No ``from __future__ import annotations``: FastAPI reads the dependency's annotation
 # at runtime, and it names a local variable (the app's principal dependency).
 import warnings
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 from langgraph.warnings import LangGraphDeprecatedSinceV10
+from pydantic import BaseModel
 
 __all__ = ["Principal", "add_agent_routes", "principal_of"]
 
@@ -68,6 +69,58 @@ def _run_as(config: dict[str, Any], principal: Principal) -> dict[str, Any]:
     return {**config, "configurable": configurable}
 
 
+def _unaggregated(config: RunnableConfig | None) -> RunnableConfig | None:
+    """``config`` without LangServe's event aggregators among its callbacks."""
+    from langserve.callbacks import AsyncEventAggregatorCallback
+
+    callbacks = (config or {}).get("callbacks")
+    if config is None or not isinstance(callbacks, list) or not any(
+            isinstance(c, AsyncEventAggregatorCallback) for c in callbacks):
+        return config
+    kept = [c for c in callbacks if not isinstance(c, AsyncEventAggregatorCallback)]
+    rest = config.copy()
+    del rest["callbacks"]
+    if kept:
+        rest["callbacks"] = kept
+    return rest
+
+
+class _Served(RunnableBinding[Any, Any]):
+    """The agent as its routes run it: without LangServe's event aggregator.
+
+    LangServe's invoke, batch and stream handlers add a callback to every run that
+    collects its events, and answer with them only for routes added with
+    ``include_callback_events=True``, which these never are. Unused, it still made
+    LangChain build and dispatch an event at each node's and the model's start and
+    end, a few tasks more per turn; without it a served run does what the same run
+    in process does (tracing a user configured, LangSmith's included, is untouched).
+    """
+
+    def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
+        # The graph's own (its context schema's keys), which LangServe validates each
+        # request's ``configurable`` against; a binding would derive it from config specs.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10)
+            return self.bound.config_schema(include=include)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
+                      **kwargs: Any) -> Any:
+        return await super().ainvoke(input, _unaggregated(config), **kwargs)
+
+    async def abatch(self, inputs: list[Any],
+                     config: RunnableConfig | list[RunnableConfig] | None = None, *,
+                     return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
+        configs = ([_unaggregated(c) or {} for c in config] if isinstance(config, list)
+                   else _unaggregated(config))
+        return await super().abatch(inputs, configs, return_exceptions=return_exceptions,
+                                    **kwargs)
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None,
+                      **kwargs: Any) -> AsyncIterator[Any]:
+        async for chunk in super().astream(input, _unaggregated(config), **kwargs):
+            yield chunk
+
+
 def add_agent_routes(app: FastAPI, graph: Runnable, *,
                      principal_dependency: Callable[..., Any], path: str = "/agent",
                      playground: bool = True) -> None:
@@ -107,7 +160,7 @@ def add_agent_routes(app: FastAPI, graph: Runnable, *,
         # ``config_schema``; the graph declares it as ``context_schema`` already.
         warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10)
         add_routes(
-            app, graph, path=path, config_keys=("configurable",),
+            app, _Served(bound=graph), path=path, config_keys=("configurable",),
             per_req_config_modifier=run_as_caller,
             dependencies=[Depends(authenticate)],
             disabled_endpoints=None if playground else ["playground"],
