@@ -13,6 +13,8 @@ with a pool of 10 connections, no vectors (``index=None``: the workloads have no
 
 Each workload is run ``--repeat`` times per store, stores alternating who goes first;
 the best wall time is kept. Errors are calls that raised (``return_exceptions=True``).
+A full garbage collection runs before each timed ``gather``, so no run starts with the
+garbage the one before it (the other store's, or another workload's) left behind.
 
 Run:  .venv/bin/python benchmarks/store_concurrency_bench.py  [--n 1000] [--m 10]
       [--rounds 6000] [--items 200] [--repeat 2] [--data-dir DIR]
@@ -108,6 +110,9 @@ COLLECTIONS = _Collections()
 async def timed(make: Callable[[], list[Awaitable[Any]]]) -> tuple[float, int, int, float]:
     """(seconds, calls, errors, seconds in garbage collection) of one ``gather`` of the
     calls ``make`` returns."""
+    # Each run starts from a collected heap: otherwise what an earlier run left decides
+    # whether a full pass (most of a gather's time) falls inside this one or the next.
+    gc.collect()
     calls = make()
     gc_before = COLLECTIONS.seconds
     t0 = time.perf_counter()
@@ -196,8 +201,8 @@ async def run(args: argparse.Namespace) -> int:
               f"{(ours[0] - ours[3]) / (theirs[0] - theirs[3]):.2f}x")
     print("errors: calls that raised, summed over all repeats; wall s: best of the repeats; "
           "gc s: the collector's time within it (gc.callbacks): the calls of a gather are "
-          "all alive at once, so its full passes are much of both stores' time, and when "
-          "they fall moves the wall-time ratio from run to run")
+          "all alive at once, so its full passes are much of both stores' time; each "
+          "gather starts after a full collection")
     return int(rc)
 
 
