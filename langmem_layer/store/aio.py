@@ -3,7 +3,7 @@
 Concurrent calls are coalesced, as in LangGraph's ``AsyncBatchedBaseStore``: every call
 made while the store's previous batch runs (or in the same event-loop iteration) is
 executed with them as ONE batch, in one transaction on one connection, instead of each
-taking a connection and a transaction of its own (see :class:`_Coalescer`).
+taking a connection and a transaction of its own (see :class:`Coalescer`).
 
 LangGraph's class itself is not reused: it needs a running loop when the store is made
 (ours can be made outside one), queues only its own five methods (ours also coalesces
@@ -30,10 +30,13 @@ from langgraph.store.base import (
     GetOp,
     Item,
     ListNamespacesOp,
+    MatchCondition,
+    NamespacePath,
     NotProvided,
     Op,
     PutOp,
     Result,
+    SearchItem,
     SearchOp,
 )
 from psycopg.pq import TransactionStatus
@@ -42,6 +45,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError, SyncCallOnEventLoopError
 from langmem_layer.sql import numbered
+from langmem_layer.store.coalesce import Call, Coalescer, arrange, deliver, settle
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
 from langmem_layer.store.driver import (
     IO,
@@ -56,7 +60,7 @@ from langmem_layer.store.driver import (
     returns_rows,
 )
 from langmem_layer.store.embedded import embedded_uri
-from langmem_layer.store.ops import GetManyOp, PurgeEmbeddingCacheOp, SweepExpiredOp
+from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
 from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
 from langmem_layer.store.plan import Plan
 from langmem_layer.store.tenancy import check_namespace
@@ -65,82 +69,8 @@ __all__ = ["AsyncPostgresMemoryStore"]
 
 logger = logging.getLogger("langmem_layer.store")
 
-#: Reads whose identical twins in one coalesced batch share one execution.
-_READS = (GetOp, SearchOp, ListNamespacesOp)
 #: Errors that are the caller's own (bad input): they fail only the call that made them.
 _CALLER_ERRORS = (ValueError, TypeError, LookupError)
-
-
-class _Call:
-    """One ``abatch`` call waiting in a :class:`_Coalescer`."""
-
-    __slots__ = ("future", "ops")
-
-    def __init__(self, future: asyncio.Future[list[Result]], ops: list[Op]) -> None:
-        self.future = future
-        self.ops = ops
-
-
-class _Coalescer:
-    """The calls of one event loop waiting for the store, and the task that runs them.
-
-    The task runs while calls wait: it takes every call queued so far as one batch,
-    runs it, sets each caller's result, and takes the next lot (the calls made while the
-    batch ran). It ends when none is left, so a closed store leaves no task behind.
-    """
-
-    __slots__ = ("calls", "loop", "task")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.calls: list[_Call] = []
-        self.task: asyncio.Task[None] | None = None
-        # Weak: a store kept past its loop must not keep the closed loop alive.
-        self.loop = weakref.ref(loop)
-
-
-def _arrange(calls: list[_Call]) -> tuple[list[Any], list[list[tuple[int, str | None]]]]:
-    """The ops of one coalesced batch, and where each call finds its results in theirs.
-
-    Concurrent calls have no order among themselves, so the batch is arranged as
-    LangGraph's batched stores do: plain reads first (gets of one namespace as one
-    statement, identical searches and listings, e.g. the same search from many
-    callers, run once), then every multi-op or memory-op call as one contiguous run in
-    its own order, then single puts and deletes together, so their upserts go out in
-    one statement (the last put of a key wins, as in LangGraph). Each call's own ops
-    keep their order. A result is ``results[i]``, or ``results[i].get(key)`` for a get.
-    """
-    gets: dict[tuple[tuple[str, ...], bool], dict[str, None]] = {}  # ordered key sets
-    group_ix: dict[tuple[tuple[str, ...], bool], int] = {}
-    reads: list[Op] = []
-    seen: dict[Any, int] = {}
-    others: list[Op] = []
-    puts: list[Op] = []
-    where: list[list[tuple[int, int, str | None]]] = []  # (section, index, key) per op
-    for call in calls:
-        op = call.ops[0]
-        if len(call.ops) > 1 or not isinstance(op, (*_READS, PutOp)):
-            where.append([(2, len(others) + j, None) for j in range(len(call.ops))])
-            others.extend(call.ops)
-        elif isinstance(op, GetOp):
-            group = (op.namespace, bool(op.refresh_ttl))
-            keys = gets.setdefault(group, {})
-            keys[op.key] = None
-            where.append([(0, group_ix.setdefault(group, len(group_ix)), op.key)])
-        elif isinstance(op, PutOp):
-            where.append([(3, len(puts), None)])
-            puts.append(op)
-        else:
-            try:
-                ix = seen.setdefault(op, len(reads))
-            except TypeError:  # a filter dict makes the op unhashable: run it alone
-                ix = len(reads)
-            if ix == len(reads):
-                reads.append(op)
-            where.append([(1, ix, None)])
-    many = [GetManyOp(ns, tuple(keys), refresh) for (ns, refresh), keys in gets.items()]
-    offset = (0, len(many), len(many) + len(reads), len(many) + len(reads) + len(others))
-    flat: list[Any] = [*many, *reads, *others, *puts]
-    return flat, [[(offset[sec] + i, key) for sec, i, key in w] for w in where]
 
 
 class AsyncPostgresMemoryStore(StoreCore, BaseStore):
@@ -162,11 +92,11 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         self._reconnect: str | None = kwargs.pop("_reconnect", None)
         super().__init__(conn, **kwargs)
         self._lock = asyncio.Lock()
-        self._coalescers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Coalescer] = (
+        self._coalescers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Coalescer] = (
             weakref.WeakKeyDictionary()
         )
         # The last loop's queue, found without the weak dictionary's lookup per call.
-        self._coalescer: _Coalescer | None = None
+        self._coalescer: Coalescer | None = None
         # The loop the sync methods hand their work to from other threads, known from
         # the start (as in LangGraph's AsyncPostgresStore) when the store is made in it.
         self.loop: asyncio.AbstractEventLoop | None = _running_loop()
@@ -368,31 +298,36 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         One coalesced batch runs at a time per event loop, on one connection; a call
         that waits on the embedding model delays the calls batched with it.
         """
-        return await self._submit(list(ops))
+        ops = list(ops)
+        for op in ops:
+            self._validate(op)
+        if not ops:
+            return []
+        future = asyncio.get_running_loop().create_future()
+        return await self._queue(Call(future, ops=ops))  # type: ignore[no-any-return]
 
-    def _submit(self, ops: list[Op]) -> asyncio.Future[list[Result]]:
-        """Queue ``ops`` as one call of the next coalesced batch; its results' future.
+    def _submit(self, op: Op) -> asyncio.Future[Any]:
+        """Queue one op as a call of the next coalesced batch; its result's future.
 
         Not a coroutine, so the single-op methods await the future themselves: under
         tens of thousands of pending calls, every coroutine frame a call keeps alive is
         one more object for each garbage-collection pass to walk.
         """
-        for op in ops:
-            self._validate(op)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Result]] = loop.create_future()
-        if not ops:
-            future.set_result([])
-            return future
+        self._validate(op)
+        return self._queue(Call(asyncio.get_running_loop().create_future(), op=op))
+
+    def _queue(self, call: Call) -> asyncio.Future[Any]:
+        """Queue ``call`` (its ops validated) for the next coalesced batch."""
+        future, loop = call.future, call.future.get_loop()
         if self.loop is not loop and (self.loop is None or self.loop.is_closed()):
             self.loop = loop
         queue = self._coalescer
         if queue is None or queue.loop() is not loop:
             queue = self._coalescers.get(loop)
             if queue is None:
-                queue = self._coalescers[loop] = _Coalescer(loop)
+                queue = self._coalescers[loop] = Coalescer(loop)
             self._coalescer = queue
-        queue.calls.append(_Call(future, ops))
+        queue.calls.append(call)
         if queue.task is None or queue.task.done():
             queue.task = loop.create_task(self._run_calls(queue))
         return future
@@ -404,8 +339,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         """``BaseStore.aget`` (a key that is not a string is refused by ``_submit``)."""
         refresh = refresh_ttl if refresh_ttl is not None else (
             self.ttl_config or {}).get("refresh_on_read", True)
-        (item,) = await self._submit([GetOp(namespace, key, refresh)])
-        return item  # type: ignore[return-value]
+        return await self._submit(GetOp(namespace, key, refresh))  # type: ignore[no-any-return]
 
     async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
                    index: Literal[False] | list[str] | None = None, *,
@@ -415,14 +349,36 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             check_namespace(namespace)  # raises; _submit validates the rest of the op
         if isinstance(ttl, NotProvided):
             ttl = (self.ttl_config or {}).get("default_ttl")
-        await self._submit([PutOp(namespace, key, value, index=index, ttl=ttl)])
+        await self._submit(PutOp(namespace, key, value, index=index, ttl=ttl))
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
         """``BaseStore.adelete`` (a key that is not a string is refused by ``_submit``)."""
-        await self._submit([PutOp(namespace, key, None, ttl=None)])
+        await self._submit(PutOp(namespace, key, None, ttl=None))
 
-    async def _run_calls(self, queue: _Coalescer) -> None:
-        calls: list[_Call] = []
+    async def asearch(  # type: ignore[override]  # LangGraph's keywords, not **kwargs
+            self, namespace_prefix: tuple[str, ...], /, *, query: str | None = None,
+            filter: dict[str, Any] | None = None, limit: int = 10, offset: int = 0,
+            refresh_ttl: bool | None = None) -> list[SearchItem]:
+        """``BaseStore.asearch`` (an invalid prefix is refused by ``_submit``)."""
+        refresh = refresh_ttl if refresh_ttl is not None else (
+            self.ttl_config or {}).get("refresh_on_read", True)
+        return await self._submit(  # type: ignore[no-any-return]
+            SearchOp(namespace_prefix, filter, limit, offset, query, refresh))
+
+    async def alist_namespaces(self, *, prefix: NamespacePath | None = None,
+                               suffix: NamespacePath | None = None,
+                               max_depth: int | None = None, limit: int = 100,
+                               offset: int = 0) -> list[tuple[str, ...]]:
+        """``BaseStore.alist_namespaces`` (invalid labels are refused by ``_submit``)."""
+        conditions = (
+            *([MatchCondition(match_type="prefix", path=prefix)] if prefix else []),
+            *([MatchCondition(match_type="suffix", path=suffix)] if suffix else []))
+        return await self._submit(  # type: ignore[no-any-return]
+            ListNamespacesOp(match_conditions=conditions, max_depth=max_depth, limit=limit,
+                             offset=offset))
+
+    async def _run_calls(self, queue: Coalescer) -> None:
+        calls: list[Call] = []
         try:
             while queue.calls:
                 calls, queue.calls = [c for c in queue.calls if not c.future.done()], []
@@ -432,28 +388,26 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             for call in (*calls, *queue.calls):
                 call.future.cancel()
 
-    async def _run_coalesced(self, calls: list[_Call]) -> None:
-        flat, indices = _arrange(calls)
+    async def _run_coalesced(self, calls: list[Call]) -> None:
+        flat, slots, keys = arrange(calls)
         try:
             results = await self._drive(self._batch_job(flat, validated=True))
         except _CALLER_ERRORS as e:
             if len(calls) == 1:
-                _settle(calls[0], error=e)
+                settle(calls[0], error=e)
                 return
             # Nothing was written (one transaction): find the caller at fault alone.
             for call in calls:
                 try:
-                    _settle(call, await self._drive(self._batch_job(call.ops,
-                                                                    validated=True)))
+                    settle(call, call.answer(await self._drive(
+                        self._batch_job(call.op_list(), validated=True))))
                 except Exception as own:
-                    _settle(call, error=own)
+                    settle(call, error=own)
         except Exception as e:
             for call in calls:
-                _settle(call, error=e)
+                settle(call, error=e)
         else:
-            for call, ix in zip(calls, indices, strict=True):
-                _settle(call, [results[i] if key is None else results[i].get(key)
-                               for i, key in ix])
+            deliver(calls, slots, keys, results)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run :meth:`abatch` on the store's event loop from another thread.
@@ -554,17 +508,6 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                 raise
         self._ttl_sweeper_task = None
         return True
-
-
-def _settle(
-    call: _Call, results: list[Result] | None = None, *, error: BaseException | None = None
-) -> None:
-    if call.future.done():  # the caller was cancelled meanwhile
-        return
-    if error is not None:
-        call.future.set_exception(error)
-    else:
-        call.future.set_result(results or [])
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
