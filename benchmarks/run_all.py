@@ -99,6 +99,9 @@ SUITE: tuple[Benchmark, ...] = (
               "many small concurrent async calls against LangGraph's AsyncPostgresStore"),
     Benchmark("http_bench", ("--users", "20", "--duration", "15"),
               "20 users of the HTTP app (LangServe agent and REST API) against in-process"),
+    Benchmark("serving_floor", ("--users", "10", "--requests", "2000"),
+              "the serving stack's own CPU per request: a one-node graph in process, "
+              "through LangServe's routes and through a bare FastAPI route"),
     Benchmark("jobs_bench", ("--users", "200", "--memories", "200000"),
               "the nightly lifecycle over 200k memories, and the read path while it runs"),
     Benchmark("reflection_bench", ("--users", "50", "--torch-threads", "1"),
