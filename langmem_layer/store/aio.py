@@ -303,8 +303,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             self._validate(op)
         if not ops:
             return []
-        future = asyncio.get_running_loop().create_future()
-        return await self._queue(Call(future, ops=ops))  # type: ignore[no-any-return]
+        return await self._queue(ops=ops)  # type: ignore[no-any-return]
 
     def _submit(self, op: Op) -> asyncio.Future[Any]:
         """Queue one op as a call of the next coalesced batch; its result's future.
@@ -314,11 +313,14 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         one more object for each garbage-collection pass to walk.
         """
         self._validate(op)
-        return self._queue(Call(asyncio.get_running_loop().create_future(), op=op))
+        return self._queue(op=op)
 
-    def _queue(self, call: Call) -> asyncio.Future[Any]:
-        """Queue ``call`` (its ops validated) for the next coalesced batch."""
-        future, loop = call.future, call.future.get_loop()
+    def _queue(self, *, ops: list[Op] | None = None, op: Op | None = None
+               ) -> asyncio.Future[Any]:
+        """Queue a call of ``ops`` or ``op`` (validated) for the next coalesced batch;
+        its answer's future (see :class:`Call`)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         if self.loop is not loop and (self.loop is None or self.loop.is_closed()):
             self.loop = loop
         queue = self._coalescer
@@ -327,7 +329,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             if queue is None:
                 queue = self._coalescers[loop] = Coalescer(loop)
             self._coalescer = queue
-        queue.calls.append(call)
+        queue.calls.append(Call(future, ops=ops, op=op))
         if queue.task is None or queue.task.done():
             queue.task = loop.create_task(self._run_calls(queue))
         return future

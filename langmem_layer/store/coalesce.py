@@ -65,9 +65,9 @@ class Coalescer:
         self.loop = weakref.ref(loop)
 
 
-#: Where a call's results are (see :func:`arrange`): one op's result index, or each op's
-#: ``(index, key)``.
-Slot = int | list[tuple[int, str | None]]
+#: Where a call's results are (see :func:`arrange`): one op's result index, or the
+#: indices of a call of several ops (its ops run in order, side by side).
+Slot = int | range
 
 
 def arrange(calls: list[Call]) -> tuple[list[Any], list[Slot], list[str | None]]:
@@ -83,9 +83,9 @@ def arrange(calls: list[Call]) -> tuple[list[Any], list[Slot], list[str | None]]
 
     Returns ``(ops, slots, keys)``, one slot and key per call: a call of one op finds
     its result at ``results[slot]``, or ``results[slot].get(key)`` for a get; a call of
-    several, each op's at ``results[i]`` (``.get(key)``) for each ``(i, key)`` of its
-    slot. A single op's place is one int (its section in the low two bits), not a
-    container, for the reason :class:`Call` gives.
+    several finds its ops' results at ``results[i]`` for each ``i`` of its slot's range.
+    A single op's place is one int (its section in the low two bits), not a container,
+    for the reason :class:`Call` gives.
     """
     gets: dict[tuple[tuple[str, ...], bool], dict[str, None]] = {}  # ordered key sets
     group_ix: dict[tuple[tuple[str, ...], bool], int] = {}
@@ -97,9 +97,8 @@ def arrange(calls: list[Call]) -> tuple[list[Any], list[Slot], list[str | None]]
     keys_of: list[str | None] = []
     for call in calls:
         key = None
-        if call.ops is not None and (len(call.ops) > 1 or not call.ops):
-            start = len(others)
-            slots.append([(start + j, None) for j in range(len(call.ops))])
+        if call.ops is not None and len(call.ops) > 1:
+            slots.append(range(len(others), len(others) + len(call.ops)))
             others.extend(call.ops)
             keys_of.append(None)
             continue
@@ -129,10 +128,10 @@ def arrange(calls: list[Call]) -> tuple[list[Any], list[Slot], list[str | None]]
     offset = (0, len(many), len(many) + len(reads), len(many) + len(reads) + len(others))
     flat: list[Any] = [*many, *reads, *others, *puts]
     for n, slot in enumerate(slots):
-        if type(slot) is int:
+        if isinstance(slot, int):
             slots[n] = offset[slot & 3] + (slot >> 2)
         else:  # a multi-op call's ops are in the third section
-            slots[n] = [(offset[2] + i, k) for i, k in slot]  # type: ignore[union-attr]
+            slots[n] = range(offset[2] + slot.start, offset[2] + slot.stop)
     return flat, slots, keys_of
 
 
@@ -151,6 +150,6 @@ def deliver(calls: list[Call], slots: list[Slot], keys: list[str | None],
     for call, slot, key in zip(calls, slots, keys, strict=True):
         if isinstance(slot, int):
             found = results[slot] if key is None else results[slot].get(key)
-            settle(call, found if call.ops is None else [found])
+            settle(call, call.answer([found]))
         else:
-            settle(call, [results[i] if k is None else results[i].get(k) for i, k in slot])
+            settle(call, results[slot.start:slot.stop])

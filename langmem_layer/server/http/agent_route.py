@@ -99,6 +99,8 @@ class _Served(RunnableBinding[Any, Any]):
     def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
         # The graph's own (its context schema's keys), which LangServe validates each
         # request's ``configurable`` against; a binding would derive it from config specs.
+        # LangGraph deprecates ``config_schema`` for ``context_schema``, which the graph
+        # declares already; LangServe only knows the former.
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10)
             return self.bound.config_schema(include=include)
@@ -155,13 +157,9 @@ def add_agent_routes(app: FastAPI, graph: Runnable, *,
 
     from langserve import add_routes
 
-    with warnings.catch_warnings():
-        # LangServe reads the graph's config schema through LangGraph's deprecated
-        # ``config_schema``; the graph declares it as ``context_schema`` already.
-        warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10)
-        add_routes(
-            app, _Served(bound=graph), path=path, config_keys=("configurable",),
-            per_req_config_modifier=run_as_caller,
-            dependencies=[Depends(authenticate)],
-            disabled_endpoints=None if playground else ["playground"],
-        )
+    add_routes(
+        app, _Served(bound=graph), path=path, config_keys=("configurable",),
+        per_req_config_modifier=run_as_caller,
+        dependencies=[Depends(authenticate)],
+        disabled_endpoints=None if playground else ["playground"],
+    )
