@@ -29,6 +29,7 @@ __all__ = [
     "MemoryNotFoundError",
     "MissingUserError",
     "NotProceduralError",
+    "OperationAppliedError",
     "PoolTimeoutError",
     "SchemaNotReadyError",
     "SyncCallOnEventLoopError",
@@ -100,6 +101,14 @@ class InvalidInputError(LangmemError, ValueError):
 class ConcurrencyError(LangmemError, RuntimeError):
     """A transaction kept losing to concurrent ones (deadlock or serialization failure)
     after its retries; nothing was written and the batch may be run again.
+    """
+
+
+class OperationAppliedError(LangmemError, RuntimeError):
+    """A :class:`~langmem_layer.store.ops.MarkAppliedOp` found its operation applied
+    before; its batch was rolled back, so nothing of it was written. Run the batch again
+    with the operation under :class:`~langmem_layer.store.ops.ApplyOnceOp`, which skips
+    what was applied instead of failing.
     """
 
 

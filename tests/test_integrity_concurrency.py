@@ -16,7 +16,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_layer import MemoryLayer
 from langmem_layer.extract.base import MemoryOperation, OpType
-from langmem_layer.store.ops import ApplyOnceOp, TouchOp
+from langmem_layer.store.ops import ApplyOnceOp, MarkAppliedOp, TouchOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Recalled
 from tests.fakes import Clock
@@ -119,7 +119,7 @@ class _AtApply(PostgresMemoryStore):
 
     def batch(self, ops: Any) -> list[Any]:
         ops = list(ops)
-        if any(isinstance(op, ApplyOnceOp) for op in ops):
+        if any(isinstance(op, ApplyOnceOp | MarkAppliedOp) for op in ops):
             self.barrier.wait(timeout=30)
         return super().batch(ops)
 

@@ -143,8 +143,8 @@ def test_only_a_first_statement_may_set_settings() -> None:
         plan.deliver_round([[]])
 
 
-def _bind(bind: Binding) -> Query:
-    return Query(f"bind {bind.user}", {})
+def _bind(bind: Binding, *, commit_async: bool = False) -> Query:
+    return Query(f"bind {bind.user}" + (" async" if commit_async else ""), {})
 
 
 def _send(rounds: Rounds) -> list[list[str]]:
@@ -178,6 +178,18 @@ def test_inside_the_callers_transaction_a_batch_runs_under_a_savepoint() -> None
     assert rounds.recovery() == []
     rounds.next()
     assert rounds.recovery() == [ROLLBACK_TO, RELEASE]
+
+
+def test_a_plan_that_may_commit_asynchronously_says_so_in_its_first_binding() -> None:
+    plan, _ = _plan(("a", 2, True, A, "u", True), ("b", 1, True, B, "v", True))
+    plan.commit_async = True
+    assert _send(Rounds(plan, _bind)) == [
+        [BEGIN.sql, "bind u async", "a0", "bind v", "b0"], ["bind u", "a1", COMMIT.sql]]
+    # Not inside a caller's transaction: the setting would hold for all of it.
+    plan, _ = _plan(("a", 1, True, A, "u", True))
+    plan.commit_async = True
+    assert _send(Rounds(plan, _bind, nested=True)) == [
+        [SAVEPOINT.sql, "bind u", "a0", RELEASE.sql]]
 
 
 def test_on_a_connection_that_begins_by_itself_a_batch_always_commits() -> None:

@@ -15,6 +15,7 @@ one statement.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -26,7 +27,8 @@ from langmem_layer.errors import InvalidInputError
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.layer.agent_graph import build_agent_graph
 from langmem_layer.offline import OfflineChatModel
-from langmem_layer.store.ops import ApplyOnceOp, LockUserWritesOp
+from langmem_layer.store import driver
+from langmem_layer.store.ops import ApplyOnceOp, LockUserWritesOp, MarkAppliedOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests import audit
 from tests.fakes import Clock
@@ -75,3 +77,40 @@ def test_the_apply_takes_the_users_lock_in_its_first_check(store: PostgresMemory
     now = clock()
     with pytest.raises(InvalidInputError, match="write lock of another user"):
         store.batch([ApplyOnceOp("alice", "op-1", (), now, LockUserWritesOp("bob"))])
+    with pytest.raises(InvalidInputError, match="write lock of another user"):
+        store.batch([MarkAppliedOp("alice", "op-1", now, LockUserWritesOp("bob"))])
+
+
+
+def test_only_a_turns_reads_commit_without_waiting_for_the_disk(
+        store: PostgresMemoryStore, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The read writes only the thread's activity stamp; every other write waits for it.
+    layer = MemoryLayer(store, extractor=RuleExtractor(), extraction="inline", clock=clock)
+    sent: dict[int, list[str]] = {}  # each transaction's statements
+    next_round = driver.Rounds.next
+
+    def record(self: driver.Rounds) -> list[Any]:
+        statements = next_round(self)
+        sent.setdefault(id(self), []).extend(q.sql for q in statements)
+        return statements
+
+    monkeypatch.setattr(driver.Rounds, "next", record)
+
+    def transactions(work: Callable[[], object]) -> list[tuple[bool, str]]:
+        sent.clear()
+        work()
+        return [(any("synchronous_commit" in q for q in t), " ".join(t)) for t in sent.values()]
+
+    read = transactions(lambda: layer.load_thread(
+        "alice", [HumanMessage("Where do I live?")], "Where do I live?", thread_id="t1",
+        reinforce=False))
+    assert [relaxed for relaxed, _ in read] == [True]
+    assert "INSERT INTO langmem_threads" in read[0][1]
+    ingest = transactions(lambda: layer.ingest(
+        "alice", [HumanMessage("I live in Lisbon.")], thread_id="t1"))
+    (apply,) = [t for t in ingest if "langmem_applied_ops" in t[1]]
+    assert not apply[0]
+    reinforced = transactions(lambda: layer.load_thread(
+        "alice", [HumanMessage("Where do I live?")], "Where do I live?", thread_id="t1"))
+    assert any("SET access" in sql for _, sql in reinforced)
+    assert not any(relaxed for relaxed, sql in reinforced if "SET access" in sql)

@@ -13,9 +13,14 @@ import psycopg
 import pytest
 from langgraph.store.base import GetOp, Item, ListNamespacesOp, PutOp
 
-from langmem_layer.errors import InvalidInputError, InvalidMemoryError, InvalidNamespaceError
+from langmem_layer.errors import (
+    InvalidInputError,
+    InvalidMemoryError,
+    InvalidNamespaceError,
+    OperationAppliedError,
+)
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
-from langmem_layer.store.ops import FindMemoryOp, RecallOp
+from langmem_layer.store.ops import FindMemoryOp, MarkAppliedOp, RecallOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.conftest import _truncate
 from tests.fakes import Clock
@@ -258,6 +263,30 @@ async def test_a_bad_call_fails_alone(pg_uri: str) -> None:
         assert not isinstance(results[4], BaseException)
         assert (await store.aget(("docs",), "a")) is not None
         assert (await store.aget(("docs",), "nul")) is None
+
+
+async def test_a_replayed_operation_fails_its_own_call_alone(pg_uri: str,
+                                                             clock: Clock) -> None:
+    # A turn's apply records its operations' ids optimistically (MarkAppliedOp): one
+    # applied before rolls the coalesced batch back, and only its own call fails.
+    _truncate(pg_uri)
+    async with AsyncPostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:
+        await store.abatch([MarkAppliedOp("u1", "op-1", clock())])
+        results = await asyncio.gather(
+            store.aput(("docs",), "a", {"v": 1}),
+            store.abatch([MarkAppliedOp("u1", "op-1", clock()),
+                          PutOp(("docs",), "b", {"v": 2})]),
+            store.abatch([MarkAppliedOp("u1", "op-2", clock())]),
+            return_exceptions=True,
+        )
+        assert results[0] is None and results[2] == [None]
+        assert isinstance(results[1], OperationAppliedError)
+        assert (await store.aget(("docs",), "a")) is not None
+        assert (await store.aget(("docs",), "b")) is None  # rolled back with its call
+    with psycopg.connect(pg_uri) as conn:
+        applied = conn.execute("SELECT op_id FROM langmem_applied_ops WHERE user_id = 'u1'"
+                               " ORDER BY op_id").fetchall()
+    assert applied == [("op-1",), ("op-2",)]
 
 
 async def test_sync_calls_from_threads_are_coalesced_too(pg_uri: str) -> None:

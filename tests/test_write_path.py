@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_layer import Kind, Layer, MemoryLayer, MemorySettings, Status
 from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.store import driver
 from langmem_layer.store.ops import ClaimOp, LinksOp, PendingOp
 from langmem_layer.types import IDENTITY_SCOPE, Recalled
 from tests.fakes import Clock
@@ -89,6 +91,43 @@ def test_replaying_a_batch_changes_nothing(rules: MemoryLayer) -> None:
     assert len(first.written) == 1 and second.written == [] and len(second.replayed) == 2
     assert layer.export("u1")["items"] == before
     assert layer.get("u1", fact.key).record.reinforcement_count == 1
+
+
+def test_a_partly_replayed_turn_applies_only_what_is_new(rules: MemoryLayer) -> None:
+    # The optimistic apply meets an operation applied before: the batch rolls back and
+    # runs again checking each operation, so the new one is applied, once.
+    msgs = [HumanMessage("(scripted)", id="same-message")]
+    first = MemoryLayer(rules.store, extractor=ScriptedExtractor([add("Plays chess.")]),
+                        extraction="inline", clock=rules._clock).ingest("u1", msgs)
+    both = [add("Plays chess."), add("Speaks Dutch.")]
+    second = MemoryLayer(rules.store, extractor=ScriptedExtractor(both), extraction="inline",
+                         clock=rules._clock).ingest("u1", msgs)
+    assert len(first.written) == 1 and len(second.written) == 1
+    assert len(second.replayed) == 1
+    assert sorted(m.record.content for m in rules.list("u1")) == ["Plays chess.",
+                                                                  "Speaks Dutch."]
+    assert all(m.record.reinforcement_count == 0 for m in rules.list("u1"))
+
+
+def test_a_turns_operations_go_out_with_their_exactly_once_record(
+        rules: MemoryLayer, monkeypatch: pytest.MonkeyPatch) -> None:
+    rules.ingest("u1", [HumanMessage("I live in Lisbon.", id="m1")])
+    rounds: list[list[str]] = []
+    sent = driver.Rounds.next
+
+    def record(self: driver.Rounds) -> list[Any]:
+        statements = sent(self)
+        rounds.append([q.sql for q in statements])
+        return statements
+
+    monkeypatch.setattr(driver.Rounds, "next", record)
+    again = rules.ingest("u1", [HumanMessage("I live in Lisbon.", id="m2")])
+    assert again.changed and not again.replayed  # a reinforcement, newly applied
+    (apply,) = [r for r in rounds if any("langmem_applied_ops" in q for q in r)]
+    at = next(n for n, q in enumerate(apply) if "langmem_applied_ops" in q)
+    # The reinforcement and the completed log follow the record in its round trip.
+    assert any("UPDATE langmem_items" in q for q in apply[at + 1:]), apply
+    assert any("langmem_ingest_log" in q for q in apply[at + 1:]), apply
 
 
 def test_decision_log_explains_what_was_kept(rules: MemoryLayer) -> None:

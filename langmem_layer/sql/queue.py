@@ -12,6 +12,7 @@ from datetime import datetime
 from langmem_layer.sql import Sql, merge
 
 __all__ = [
+    "APPLIED_KEY",
     "claim",
     "claimable_users",
     "complete",
@@ -27,6 +28,9 @@ __all__ = [
     "write_ingest_log",
 ]
 
+
+#: The constraint a strict :func:`mark_applied` of an operation applied before violates.
+APPLIED_KEY = "langmem_applied_ops_pkey"
 
 _CLAIMABLE = """q.done_at IS NULL AND q.parked_at IS NULL AND q.next_attempt_at <= %(now)s
           AND (q.locked_until IS NULL OR q.locked_until <= %(now)s)"""
@@ -186,30 +190,30 @@ def pending(user_id: str, thread_id: str | None = None) -> Sql:
     )
 
 
-def mark_applied(user_id: str, op_id: str, now: datetime, *, locks: Sql | None = None
-                 ) -> Sql:
+def mark_applied(user_id: str, op_id: str, now: datetime, *, locks: Sql | None = None,
+                 strict: bool = False) -> Sql:
     """Record an operation; no row back means it was applied before.
 
     With ``locks`` (a SELECT taking advisory locks, one row), the same statement takes
     them first: the row it inserts is read from theirs. The conflict check does not
     depend on the statement's snapshot (taken before the wait): under READ COMMITTED an
     operation that a transaction holding the lock committed meanwhile is seen as
-    applied and skipped.
+    applied and skipped. ``strict``: an operation applied before fails the statement
+    instead (unique violation on :data:`APPLIED_KEY`), and with it the transaction.
     """
     params = {"user_id": user_id, "op_id": op_id, "now": now}
+    tail = "" if strict else " ON CONFLICT DO NOTHING RETURNING op_id"
     if locks is not None:
         lock_sql, lock_params = locks
         return (
             f"""WITH l AS MATERIALIZED ({lock_sql})
             INSERT INTO langmem_applied_ops (user_id, op_id, applied_at)
-            SELECT %(user_id)s, %(op_id)s, %(now)s FROM l
-            ON CONFLICT DO NOTHING RETURNING op_id""",
+            SELECT %(user_id)s, %(op_id)s, %(now)s FROM l{tail}""",
             merge(params, lock_params),
         )
     return (
-        """INSERT INTO langmem_applied_ops (user_id, op_id, applied_at)
-        VALUES (%(user_id)s, %(op_id)s, %(now)s)
-        ON CONFLICT DO NOTHING RETURNING op_id""",
+        f"""INSERT INTO langmem_applied_ops (user_id, op_id, applied_at)
+        VALUES (%(user_id)s, %(op_id)s, %(now)s){tail}""",
         params,
     )
 

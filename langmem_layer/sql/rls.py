@@ -48,7 +48,8 @@ def policy_names() -> tuple[str, str]:
     return _USER_POLICY, _MAINTENANCE_POLICY
 
 
-def bind(user_id: str | None, *, role: str | None, switch_role: bool) -> Sql:
+def bind(user_id: str | None, *, role: str | None, switch_role: bool,
+         commit_async: bool = False) -> Sql:
     """The statement that binds a user (or, with ``None``, the maintenance bypass) to the
     rest of the transaction, and sets its role.
 
@@ -57,6 +58,10 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool) -> Sql:
         role: The role to act as when ``switch_role``; ``None``: the session's own.
         switch_role: Act as ``role`` (``True``), or as the session's role (``False``:
             DDL such as a user's own index needs the owner).
+        commit_async: Also let the transaction commit without waiting for its WAL to
+            reach the disk (``synchronous_commit`` off, for this transaction only): for
+            transactions that write nothing a crash must keep (see
+            :data:`~langmem_layer.store.core.ASYNC_COMMIT_OPS`).
     """
     value = "" if user_id is None else "=" + user_id
     maintenance = "on" if user_id is None else ""
@@ -67,6 +72,8 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool) -> Sql:
     if role is not None:
         sql += ", set_config('role', %(role)s, true)"
         params["role"] = role if switch_role else "none"
+    if commit_async:
+        sql += ", set_config('synchronous_commit', 'off', true)"
     return sql, params
 
 

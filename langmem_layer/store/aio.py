@@ -43,7 +43,11 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from langmem_layer.errors import DatabaseUnavailableError, SyncCallOnEventLoopError
+from langmem_layer.errors import (
+    DatabaseUnavailableError,
+    OperationAppliedError,
+    SyncCallOnEventLoopError,
+)
 from langmem_layer.sql import numbered
 from langmem_layer.store.coalesce import Call, Coalescer, arrange, deliver, settle
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
@@ -69,8 +73,9 @@ __all__ = ["AsyncPostgresMemoryStore"]
 
 logger = logging.getLogger("langmem_layer.store")
 
-#: Errors that are the caller's own (bad input): they fail only the call that made them.
-_CALLER_ERRORS = (ValueError, TypeError, LookupError)
+#: Errors that are the caller's own (bad input, a replayed operation): they fail only the
+#: call that made them.
+_CALLER_ERRORS = (ValueError, TypeError, LookupError, OperationAppliedError)
 
 
 class AsyncPostgresMemoryStore(StoreCore, BaseStore):

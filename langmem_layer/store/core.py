@@ -48,7 +48,7 @@ from langmem_layer.store.options import (
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
 from langmem_layer.types import MEMORY_ROOT
 
-__all__ = ["ANN_MIN_USER_VECTORS", "FREE_OPS", "MAINTENANCE_OPS", "OWNER_OPS",
+__all__ = ["ANN_MIN_USER_VECTORS", "ASYNC_COMMIT_OPS", "FREE_OPS", "MAINTENANCE_OPS", "OWNER_OPS",
            "MemoryIndexConfig", "Plan", "StoreCore"]
 
 #: Ops that span users: their statements run under the maintenance bypass of
@@ -75,6 +75,18 @@ FREE_OPS: frozenset[type] = frozenset({
     GetOp, SearchOp, ListNamespacesOp, GetManyOp,
     mops.TouchThreadOp, mops.EnqueueOp, mops.LogMessagesOp, mops.LogIngestOp,
     mops.CompleteEntryOp, mops.TurnStartOp, mops.TurnReadsOp,
+})
+
+#: Ops a batch of nothing else may commit without waiting for its WAL to reach the disk
+#: (``synchronous_commit`` off for that transaction alone): a turn's reads, and the
+#: thread's activity stamp read with them. A crash can lose the last fraction of a
+#: second of such commits: a stamp, so the session sweeper sees the thread idle a
+#: moment early (its next turn reopens it), or a query's vector in the embedding
+#: cache, computed again. Never a memory, a queued turn or a log entry: a batch holding
+#: any other op commits as usual.
+ASYNC_COMMIT_OPS: frozenset[type] = frozenset({
+    mops.RecallOp, mops.TrustOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
+    mops.TurnReadsOp, mops.TouchThreadOp, mops.TurnStartOp,
 })
 
 
@@ -224,4 +236,5 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
                               kind=kind))
         flush()
         return Plan(steps, size, self.dims, self.model_id, now=self.now(),
-                    max_input_tokens=self.max_input_tokens)
+                    max_input_tokens=self.max_input_tokens,
+                    commit_async=all(step.kind in ASYNC_COMMIT_OPS for step in steps))

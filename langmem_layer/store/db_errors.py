@@ -19,9 +19,11 @@ from langmem_layer.errors import (
     DatabaseUnavailableError,
     InvalidInputError,
     LangmemError,
+    OperationAppliedError,
     PoolTimeoutError,
     SchemaNotReadyError,
 )
+from langmem_layer.sql.queue import APPLIED_KEY
 
 __all__ = [
     "TRANSACTION_ATTEMPTS",
@@ -41,6 +43,7 @@ _SHUTDOWN = frozenset({"57P01", "57P02", "57P03"})  # admin/crash shutdown, cann
 _INPUT_TOO_LARGE = "54"  # program_limit_exceeded: stack depth, row or statement too big
 _INVALID_DATA = "22"  # data_exception: NUL bytes, bad encodings, values out of range
 _UNDEFINED_TABLE = "42P01"
+_UNIQUE_VIOLATION = "23505"
 #: What each data exception means for the caller; the hint names its own cause.
 _DATA_HINT = "a value does not fit its column or type: check the value's type and size."
 _NUL_HINT = "text may not contain NUL (\\x00) characters."
@@ -116,6 +119,12 @@ def translate(exc: BaseException, *, pool: Any = None) -> BaseException:
         return InvalidInputError(
             f"PostgreSQL refused the input as invalid (SQLSTATE {state or 'n/a'}: {exc}); "
             f"{_DATA_HINTS.get(state, _DATA_HINT)} Nothing was written."
+        )
+    if state == _UNIQUE_VIOLATION and exc.diag.constraint_name == APPLIED_KEY:
+        return OperationAppliedError(
+            f"An operation of the batch was applied before ({exc.diag.message_detail}); "
+            "the batch was rolled back and nothing of it was written. Run it again with "
+            "its operations under ApplyOnceOp, which skips what was applied."
         )
     if state == _UNDEFINED_TABLE:
         return SchemaNotReadyError(

@@ -169,9 +169,13 @@ class Rounds:
     server still holds open (psycopg's ``rollback`` does nothing when nothing is).
     ``begun``: the connection is not in autocommit, so psycopg sends a ``BEGIN`` before
     the first statement itself; the batch sends none, and always ends with ``COMMIT``.
+
+    A plan that may commit asynchronously (:attr:`Plan.commit_async`) says so in its
+    first binding statement, unless nested: the setting would hold for the caller's
+    whole transaction.
     """
 
-    def __init__(self, plan: Plan, bind_query: Callable[[Binding], Query], *,
+    def __init__(self, plan: Plan, bind_query: Callable[..., Query], *,
                  nested: bool = False, begun: bool = False) -> None:
         self._plan = plan
         self._bind_query = bind_query
@@ -179,6 +183,7 @@ class Rounds:
         self._open, self._close = (SAVEPOINT, RELEASE) if nested else (BEGIN, COMMIT)
         self._bound: Binding | None = None
         self._begun = begun and not nested
+        self._commit_async = plan.commit_async and not nested
         self._done = False
         # Where each statement of the plan's round sits in the round sent, and where
         # the statement it carries (``Query.pre``) sits, if it carries one.
@@ -201,7 +206,8 @@ class Rounds:
         for query in queries:
             bind = query.bind or MAINTENANCE
             if bind != self._bound:
-                out.append(self._bind_query(bind))
+                out.append(self._bind_query(bind, commit_async=self._commit_async))
+                self._commit_async = False  # the setting holds for the transaction
                 self._bound = bind
             pre = None
             if query.pre is not None:
@@ -238,11 +244,13 @@ class Execution:
     plan: Callable[..., Plan]
     rls_role: str | None
 
-    def _bind_query(self, bind: Binding) -> Query:
+    def _bind_query(self, bind: Binding, *, commit_async: bool = False) -> Query:
         """The statement binding ``bind`` (a user or maintenance, and the role) to the
         rest of the transaction; the stores pipeline it with the statement it precedes,
-        so binding costs no round trip of its own."""
-        return Query(*rls.bind(bind.user, role=self.rls_role, switch_role=not bind.owner))
+        so binding costs no round trip of its own. ``commit_async``: see
+        :func:`~langmem_layer.sql.rls.bind`."""
+        return Query(*rls.bind(bind.user, role=self.rls_role, switch_role=not bind.owner,
+                               commit_async=commit_async))
 
     def _model(self) -> Embeddings:
         if self.embeddings is None:

@@ -147,6 +147,9 @@ class Plan:
 
     ``now`` (the store clock) enables the embedding cache and ``max_input_tokens``
     truncation; plans built without them (setup, nested plans) only pass texts on.
+    ``commit_async``: nothing the plan writes must survive a crash (reads, the
+    thread's activity stamp), so its transaction may commit without waiting for the
+    disk.
     """
 
     steps: list[Step]
@@ -155,6 +158,7 @@ class Plan:
     model_id: str | None
     now: datetime | None = None
     max_input_tokens: int | None = None
+    commit_async: bool = False
     _cursor: int = 0
     _cache_write: Query | None = None
     _round: list[int] = field(default_factory=list)

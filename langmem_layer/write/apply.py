@@ -30,6 +30,7 @@ from langmem_layer.errors import (
     DatabaseUnavailableError,
     EmbeddingError,
     InvalidInputError,
+    OperationAppliedError,
     PoolTimeoutError,
 )
 from langmem_layer.extract.base import MemoryOperation, OpType
@@ -249,7 +250,6 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
         known.update({r.key: r for r in rs})
     by_id = {m.id: m for m in messages if m.id}
     turn_key = _turn_key(messages, now)
-    batch: list[Any] = []
     planned: list[_Planned] = []
     for n, decision in enumerate(decisions):
         if not decision.accepted:
@@ -267,20 +267,25 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
             decisions[n] = GateDecision(op, decision.proposed, False, plan)
         elif plan.ops:
             planned.append(plan)
-            batch.append(mops.ApplyOnceOp(user_id, plan.op_id, tuple(plan.ops), now))
     result.decisions = decisions
     # The queue entry is completed by the statement keeping the decisions.
     log = mops.LogIngestOp(user_id, [_decision_dict(d) for d in decisions], now, thread_id,
                            agent_id, complete=entry_id, now=now)
+    rest = [log, *fallback_ops(user_id, profile, thread_id, agent_id, messages, now, extracted)]
     # One writer per user at a time: the lock is taken first in the transaction (by the
-    # first operation's exactly-once check) and its adds re-check, under it, what a
+    # first operation's exactly-once record) and its adds re-check, under it, what a
     # concurrent worker committed (AddMemoryOp). The thread's lock too, in the same
     # statement, for the links of its new memories.
-    links = thread_id if links_thread(env, thread_id) else None
-    if batch:
-        batch[0] = batch[0]._replace(lock=mops.LockUserWritesOp(user_id, links))
-    outcomes = yield StoreCall([*batch, log, *fallback_ops(
-        user_id, profile, thread_id, agent_id, messages, now, extracted)])
+    lock = mops.LockUserWritesOp(user_id, thread_id if links_thread(env, thread_id) else None)
+    try:
+        # A turn is replayed only after a crash: record each operation and apply it in
+        # the same round trip, and fall back to checking first if one was applied.
+        outcomes = yield from _apply_optimistic(user_id, planned, rest, lock, now)
+    except OperationAppliedError:
+        outcomes = yield StoreCall([
+            *(mops.ApplyOnceOp(user_id, p.op_id, tuple(p.ops), now,
+                               lock if i == 0 else None) for i, p in enumerate(planned)),
+            *rest])
     for plan, outcome in zip(planned, outcomes, strict=False):
         if outcome is None:
             result.replayed.append(plan.op_id)
@@ -298,6 +303,24 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     if change:
         yield from apply_explicit(user_id, profile, change, now)
     return result
+
+
+def _apply_optimistic(user_id: str, planned: Sequence[_Planned], rest: Sequence[Any],
+                      lock: mops.LockUserWritesOp, now: datetime) -> Flow[list[Any]]:
+    """Apply ``planned`` and ``rest`` in one batch, each plan's ops after a record of its
+    id (:class:`~langmem_layer.store.ops.MarkAppliedOp`); each plan's results, in order.
+
+    Raises:
+        OperationAppliedError: A plan was applied before; nothing was written.
+    """
+    batch: list[Any] = []
+    spans: list[tuple[int, int]] = []
+    for i, plan in enumerate(planned):
+        batch.append(mops.MarkAppliedOp(user_id, plan.op_id, now, lock if i == 0 else None))
+        spans.append((len(batch), len(batch) + len(plan.ops)))
+        batch.extend(plan.ops)
+    results = yield StoreCall([*batch, *rest])
+    return [results[a:b] for a, b in spans]
 
 
 def _clean_operation(op: MemoryOperation) -> MemoryOperation:

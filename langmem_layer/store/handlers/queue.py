@@ -56,13 +56,22 @@ class QueueHandlers(Registry):
 
     @handles(mops.ApplyOnceOp)
     def _apply_once(self, op: mops.ApplyOnceOp) -> Handler:
+        gate = Query(*self._mark_applied_sql(op))
+        return (yield from combine([self.handler_at(o, op.now) for o in op.ops], gate=gate))
+
+    @handles(mops.MarkAppliedOp)
+    def _mark_applied(self, op: mops.MarkAppliedOp) -> Handler:
+        yield Query(*self._mark_applied_sql(op, strict=True), last=True)
+
+    def _mark_applied_sql(self, op: mops.ApplyOnceOp | mops.MarkAppliedOp, *,
+                          strict: bool = False) -> tuple[str, dict[str, Any]]:
+        """The record of ``op``'s id, taking its write lock first if it carries one."""
         locks = None
         if op.lock is not None:
             own_parts(op, [op.lock], "the write lock")
             locks = msql.lock_user_writes(op.lock.user_id, op.lock.thread_id)
-        gate = Query(*qsql.mark_applied(op.user_id, op.op_id, op.now or self.now(),
-                                        locks=locks))
-        return (yield from combine([self.handler_at(o, op.now) for o in op.ops], gate=gate))
+        return qsql.mark_applied(op.user_id, op.op_id, op.now or self.now(), locks=locks,
+                                 strict=strict)
 
     @handles(mops.EnqueueOp)
     def _enqueue(self, op: mops.EnqueueOp) -> Handler:

@@ -21,6 +21,7 @@ __all__ = [
     "IngestLogEntry",
     "IngestLogOp",
     "LogIngestOp",
+    "MarkAppliedOp",
     "ParkEntryOp",
     "ParkedEntriesOp",
     "ParkedEntry",
@@ -142,6 +143,25 @@ class ApplyOnceOp(NamedTuple):
     user_id: str
     op_id: str
     ops: tuple[Any, ...]
+    now: datetime | None = None
+    lock: LockUserWritesOp | None = None
+
+
+class MarkAppliedOp(NamedTuple):
+    """Record ``op_id`` as applied, in the batch's transaction (result: None).
+
+    The optimistic twin of :class:`ApplyOnceOp`: the ops it stands for follow it in the
+    same batch and go out in the same round trip, since nothing waits for the check.
+    If ``op_id`` was applied before, the batch fails with
+    :class:`~langmem_layer.errors.OperationAppliedError` and is rolled back whole: run
+    it again with the ops under :class:`ApplyOnceOp`, which skips what was applied. For
+    operations that are rarely replayed (a turn's, replayed only after a crash), one
+    round trip fewer. ``lock``: the user's write lock, taken by the same statement before it
+    records (put it on the batch's first op).
+    """
+
+    user_id: str
+    op_id: str
     now: datetime | None = None
     lock: LockUserWritesOp | None = None
 
