@@ -1,8 +1,9 @@
 """The flow runner: requests a flow yields, what flows share, and :class:`Runner`.
 
 Each flow is a generator that yields requests — :class:`StoreCall` (a batch of store
-ops), :class:`ExtractCall` (run the extractor) or a :class:`Call` that a registered
-handler executes — and returns its result. A :class:`Runner` drives a flow with
+ops), :class:`ExtractCall` (run the extractor), :class:`Concurrently` (run other flows
+side by side) or a :class:`Call` that a registered handler executes — and returns its
+result. A :class:`Runner` drives a flow with
 ``store.batch`` and ``extractor.extract`` in sync code, or with ``abatch`` /
 ``aextract`` in async code: every operation is written once, as a flow, and runs
 both ways.
@@ -10,6 +11,7 @@ both ways.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +32,7 @@ from langmem_layer.types import (
 __all__ = [
     "AsyncHandlers",
     "Call",
+    "Concurrently",
     "Env",
     "ExtractCall",
     "Flow",
@@ -58,6 +61,20 @@ class ExtractCall(NamedTuple):
     now: datetime
 
 
+class Concurrently(NamedTuple):
+    """Request: run ``flows`` side by side; the reply is their results, in order.
+
+    Sync code runs them one after another; async code runs up to ``at_once`` of them
+    at a time on the loop, so their store calls share the async store's coalesced
+    batches (one round trip carries several flows' statements) and their extractor
+    calls overlap. Every flow runs to its end; if any failed, the first failure (in
+    ``flows``' order) is raised at the ``yield`` once all have ended.
+    """
+
+    flows: Sequence[Flow[Any]]
+    at_once: int = 4
+
+
 class Call:
     """Base of the requests a handler executes (see :meth:`Runner.handle`).
 
@@ -67,7 +84,7 @@ class Call:
     """
 
 
-Request: TypeAlias = StoreCall | ExtractCall | Call
+Request: TypeAlias = StoreCall | ExtractCall | Concurrently | Call
 
 #: A flow returning ``T``: yields requests, receives their replies (or has their
 #: errors raised at the ``yield``).
@@ -137,6 +154,22 @@ class _Done(Generic[T]):
 
     def __init__(self, value: T) -> None:
         self.value = value
+
+
+class _Ended(NamedTuple):
+    """How a flow run side by side ended: its result, or the error it raised."""
+
+    result: Any
+    error: Exception | None = None
+
+
+def _ended(ends: Sequence[_Ended]) -> list[Any]:
+    """The results of flows run side by side, or the first one's error (see
+    :class:`Concurrently`)."""
+    for end in ends:
+        if end.error is not None:
+            raise end.error
+    return [end.result for end in ends]
 
 
 def _resume(flow: Flow[T], reply: Any = None, error: Exception | None = None
@@ -209,6 +242,8 @@ class Runner:
         if isinstance(request, ExtractCall):
             return self.extractor.extract(request.messages, existing=request.existing,
                                           now=request.now)
+        if isinstance(request, Concurrently):
+            return _ended([self._outcome(f, extra) for f in request.flows])
         return self._handler(request, extra, self._handlers)(request)
 
     async def _acall(self, request: Request, extra: AsyncHandlers | None) -> Any:
@@ -217,7 +252,25 @@ class Runner:
         if isinstance(request, ExtractCall):
             return await self.extractor.aextract(request.messages, existing=request.existing,
                                                  now=request.now)
+        if isinstance(request, Concurrently):
+            slots = asyncio.Semaphore(max(1, request.at_once))
+
+            async def one(flow: Flow[Any]) -> _Ended:
+                async with slots:
+                    try:
+                        return _Ended(await self.arun(flow, extra=extra))
+                    except Exception as e:
+                        return _Ended(None, e)
+
+            return _ended(await asyncio.gather(*(one(f) for f in request.flows)))
         return await self._handler(request, extra, self._ahandlers)(request)
+
+    def _outcome(self, flow: Flow[T], extra: Handlers | None) -> _Ended:
+        """How :meth:`run` of ``flow`` ended."""
+        try:
+            return _Ended(self.run(flow, extra=extra))
+        except Exception as e:
+            return _Ended(None, e)
 
     @staticmethod
     def _handler(request: Call, extra: Mapping[type[Call], Any] | None,

@@ -25,7 +25,8 @@ from langmem_layer.errors import DatabaseUnavailableError
 from langmem_layer.flow import Call, Flow, Runner
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.ops import QueueEntry, TurnRecorded
-from langmem_layer.write.apply import IngestResult, Leases, ProcessResult, release_leased
+from langmem_layer.write.apply import IngestResult
+from langmem_layer.write.queue import Leases, ProcessResult, release_leased
 
 __all__ = ["ExtractionLoop", "ProcessPending", "WakeWorker", "Worker"]
 
@@ -36,7 +37,7 @@ logger = logging.getLogger("langmem_layer")
 class ProcessPending(Call):
     """Request: extract every queue entry ready now (all users, or one) before going on.
 
-    Its reply is the :class:`~langmem_layer.write.apply.ProcessResult`.
+    Its reply is the :class:`~langmem_layer.write.queue.ProcessResult`.
     """
 
     user_id: str | None = None
@@ -60,7 +61,7 @@ class WakeWorker(Call):
 
 class _Held:
     """The turns this worker's passes hold leased and have not finished (a
-    :class:`~langmem_layer.write.apply.Leases`), and whether they must stop."""
+    :class:`~langmem_layer.write.queue.Leases`), and whether they must stop."""
 
     def __init__(self, now: Callable[[], datetime]) -> None:
         self._now = now

@@ -14,7 +14,7 @@ import pytest
 import langmem_layer
 from langmem_layer import MemoryLayer
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.flow import Call, Flow, Runner, StoreCall
+from langmem_layer.flow import Call, Concurrently, Flow, Runner, StoreCall
 
 PACKAGE = Path(langmem_layer.__file__).parent
 
@@ -130,6 +130,53 @@ def test_runner_runs_one_flow_both_ways_with_registered_and_per_run_handlers() -
     assert runner.run(_flow(), extra={Ping: lambda r: "x"})[2:] == ["x", "x"]
     assert asyncio.run(runner.arun(_flow(), extra={Ping: extra}))[2:] == [
         "extra registered", "extra again"]
+
+
+def _steps(name: str, n: int, log: list[str]) -> Flow[str]:
+    for i in range(n):
+        yield StoreCall([f"{name}{i}"])
+        log.append(f"{name}{i}")
+    return name
+
+
+def test_flows_side_by_side_all_run_and_answer_in_order() -> None:
+    def flow(log: list[str], boom: bool = False) -> Flow[Any]:
+        flows = [_steps("a", 2, log), _steps("b", 1, log)]
+        if boom:
+            flows.insert(1, _boom())
+        try:
+            return (yield Concurrently(flows))
+        except ValueError as e:  # raised once every flow has ended
+            return f"caught {e}"
+
+    def _boom() -> Flow[None]:
+        yield StoreCall(["boom"])
+
+    for run in (lambda f: Runner(Batches(), RuleExtractor()).run(f),
+                lambda f: asyncio.run(Runner(Batches(), RuleExtractor()).arun(f))):
+        log: list[str] = []
+        assert run(flow(log)) == ["a", "b"]
+        log.clear()
+        assert run(flow(log, boom=True)) == "caught boom"
+        assert sorted(log) == ["a0", "a1", "b0"]  # the others still ran to their end
+
+
+async def test_async_flows_side_by_side_overlap_at_most_at_once() -> None:
+    running, peak = [0], [0]
+
+    class Slow(Batches):
+        async def abatch(self, ops: list[Any]) -> list[Any]:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            await asyncio.sleep(0)  # the others' calls come in meanwhile
+            running[0] -= 1
+            return self.batch(ops)
+
+    def flow() -> Flow[list[str]]:
+        return (yield Concurrently([_steps(f"f{i}", 3, []) for i in range(5)], at_once=3))
+
+    assert await Runner(Slow(), RuleExtractor()).arun(flow()) == [f"f{i}" for i in range(5)]
+    assert peak[0] == 3
 
 
 def test_a_request_without_handler_fails_inside_the_flow() -> None:

@@ -5,11 +5,14 @@ turns, and not at all once another worker took it over."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.extract.rules import RuleExtractor
+from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.ops import ClaimOp, PendingOp
 from langmem_layer.types import Status
 from tests import audit
@@ -121,3 +124,32 @@ def test_a_sync_graphs_handed_turn_is_extracted_by_the_thread(store, clock: Cloc
     assert store.batch([PendingOp("uf")]) == [[]]
     assert any(r.user_id == "uf" and r.written for r in layer.ingest_log)
     layer.close()
+
+
+async def test_several_users_turns_are_extracted_side_by_side_each_in_order(
+        astore, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Queued without waking the worker, then drained: one pass over every user.
+    layer = MemoryLayer(astore, clock=clock, extractor=RuleExtractor(),
+                        settings=MemorySettings(extract_every_n_turns=1000))
+    users = [f"u{n}" for n in range(6)]
+    for n, user in enumerate(users):
+        await layer.arecord_turn(user, _turn("I live in Lisbon.", 2 * n), thread_id="t")
+        clock.advance(seconds=1)
+        await layer.arecord_turn(user, _turn("I live in Porto.", 2 * n + 1), thread_id="t")
+    batches: list[list[str]] = []
+    run = AsyncPostgresMemoryStore._run_coalesced
+
+    async def recorded(self: AsyncPostgresMemoryStore, calls: list[Any]) -> None:
+        batches.append([type(op).__name__ for call in calls for op in call.op_list()])
+        await run(self, calls)
+
+    monkeypatch.setattr(AsyncPostgresMemoryStore, "_run_coalesced", recorded)
+    done = await layer.adrain(timeout=60)
+    assert len(done.done) == 12 and not done.failed
+    # The users' recalls of existing memories went out together, not one per turn.
+    recalls = [b.count("RecallOp") for b in batches if "RecallOp" in b]
+    assert sum(recalls) >= 12 and max(recalls) > 1
+    for user in users:  # each user's turns in order: the later city replaced the first
+        (memory,) = await layer.alist(user)
+        assert "Porto" in memory.record.content
+    await layer.aclose()

@@ -55,7 +55,9 @@ from langmem_layer.types import HistoryEntry, Kind, Layer, Policy, Recalled
 from langmem_layer.worker import Worker
 from langmem_layer.write import apply as write
 from langmem_layer.write import memory as write_memory
-from langmem_layer.write.apply import IngestResult, Leases, ProcessResult
+from langmem_layer.write import queue
+from langmem_layer.write.apply import IngestResult
+from langmem_layer.write.queue import Leases, ProcessResult
 
 __all__ = ["MemoryLayer"]
 
@@ -555,7 +557,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
     def _ingest_leased(self, entries: Sequence[QueueEntry], leased_at: datetime,
                        leases: Leases | None = None) -> Flow[ProcessResult]:
         st = self.settings
-        return write.ingest_leased(
+        return queue.ingest_leased(
             self.env, entries, now=self.now(), leased_at=leased_at,
             lease_seconds=st.extraction_lease_seconds,
             retry_base_seconds=st.extraction_retry_base_seconds, leases=leases)
@@ -563,7 +565,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
     def _process_batch(self, user_id: str | None, leases: Leases | None = None,
                        users: Sequence[str] = ()) -> Flow[ProcessResult]:
         st = self.settings
-        return write.process_queue(
+        return queue.process_queue(
             self.env, now=self.now(), limit=st.extraction_batch_size,
             lease_seconds=st.extraction_lease_seconds,
             retry_base_seconds=st.extraction_retry_base_seconds, user_id=user_id,

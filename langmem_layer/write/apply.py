@@ -1,13 +1,12 @@
 """The write path, written once for sync and async.
 
 A turn is queued durably (:func:`enqueue_turn`); a worker leases queue entries
-(:func:`process_queue`) and runs :func:`ingest` on each: the extractor sees the new
+(:mod:`langmem_layer.write.queue`) and runs :func:`ingest` on each: the extractor sees the new
 messages with the user's existing relevant memories, the gate decides, and the
 accepted operations are applied together with the entry's completion and the
 decision log in ONE transaction. Every operation carries an id derived from its
 source message and content, and is applied at most once, so a replayed batch changes
-nothing. A failed entry keeps its messages and is retried with exponential backoff, up
-to ``extraction_max_attempts``; past that, or when its input is invalid, it is parked.
+nothing.
 
 Concurrent workers cannot lose or duplicate a write: every apply transaction first takes
 a per-user lock, a new memory is written only if its scope has no active memory with the
@@ -19,27 +18,21 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, messages_from_dict, messages_to_dict
+from langchain_core.messages import BaseMessage, HumanMessage, messages_to_dict
 
-from langmem_layer.errors import (
-    DatabaseUnavailableError,
-    EmbeddingError,
-    InvalidInputError,
-    OperationAppliedError,
-    PoolTimeoutError,
-)
+from langmem_layer.errors import OperationAppliedError
 from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.extract.fallback import fallback_ops
 from langmem_layer.extract.gate import GateDecision
 from langmem_layer.flow import Env, ExtractCall, Flow, StoreCall, require_user
 from langmem_layer.read.rank import rank_candidates
 from langmem_layer.read.recall import recall_op
-from langmem_layer.sanitize import clean, clean_deep, clean_messages
+from langmem_layer.sanitize import clean_deep, clean_messages
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.trust import TrustOp
 from langmem_layer.trust import trust_count
@@ -55,18 +48,11 @@ from langmem_layer.write.memory import links_thread, memory_ops
 from langmem_layer.write.profile import apply_explicit, explicit_preference
 
 __all__ = [
-    "OUTAGES",
     "IngestResult",
-    "Leases",
-    "ProcessResult",
     "enqueue_op",
     "enqueue_turn",
     "ingest",
-    "ingest_leased",
-    "is_outage",
     "operation_id",
-    "process_queue",
-    "release_leased",
 ]
 
 #: Predicates that hold one value at a time: a new value replaces the old one.
@@ -98,22 +84,6 @@ class IngestResult:
         """Decisions that were applied."""
         return [d for d in self.decisions if d.accepted]
 
-
-@dataclass
-class ProcessResult:
-    """What one pass over the queue did.
-
-    ``failed`` holds every entry that failed this pass; ``parked``, those of them that
-    will not be retried (see :func:`process_queue`). ``drained``: the pass's claim took
-    fewer entries than it asked for, so nothing else was ready then (a turn queued
-    later wakes the worker again).
-    """
-
-    done: list[int] = field(default_factory=list)
-    failed: list[int] = field(default_factory=list)
-    results: list[IngestResult] = field(default_factory=list)
-    parked: list[int] = field(default_factory=list)
-    drained: bool = False
 
 
 def operation_id(user_id: str, source: str, op: MemoryOperation) -> str:
@@ -414,183 +384,3 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
                                          close_loop=op.op == OpType.CLOSE_OPEN_LOOP))
         plan.changed.append(target)
     return plan
-
-
-def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
-                  retry_base_seconds: float, user_id: str | None = None,
-                  users: Sequence[str] = (), leases: Leases | None = None
-                  ) -> Flow[ProcessResult]:
-    """Lease ready entries and ingest each; a failure keeps the entry for a later retry.
-
-    Whose entries: ``user_id``'s, else those of ``users``, else every user's with work
-    ready (found by a statement spanning users first).
-
-    An entry is parked instead (kept with its messages and error, listed by
-    :class:`~langmem_layer.store.ops.PendingOp` and
-    :class:`~langmem_layer.store.ops.ParkedEntriesOp`, never retried) when its attempt
-    was the ``extraction_max_attempts``-th, or when the database refused its input
-    (:class:`~langmem_layer.errors.InvalidInputError`): a retry would fail the same way.
-
-    With ``leases`` (the worker's), the pass records what it holds, renews its leases
-    between turns once a third of the lease has gone by (a heartbeat: a long batch keeps
-    its turns, a dead worker's come back within one short lease), leaves alone a turn
-    another worker took over meanwhile, and, when the worker is stopping (its store is
-    closing), releases the turns it has not started and returns.
-    """
-    (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now,
-                                               tuple(users))])
-    if leases is not None:
-        leases.hold(entries)
-    try:
-        outcome = yield from _ingest_entries(env, entries, now, lease_seconds,
-                                             retry_base_seconds, leases)
-    finally:
-        # Finished, released, or left to whoever handles the pass's failure (the
-        # outage path hands its entries over in the error's ``leased``).
-        if leases is not None:
-            leases.drop(e.id for e in entries)
-    outcome.drained = len(entries) < limit
-    return outcome
-
-
-def ingest_leased(env: Env, entries: Sequence[mops.QueueEntry], *, now: datetime,
-                  leased_at: datetime, lease_seconds: float, retry_base_seconds: float,
-                  leases: Leases | None = None) -> Flow[ProcessResult]:
-    """Ingest entries this process leased as it queued them (no claim), as
-    :func:`process_queue` ingests what it claims.
-
-    ``leased_at``: when the oldest was leased. Past a third of the lease the pass
-    renews the leases before the first turn (a turn taken over meanwhile by another
-    worker is left to it).
-    """
-    if leases is not None:
-        leases.hold(entries)
-    try:
-        outcome = yield from _ingest_entries(env, entries, now, lease_seconds,
-                                             retry_base_seconds, leases, renewed_at=leased_at)
-    finally:
-        if leases is not None:
-            leases.drop(e.id for e in entries)
-    outcome.drained = True
-    return outcome
-
-
-def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
-                    lease_seconds: float, retry_base_seconds: float, leases: Leases | None,
-                    renewed_at: datetime | None = None) -> Flow[ProcessResult]:
-    outcome = ProcessResult()
-    if renewed_at is None:
-        renewed_at = leases.now() if leases is not None else now
-    kept = {e.id for e in entries}
-    for i, entry in enumerate(entries):
-        if leases is not None:
-            if leases.stopping():
-                rest = [(x.user_id, x.id) for x in entries[i:] if x.id in kept]
-                yield from release_leased(rest, now=now, reason="released: the worker stopped")
-                return outcome
-            at = leases.now()
-            if at - renewed_at >= timedelta(seconds=lease_seconds / 3):
-                kept = yield from _renew(entries[i:], lease_seconds, at)
-                renewed_at = at
-            if entry.id not in kept:  # finished or taken over by another worker
-                continue
-        try:
-            yield from _ingest_entry(env, entry, i, entries, now, retry_base_seconds, outcome)
-        finally:
-            if leases is not None:
-                leases.drop([entry.id])
-    return outcome
-
-
-def _ingest_entry(env: Env, entry: mops.QueueEntry, i: int,
-                  entries: Sequence[mops.QueueEntry], now: datetime,
-                  retry_base_seconds: float, outcome: ProcessResult) -> Flow[None]:
-    """Ingest one leased entry; its outcome goes into ``outcome``."""
-    max_attempts = env.settings.extraction_max_attempts
-    try:
-        result = yield from ingest(
-            env, entry.user_id, messages_from_dict(entry.messages), profile=entry.profile,
-            thread_id=entry.thread_id, agent_id=entry.agent_id, now=entry.turn_at,
-            entry_id=entry.id)
-    except Exception as e:
-        error = clean(f"{type(e).__name__}: {e}")
-        if is_outage(e) and not isinstance(e, DatabaseUnavailableError | PoolTimeoutError):
-            # The embedder or model is down, not this turn's fault: retry it later
-            # without using an attempt.
-            retry_at = now + timedelta(seconds=retry_base_seconds)
-            yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at,
-                                              outage=True)])
-            outcome.failed.append(entry.id)
-            return
-        if is_outage(e):
-            # The database is unusable: release this entry and the rest of the batch
-            # without using an attempt, and stop the pass (the next one retries them).
-            rest = entries[i:]
-            retry_at = now + timedelta(seconds=retry_base_seconds)
-            try:
-                yield StoreCall([mops.FailEntryOp(x.user_id, x.id, error, retry_at,
-                                                  outage=True) for x in rest])
-            except Exception as release_failed:
-                # The database is gone too: whoever runs the next pass releases them.
-                e.leased = [(x.user_id, x.id) for x in rest]  # type: ignore[attr-defined]
-                raise e from release_failed
-            raise
-        if isinstance(e, InvalidInputError) or entry.attempts >= max_attempts:
-            yield StoreCall([mops.ParkEntryOp(entry.user_id, entry.id, error, now)])
-            outcome.failed.append(entry.id)
-            outcome.parked.append(entry.id)
-            return
-        delay = retry_base_seconds * 2 ** max(0, entry.attempts - 1)
-        retry_at = now + timedelta(seconds=min(delay, 6 * 3600))
-        yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at)])
-        outcome.failed.append(entry.id)
-    else:
-        outcome.done.append(entry.id)
-        outcome.results.append(result)
-
-
-def _renew(entries: Sequence[mops.QueueEntry], lease_seconds: float, now: datetime
-           ) -> Flow[set[int]]:
-    """Renew the leases of ``entries`` (one statement per user); the ids still held."""
-    by_user: dict[str, list[tuple[int, int]]] = {}
-    for e in entries:
-        by_user.setdefault(e.user_id, []).append((e.id, e.attempts))
-    renewed = yield StoreCall([mops.RenewLeaseOp(user, tuple(held), lease_seconds, now)
-                               for user, held in by_user.items()])
-    return {i for ids in renewed for i in ids}
-
-
-class Leases(Protocol):
-    """What a pass tells its worker about the turns it holds (see :func:`process_queue`)."""
-
-    def hold(self, entries: Sequence[mops.QueueEntry]) -> None:
-        """The pass leased ``entries``."""
-
-    def drop(self, ids: Iterable[int]) -> None:
-        """The pass is done with these entries (finished, failed, released)."""
-
-    def stopping(self) -> bool:
-        """Whether the pass must stop before its next turn."""
-
-    def now(self) -> datetime:
-        """The current time (the pass's ``now`` is when it started)."""
-
-
-#: Failures of a service, not of the turn: a retry once it is back can succeed, so they
-#: never use up ``extraction_max_attempts`` (kept for input that fails every time).
-OUTAGES: tuple[type[BaseException], ...] = (
-    DatabaseUnavailableError, PoolTimeoutError, EmbeddingError, ConnectionError, TimeoutError)
-
-
-def is_outage(error: BaseException) -> bool:
-    """Whether ``error`` is a service being down (database, pool, embedder, network)."""
-    return isinstance(error, OUTAGES)
-
-
-def release_leased(leased: Sequence[tuple[str, int]], *, now: datetime,
-                   reason: str = "released after an outage") -> Flow[None]:
-    """Release entries a pass leased and will not finish (no attempt used): claimable
-    again at ``now``."""
-    if leased:
-        yield StoreCall([mops.FailEntryOp(user, entry_id, reason, now, outage=True)
-                         for user, entry_id in leased])
