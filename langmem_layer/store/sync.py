@@ -187,7 +187,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         # than fail every call until the process restarts. A closed (not broken)
         # connection was closed on purpose and stays closed.
         try:
-            conn = psycopg.connect(conn_string, autocommit=True)
+            conn = psycopg.Connection.connect(conn_string, autocommit=True)
         except psycopg.OperationalError as e:
             raise DatabaseUnavailableError(
                 f"PostgreSQL is still unreachable; nothing was run: {e}") from e
