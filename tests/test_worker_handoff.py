@@ -126,11 +126,12 @@ def test_a_sync_graphs_handed_turn_is_extracted_by_the_thread(store, clock: Cloc
     layer.close()
 
 
+@pytest.mark.parametrize("concurrency", [4, 1])
 async def test_several_users_turns_are_extracted_side_by_side_each_in_order(
-        astore, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+        astore, clock: Clock, monkeypatch: pytest.MonkeyPatch, concurrency: int) -> None:
     # Queued without waking the worker, then drained: one pass over every user.
-    layer = MemoryLayer(astore, clock=clock, extractor=RuleExtractor(),
-                        settings=MemorySettings(extract_every_n_turns=1000))
+    settings = MemorySettings(extract_every_n_turns=1000, extraction_concurrency=concurrency)
+    layer = MemoryLayer(astore, clock=clock, extractor=RuleExtractor(), settings=settings)
     users = [f"u{n}" for n in range(6)]
     for n, user in enumerate(users):
         await layer.arecord_turn(user, _turn("I live in Lisbon.", 2 * n), thread_id="t")
@@ -146,9 +147,11 @@ async def test_several_users_turns_are_extracted_side_by_side_each_in_order(
     monkeypatch.setattr(AsyncPostgresMemoryStore, "_run_coalesced", recorded)
     done = await layer.adrain(timeout=60)
     assert len(done.done) == 12 and not done.failed
-    # The users' recalls of existing memories went out together, not one per turn.
+    # The users' recalls of existing memories went out together (at most
+    # extraction_concurrency at a time), not one per turn.
     recalls = [b.count("RecallOp") for b in batches if "RecallOp" in b]
-    assert sum(recalls) >= 12 and max(recalls) > 1
+    assert sum(recalls) >= 12 and max(recalls) <= concurrency
+    assert (max(recalls) > 1) == (concurrency > 1)
     for user in users:  # each user's turns in order: the later city replaced the first
         (memory,) = await layer.alist(user)
         assert "Porto" in memory.record.content

@@ -127,6 +127,11 @@ class MemorySettings(BaseModel):
         "wins, the more trusted agent wins, or both stay linked for human review.",
     )
     extraction_batch_size: int = Field(default=20, ge=1, description="Entries per worker pass.")
+    extraction_concurrency: int = Field(
+        default=4, ge=1,
+        description="Users whose turns an async worker extracts side by side (each user's "
+        "in order): their store calls share round trips, and up to this many extractor "
+        "calls run at once. The sync worker thread takes users one after another.")
     extraction_lease_seconds: float = Field(
         default=60.0, gt=0,
         description="How long a worker holds the turns it claimed. Short, because the "

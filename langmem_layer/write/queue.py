@@ -139,7 +139,7 @@ def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
     ended = yield Concurrently([
         _caught(_ingest_user(env, by_user[user], now, lease_seconds, retry_base_seconds,
                              leases, renewed_at))
-        for user in sorted(by_user)])
+        for user in sorted(by_user)], at_once=env.settings.extraction_concurrency)
     outcome = ProcessResult()
     errors = [e for e in ended if isinstance(e, Exception)]
     for part in ended:
