@@ -221,9 +221,7 @@ class Worker:
             raise
 
     def _add(self, total: ProcessResult, result: ProcessResult) -> None:
-        total.done += result.done
-        total.failed += result.failed
-        total.results += result.results
+        total.add(result)
         self._on_results(result.results)
 
     def turn_due(self, thread_id: str | None) -> bool:

@@ -57,6 +57,13 @@ class ProcessResult:
     parked: list[int] = field(default_factory=list)
     drained: bool = False
 
+    def add(self, other: ProcessResult) -> None:
+        """Count ``other``'s entries and results in this one (``drained`` stays)."""
+        self.done += other.done
+        self.failed += other.failed
+        self.results += other.results
+        self.parked += other.parked
+
 
 def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
                   retry_base_seconds: float, user_id: str | None = None,
@@ -144,10 +151,7 @@ def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
     errors = [e for e in ended if isinstance(e, Exception)]
     for part in ended:
         if isinstance(part, ProcessResult):
-            outcome.done += part.done
-            outcome.failed += part.failed
-            outcome.results += part.results
-            outcome.parked += part.parked
+            outcome.add(part)
     if errors:
         # An outage ends the pass: every user's turns it could not release go to
         # whoever handles the failure (the worker releases them in its next pass).

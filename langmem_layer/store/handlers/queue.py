@@ -11,9 +11,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from langmem_layer.sql import Sql, with_writes
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import queue as qsql
-from langmem_layer.sql import with_writes
 from langmem_layer.sql import working as wsql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.handlers.registry import Registry, handles, own_parts
@@ -64,7 +64,7 @@ class QueueHandlers(Registry):
         yield Query(*self._mark_applied_sql(op, strict=True), last=True)
 
     def _mark_applied_sql(self, op: mops.ApplyOnceOp | mops.MarkAppliedOp, *,
-                          strict: bool = False) -> tuple[str, dict[str, Any]]:
+                          strict: bool = False) -> Sql:
         """The record of ``op``'s id, taking its write lock first if it carries one."""
         locks = None
         if op.lock is not None:

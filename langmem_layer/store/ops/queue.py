@@ -156,8 +156,8 @@ class MarkAppliedOp(NamedTuple):
     :class:`~langmem_layer.errors.OperationAppliedError` and is rolled back whole: run
     it again with the ops under :class:`ApplyOnceOp`, which skips what was applied. For
     operations that are rarely replayed (a turn's, replayed only after a crash), one
-    round trip fewer. ``lock``: the user's write lock, taken by the same statement before it
-    records (put it on the batch's first op).
+    round trip fewer. ``lock``: the user's write lock, taken by the same statement
+    before it records (put it on the batch's first op).
     """
 
     user_id: str
