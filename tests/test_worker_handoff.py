@@ -9,14 +9,12 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.store.base import GetOp
 
 from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
-from langmem_layer.store.ops import ClaimOp, CompleteEntryOp, LogIngestOp, PendingOp, RecallOp
+from langmem_layer.store.ops import ClaimOp, PendingOp
 from langmem_layer.types import Status
-from langmem_layer.write import queue
 from tests import audit
 from tests.fakes import Clock
 
@@ -157,69 +155,4 @@ async def test_several_users_turns_are_extracted_side_by_side_each_in_order(
     for user in users:  # each user's turns in order: the later city replaced the first
         (memory,) = await layer.alist(user)
         assert "Porto" in memory.record.content
-    await layer.aclose()
-
-
-async def test_each_turns_apply_reads_ahead_for_the_users_next_turn(
-        astore, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Three turns of one user, queued without waking the worker, then drained in one
-    # pass: the second and third turns' existing memories are read in the transaction
-    # that applied the turn before (after its writes), not in a round trip of their own.
-    settings = MemorySettings(extract_every_n_turns=1000)
-    layer = MemoryLayer(astore, clock=clock, extractor=RuleExtractor(), settings=settings)
-    for n, text in enumerate(("I live in Lisbon.", "I work at Acme.",
-                              "Please forget that I live in Lisbon.")):
-        await layer.arecord_turn("ur", _turn(text, n), thread_id="t")
-        clock.advance(seconds=1)
-    batches: list[list[Any]] = []
-    run = AsyncPostgresMemoryStore._run_coalesced
-
-    async def recorded(self: AsyncPostgresMemoryStore, calls: list[Any]) -> None:
-        batches.append([op for call in calls for op in call.op_list()])
-        await run(self, calls)
-
-    monkeypatch.setattr(AsyncPostgresMemoryStore, "_run_coalesced", recorded)
-    done = await layer.adrain(timeout=60)
-    assert len(done.done) == 3 and not done.failed
-    reads_alone = [b for b in batches if all(isinstance(op, RecallOp) for op in b)
-                   and all(op.statuses == RecallOp._field_defaults["statuses"] for op in b)]
-    assert len(reads_alone) == 1  # the first turn's; it was 3, one per turn
-    applies = [b for b in batches if any(isinstance(op, CompleteEntryOp | LogIngestOp)
-                                         for op in b)]
-    assert len(applies) == 3
-    assert [isinstance(b[-1], RecallOp) for b in applies] == [True, True, False]
-    # Read after the first turn's writes: the forget request found the memory it names.
-    assert [m.record.content for m in await layer.alist("ur")] == ["Works at Acme."]
-    await layer.aclose()
-
-
-async def test_a_failed_read_ahead_fails_neither_turn(
-        astore, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = MemorySettings(extract_every_n_turns=1000)
-    layer = MemoryLayer(astore, clock=clock, extractor=RuleExtractor(), settings=settings)
-    for n, text in enumerate(("I live in Lisbon.", "Please forget that I live in Lisbon.")):
-        await layer.arecord_turn("uf", _turn(text, n), thread_id="t")
-        clock.advance(seconds=1)
-    real = queue.turn_reads
-
-    def refused(*args: Any, **kw: Any) -> list[Any]:
-        # An op the store refuses (a namespace label may not be empty): its batch fails.
-        return [*real(*args, **kw), GetOp(("memories", ""), "k")]
-
-    monkeypatch.setattr(queue, "turn_reads", refused)
-    refusals: list[Exception] = []
-    batch = AsyncPostgresMemoryStore.abatch
-
-    async def watched(self: AsyncPostgresMemoryStore, ops: Any) -> Any:
-        try:
-            return await batch(self, ops)
-        except Exception as e:
-            refusals.append(e)
-            raise
-
-    monkeypatch.setattr(AsyncPostgresMemoryStore, "abatch", watched)
-    done = await layer.adrain(timeout=60)
-    assert len(refusals) == 1  # the first turn's apply with the reads ahead, sent again
-    assert len(done.done) == 2 and not done.failed
-    assert await layer.alist("uf") == []
     await layer.aclose()

@@ -25,11 +25,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, messages_to_dict
 
-from langmem_layer.errors import (
-    DatabaseUnavailableError,
-    OperationAppliedError,
-    PoolTimeoutError,
-)
+from langmem_layer.errors import OperationAppliedError
 from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.extract.fallback import fallback_ops
 from langmem_layer.extract.gate import GateDecision
@@ -180,55 +176,6 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     agent's memory tools, an import), gated and applied as an extractor's would be;
     ``targets`` are memories they name by id, so an update supersedes its target.
     """
-    result, _ = yield from ingest_reading_ahead(
-        env, user_id, messages, profile=profile, thread_id=thread_id, agent_id=agent_id,
-        now=now, entry_id=entry_id, operations=operations, targets=targets)
-    return result
-
-
-def turn_reads(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
-               profile: str | None, now: datetime) -> list[Any]:
-    """The reads an ingest of ``messages`` starts with, as ops (none for a turn without
-    human text): the existing memories the extractor and the gate weigh the turn
-    against, and the user's learned trust when the conflict policy weighs it.
-
-    The memories are recall's own retrieval for the turn's human text, without the link
-    walk: the extractor and the gate look for what the turn repeats, updates or
-    contradicts; the walk adds memories around those, and its scores would cost a round
-    trip of their own before the extractor call.
-    """
-    text = _human_text(clean_messages(messages))
-    if not text.strip():
-        return []
-    return _reads(env, user_id, text, profile or env.settings.default_profile, now)
-
-
-def _reads(env: Env, user_id: str, text: str, profile: str, now: datetime) -> list[Any]:
-    return [recall_op(env, user_id, text, profile=profile, now=now, walk_links=False),
-            *([TrustOp(user_id)] if env.settings.conflict_policy == "trust" else [])]
-
-
-def ingest_reading_ahead(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
-                         profile: str | None, thread_id: str | None, agent_id: str | None,
-                         now: datetime, entry_id: int | None = None,
-                         operations: Sequence[MemoryOperation] | None = None,
-                         targets: Sequence[Recalled] = (), read: Sequence[Any] | None = None,
-                         ahead: Sequence[Any] = ()) -> Flow[tuple[IngestResult, list[Any] | None]]:
-    """:func:`ingest`, taking its first reads from an earlier transaction and reading
-    ahead for the next turn in its own; returns the result and the reads ahead.
-
-    A worker ingesting a user's turns one after another sends each turn's apply and
-    the next turn's reads in one round trip: N turns cost N + 1 round trips, not 2N.
-
-    Args:
-        read: The results of :func:`turn_reads` for this turn, read after everything
-            this turn must see was written (``None``: read them first, as ``ingest``).
-        ahead: :func:`turn_reads` of the user's next turn. They run after this turn's
-            writes, in their transaction, so they see them as a read of their own
-            would. Their results are returned, or ``None`` when they would be stale (an
-            explicit preference was written after them) or did not run: they never fail
-            this turn, whose apply is then sent again without them.
-    """
     user_id = require_user(user_id)
     profile = profile or env.settings.default_profile
     messages = clean_messages(messages)
@@ -238,14 +185,18 @@ def ingest_reading_ahead(env: Env, user_id: str, messages: Sequence[BaseMessage]
     if not text.strip():
         if finish:
             yield StoreCall(finish)
-        return result, None
-
+        return result
+    # The existing memories the extractor and the gate weigh the turn against: recall's
+    # own retrieval, without the link walk. The extractor and the gate look for what the
+    # turn repeats, updates or contradicts; the walk adds memories around those, and its
+    # scores would cost a round trip of their own before the extractor call.
     def existing_op(query: str) -> mops.RecallOp:
         return recall_op(env, user_id, query, profile=profile, now=now, walk_links=False)
 
-    if read is None:
-        read = yield StoreCall(_reads(env, user_id, text, profile, now))
-    cands, *learned = read
+    # The trust conflict policy weighs learned trust, read in the same round trip.
+    wants_trust = env.settings.conflict_policy == "trust"
+    cands, *learned = yield StoreCall([existing_op(text),
+                                       *([TrustOp(user_id)] if wants_trust else [])])
     existing = rank_candidates(cands, now=now, settings=env.settings, limit=20)
     extracted: list[MemoryOperation] = (
         list(operations) if operations is not None
@@ -296,20 +247,15 @@ def ingest_reading_ahead(env: Env, user_id: str, messages: Sequence[BaseMessage]
     # concurrent worker committed (AddMemoryOp). The thread's lock too, in the same
     # statement, for the links of its new memories.
     lock = mops.LockUserWritesOp(user_id, thread_id if links_thread(env, thread_id) else None)
-    read_ahead: list[Any] | None = None
-    if ahead:
-        try:
-            outcomes, tail = yield from _apply_optimistic(user_id, planned, [*rest, *ahead],
-                                                          lock, now)
-            read_ahead = tail[len(rest):]
-        except (DatabaseUnavailableError, PoolTimeoutError):
-            raise  # the database's failure, not the reads': sent again, it fails again
-        except Exception:
-            # Nothing was written (one transaction). Whatever else failed, the reads
-            # ahead are the next turn's business: this turn's apply goes again without.
-            outcomes = yield from _apply(user_id, planned, rest, lock, now)
-    else:
-        outcomes = yield from _apply(user_id, planned, rest, lock, now)
+    try:
+        # A turn is replayed only after a crash: record each operation and apply it in
+        # the same round trip, and fall back to checking first if one was applied.
+        outcomes = yield from _apply_optimistic(user_id, planned, rest, lock, now)
+    except OperationAppliedError:
+        outcomes = yield StoreCall([
+            *(mops.ApplyOnceOp(user_id, p.op_id, tuple(p.ops), now,
+                               lock if i == 0 else None) for i, p in enumerate(planned)),
+            *rest])
     for plan, outcome in zip(planned, outcomes, strict=False):
         if outcome is None:
             result.replayed.append(plan.op_id)
@@ -326,32 +272,13 @@ def ingest_reading_ahead(env: Env, user_id: str, messages: Sequence[BaseMessage]
     change = explicit_preference(text)
     if change:
         yield from apply_explicit(user_id, profile, change, now)
-        read_ahead = None  # read before the preference was written
-    return result, read_ahead
-
-
-def _apply(user_id: str, planned: Sequence[_Planned], rest: Sequence[Any],
-           lock: mops.LockUserWritesOp, now: datetime) -> Flow[list[Any]]:
-    """Apply ``planned``, then ``rest``, in one transaction; each plan's results (``None``
-    for a plan applied before)."""
-    try:
-        # A turn is replayed only after a crash: record each operation and apply it in
-        # the same round trip, and fall back to checking first if one was applied.
-        outcomes, _ = yield from _apply_optimistic(user_id, planned, rest, lock, now)
-    except OperationAppliedError:
-        outcomes = yield StoreCall([
-            *(mops.ApplyOnceOp(user_id, p.op_id, tuple(p.ops), now,
-                               lock if i == 0 else None) for i, p in enumerate(planned)),
-            *rest])
-    return outcomes
+    return result
 
 
 def _apply_optimistic(user_id: str, planned: Sequence[_Planned], rest: Sequence[Any],
-                      lock: mops.LockUserWritesOp, now: datetime
-                      ) -> Flow[tuple[list[Any], list[Any]]]:
+                      lock: mops.LockUserWritesOp, now: datetime) -> Flow[list[Any]]:
     """Apply ``planned`` and ``rest`` in one batch, each plan's ops after a record of its
-    id (:class:`~langmem_layer.store.ops.MarkAppliedOp`); each plan's results, in order,
-    and the results of ``rest``.
+    id (:class:`~langmem_layer.store.ops.MarkAppliedOp`); each plan's results, in order.
 
     Raises:
         OperationAppliedError: A plan was applied before; nothing was written.
@@ -363,7 +290,7 @@ def _apply_optimistic(user_id: str, planned: Sequence[_Planned], rest: Sequence[
         spans.append((len(batch), len(batch) + len(plan.ops)))
         batch.extend(plan.ops)
     results = yield StoreCall([*batch, *rest])
-    return [results[a:b] for a, b in spans], results[len(batch):]
+    return [results[a:b] for a, b in spans]
 
 
 def _clean_operation(op: MemoryOperation) -> MemoryOperation:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
-from langchain_core.messages import BaseMessage, messages_from_dict
+from langchain_core.messages import messages_from_dict
 
 from langmem_layer.errors import (
     DatabaseUnavailableError,
@@ -26,7 +26,7 @@ from langmem_layer.errors import (
 from langmem_layer.flow import Concurrently, Env, Flow, StoreCall
 from langmem_layer.sanitize import clean
 from langmem_layer.store import ops as mops
-from langmem_layer.write.apply import IngestResult, ingest_reading_ahead, turn_reads
+from langmem_layer.write.apply import IngestResult, ingest
 
 __all__ = [
     "OUTAGES",
@@ -178,10 +178,6 @@ def _ingest_user(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
     if renewed_at is None:
         renewed_at = leases.now() if leases is not None else now
     kept = {e.id for e in entries}
-    # Each turn's apply carries the next turn's first reads (see ingest_reading_ahead):
-    # the id of the entry they were read for, and their results.
-    ahead: tuple[int, list[Any]] | None = None
-    messages: dict[int, list[BaseMessage]] = {}
     for i, entry in enumerate(entries):
         if leases is not None:
             if leases.stopping():
@@ -194,52 +190,24 @@ def _ingest_user(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
                 renewed_at = at
             if entry.id not in kept:  # finished or taken over by another worker
                 continue
-        following = next((x for x in entries[i + 1:] if x.id in kept), None)
-        read = ahead[1] if ahead is not None and ahead[0] == entry.id else None
-        ahead = None
         try:
-            reads = yield from _ingest_entry(env, entry, i, entries, now, retry_base_seconds,
-                                             outcome, messages, read=read, following=following)
-            if reads is not None and following is not None:
-                ahead = (following.id, reads)
+            yield from _ingest_entry(env, entry, i, entries, now, retry_base_seconds, outcome)
         finally:
             if leases is not None:
                 leases.drop([entry.id])
     return outcome
 
 
-def _messages(entry: mops.QueueEntry, cache: dict[int, list[BaseMessage]]) -> list[BaseMessage]:
-    """The entry's messages, rebuilt once per pass (a turn's are read ahead of it)."""
-    found = cache.pop(entry.id, None)
-    if found is None:
-        found = cache[entry.id] = messages_from_dict(entry.messages)
-    return found
-
-
 def _ingest_entry(env: Env, entry: mops.QueueEntry, i: int,
                   entries: Sequence[mops.QueueEntry], now: datetime,
-                  retry_base_seconds: float, outcome: ProcessResult,
-                  messages: dict[int, list[BaseMessage]], *, read: list[Any] | None,
-                  following: mops.QueueEntry | None) -> Flow[list[Any] | None]:
-    """Ingest one leased entry; its outcome goes into ``outcome``.
-
-    ``read``: its first reads, read ahead with the entry before it. ``following``: the
-    next entry to ingest, whose first reads go with this one's apply; returned, or
-    ``None`` when they were not read.
-    """
+                  retry_base_seconds: float, outcome: ProcessResult) -> Flow[None]:
+    """Ingest one leased entry; its outcome goes into ``outcome``."""
     max_attempts = env.settings.extraction_max_attempts
-    ahead: list[Any] = []
-    if following is not None:
-        try:
-            ahead = turn_reads(env, following.user_id, _messages(following, messages),
-                               profile=following.profile, now=following.turn_at)
-        except Exception:  # the next entry's own ingest meets (and reports) it
-            ahead = []
     try:
-        result, reads = yield from ingest_reading_ahead(
-            env, entry.user_id, _messages(entry, messages), profile=entry.profile,
+        result = yield from ingest(
+            env, entry.user_id, messages_from_dict(entry.messages), profile=entry.profile,
             thread_id=entry.thread_id, agent_id=entry.agent_id, now=entry.turn_at,
-            entry_id=entry.id, read=read, ahead=ahead)
+            entry_id=entry.id)
     except Exception as e:
         error = clean(f"{type(e).__name__}: {e}")
         if is_outage(e) and not isinstance(e, DatabaseUnavailableError | PoolTimeoutError):
@@ -249,7 +217,7 @@ def _ingest_entry(env: Env, entry: mops.QueueEntry, i: int,
             yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at,
                                               outage=True)])
             outcome.failed.append(entry.id)
-            return None
+            return
         if is_outage(e):
             # The database is unusable: release this entry and the rest of the batch
             # without using an attempt, and stop the pass (the next one retries them).
@@ -267,7 +235,7 @@ def _ingest_entry(env: Env, entry: mops.QueueEntry, i: int,
             yield StoreCall([mops.ParkEntryOp(entry.user_id, entry.id, error, now)])
             outcome.failed.append(entry.id)
             outcome.parked.append(entry.id)
-            return None
+            return
         delay = retry_base_seconds * 2 ** max(0, entry.attempts - 1)
         retry_at = now + timedelta(seconds=min(delay, 6 * 3600))
         yield StoreCall([mops.FailEntryOp(entry.user_id, entry.id, error, retry_at)])
@@ -275,8 +243,6 @@ def _ingest_entry(env: Env, entry: mops.QueueEntry, i: int,
     else:
         outcome.done.append(entry.id)
         outcome.results.append(result)
-        return reads
-    return None
 
 
 def _renew(entries: Sequence[mops.QueueEntry], lease_seconds: float, now: datetime
