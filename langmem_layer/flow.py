@@ -68,11 +68,14 @@ class Concurrently(NamedTuple):
     at a time on the loop, so their store calls share the async store's coalesced
     batches (one round trip carries several flows' statements) and their extractor
     calls overlap. Every flow runs to its end; if any failed, the first failure (in
-    ``flows``' order) is raised at the ``yield`` once all have ended.
+    ``flows``' order) is raised at the ``yield`` once all have ended, or, with
+    ``return_exceptions`` (as ``asyncio.gather``'s), each failure is in the reply in
+    place of its flow's result.
     """
 
     flows: Sequence[Flow[Any]]
     at_once: int = 4
+    return_exceptions: bool = False
 
 
 class Call:
@@ -163,9 +166,11 @@ class _Ended(NamedTuple):
     error: Exception | None = None
 
 
-def _ended(ends: Sequence[_Ended]) -> list[Any]:
-    """The results of flows run side by side, or the first one's error (see
-    :class:`Concurrently`)."""
+def _ended(ends: Sequence[_Ended], request: Concurrently) -> list[Any]:
+    """The reply to ``request`` once its flows ran side by side: their results, or
+    the first one's error (see :class:`Concurrently`)."""
+    if request.return_exceptions:
+        return [end.result if end.error is None else end.error for end in ends]
     for end in ends:
         if end.error is not None:
             raise end.error
@@ -243,7 +248,7 @@ class Runner:
             return self.extractor.extract(request.messages, existing=request.existing,
                                           now=request.now)
         if isinstance(request, Concurrently):
-            return _ended([self._outcome(f, extra) for f in request.flows])
+            return _ended([self._outcome(f, extra) for f in request.flows], request)
         return self._handler(request, extra, self._handlers)(request)
 
     async def _acall(self, request: Request, extra: AsyncHandlers | None) -> Any:
@@ -262,7 +267,7 @@ class Runner:
                     except Exception as e:
                         return _Ended(None, e)
 
-            return _ended(await asyncio.gather(*(one(f) for f in request.flows)))
+            return _ended(await asyncio.gather(*(one(f) for f in request.flows)), request)
         return await self._handler(request, extra, self._ahandlers)(request)
 
     def _outcome(self, flow: Flow[T], extra: Handlers | None) -> _Ended:

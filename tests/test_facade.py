@@ -161,6 +161,21 @@ def test_flows_side_by_side_all_run_and_answer_in_order() -> None:
         assert sorted(log) == ["a0", "a1", "b0"]  # the others still ran to their end
 
 
+def test_flows_side_by_side_can_answer_with_each_failure_in_place() -> None:
+    def boom(text: str) -> Flow[None]:
+        yield StoreCall([text])
+        raise ValueError(text)
+
+    def flow() -> Flow[list[Any]]:
+        return (yield Concurrently([boom("x"), _steps("a", 1, []), boom("y")],
+                                   return_exceptions=True))
+
+    for run in (lambda f: Runner(Batches(), RuleExtractor()).run(f),
+                lambda f: asyncio.run(Runner(Batches(), RuleExtractor()).arun(f))):
+        x, a, y = run(flow())
+        assert (repr(x), a, repr(y)) == ("ValueError('x')", "a", "ValueError('y')")
+
+
 async def test_async_flows_side_by_side_overlap_at_most_at_once() -> None:
     running, peak = [0], [0]
 

@@ -48,8 +48,8 @@ from langmem_layer.store.options import (
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
 from langmem_layer.types import MEMORY_ROOT
 
-__all__ = ["ANN_MIN_USER_VECTORS", "ASYNC_COMMIT_OPS", "FREE_OPS", "MAINTENANCE_OPS", "OWNER_OPS",
-           "MemoryIndexConfig", "Plan", "StoreCore"]
+__all__ = ["ANN_MIN_USER_VECTORS", "ASYNC_COMMIT_OPS", "FREE_OPS", "MAINTENANCE_OPS",
+           "OWNER_OPS", "MemoryIndexConfig", "Plan", "StoreCore"]
 
 #: Ops that span users: their statements run under the maintenance bypass of
 #: row-level security, except the per-user statements they bind themselves

@@ -85,7 +85,6 @@ class IngestResult:
         return [d for d in self.decisions if d.accepted]
 
 
-
 def operation_id(user_id: str, source: str, op: MemoryOperation) -> str:
     """A stable id for an operation: same source message and content, same id."""
     payload = json.dumps(

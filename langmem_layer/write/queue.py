@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from langchain_core.messages import messages_from_dict
 
@@ -37,8 +37,6 @@ __all__ = [
     "process_queue",
     "release_leased",
 ]
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -143,10 +141,12 @@ def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
     if len(by_user) <= 1:
         return (yield from _ingest_user(env, entries, now, lease_seconds,
                                         retry_base_seconds, leases, renewed_at))
+    # Every failure, not only the first: each holds the turns its user's flow leased.
     ended = yield Concurrently([
-        _caught(_ingest_user(env, by_user[user], now, lease_seconds, retry_base_seconds,
-                             leases, renewed_at))
-        for user in sorted(by_user)], at_once=env.settings.extraction_concurrency)
+        _ingest_user(env, by_user[user], now, lease_seconds, retry_base_seconds, leases,
+                     renewed_at)
+        for user in sorted(by_user)], at_once=env.settings.extraction_concurrency,
+        return_exceptions=True)
     outcome = ProcessResult()
     errors = [e for e in ended if isinstance(e, Exception)]
     for part in ended:
@@ -160,14 +160,6 @@ def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
             errors[0].leased = leased  # type: ignore[attr-defined]
         raise errors[0]
     return outcome
-
-
-def _caught(flow: Flow[T]) -> Flow[T | Exception]:
-    """``flow``, returning the error it fails with instead of raising it."""
-    try:
-        return (yield from flow)
-    except Exception as e:
-        return e
 
 
 def _ingest_user(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
