@@ -110,3 +110,38 @@ def test_every_strategy_is_declared_once_in_the_registry() -> None:
     assert fused == ("vector", "keyword", "ref", "time")
     assert lexical == {"keyword", "ref", "link", "open_question", "due", "standing"}
     assert weights == {"vector": 1.0, "keyword": 1.0, "ref": 1.0, "time": 1.0, "link": 0.5}
+
+
+
+def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan."""
+    return [node, *(n for child in node.get("Plans", ()) for n in _nodes(child))]
+
+
+def test_vector_candidates_are_probed_by_key_on_tables_never_analysed(
+    bare_uri: str, index: dict, embedder: Any
+) -> None:
+    # A new database before autovacuum's first analyse: no statistics for the planner.
+    with PostgresMemoryStore.from_conn_string(bare_uri, index=index) as store:
+        store.setup()
+        for table in ("langmem_items", "langmem_embeddings"):
+            store.conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+        store.batch([PutOp(("memories", "u1", "work"), f"m{i}",
+                           _value(i, f"{TEXTS[i % len(TEXTS)]} number {i}"))
+                     for i in range(80)])
+        stats = store.conn.execute(
+            "SELECT count(*) FROM pg_stats WHERE tablename = 'langmem_items'").fetchone()
+        assert stats == (0,)
+        sql, params = rsql.recall_candidates(
+            "u1", ["memories.u1.work"], now=NOW, query_text="zanzibar status meeting",
+            query_vector=embedder.embed_query("zanzibar status meeting"),
+            model_id=store.model_id, per_source=10)
+        with store.conn.transaction():
+            (plan,), = store.conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql,
+                                          params).fetchall()
+    # The vector candidates' eligibility: a scan of the items run once per candidate.
+    probes = [n for n in _nodes(plan[0]["Plan"])
+              if n.get("Relation Name") == "langmem_items" and n["Actual Loops"] >= 10]
+    assert probes
+    # Each reads its candidate's row (per loop), not every memory of the user's.
+    assert all(n.get("Rows Removed by Filter", 0) <= 1 for n in probes), probes

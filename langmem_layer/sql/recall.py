@@ -290,6 +290,11 @@ def recall_candidates(
             WHERE n.prefix = ANY(%(prefixes)s::text[])
             GROUP BY n.prefix, n.key
         ),"""
+        # Each candidate's eligibility is one probe of its row by key. The key alone is
+        # fenced off (OFFSET 0 keeps the filters out of the subquery): without it, on
+        # tables never analysed (a new database's first minute, before autovacuum), the
+        # planner may take the partial index of the user's memories, which the filters
+        # match too, and scan all of them for every candidate.
         ctes.append(
             sims
             + """
@@ -299,8 +304,12 @@ def recall_candidates(
                 SELECT s.prefix, s.key, s.sim
                 FROM (SELECT * FROM sims ORDER BY sim DESC, key) s
                 CROSS JOIN LATERAL (
-                    SELECT 1 FROM langmem_items i
-                    WHERE i.prefix = s.prefix AND i.key = s.key AND """
+                    SELECT 1 FROM (
+                        SELECT * FROM langmem_items i
+                        WHERE i.user_id = %(user_id)s AND i.prefix = s.prefix
+                          AND i.key = s.key
+                        OFFSET 0) i
+                    WHERE """
             + _ELIGIBLE
             + """
                     LIMIT 1) ok
