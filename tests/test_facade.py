@@ -141,7 +141,7 @@ def _steps(name: str, n: int, log: list[str]) -> Flow[str]:
 
 def test_flows_side_by_side_all_run_and_answer_in_order() -> None:
     def flow(log: list[str], boom: bool = False) -> Flow[Any]:
-        flows = [_steps("a", 2, log), _steps("b", 1, log)]
+        flows: list[Flow[Any]] = [_steps("a", 2, log), _steps("b", 1, log)]
         if boom:
             flows.insert(1, _boom())
         try:
