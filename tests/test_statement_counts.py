@@ -81,7 +81,6 @@ def test_the_apply_takes_the_users_lock_in_its_first_check(store: PostgresMemory
         store.batch([MarkAppliedOp("alice", "op-1", now, LockUserWritesOp("bob"))])
 
 
-
 def test_only_a_turns_reads_commit_without_waiting_for_the_disk(
         store: PostgresMemoryStore, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
     # The read writes only the thread's activity stamp; every other write waits for it.

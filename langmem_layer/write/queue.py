@@ -86,16 +86,8 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
     """
     (entries,) = yield StoreCall([mops.ClaimOp(limit, lease_seconds, user_id, now,
                                                tuple(users))])
-    if leases is not None:
-        leases.hold(entries)
-    try:
-        outcome = yield from _ingest_entries(env, entries, now, lease_seconds,
-                                             retry_base_seconds, leases)
-    finally:
-        # Finished, released, or left to whoever handles the pass's failure (the
-        # outage path hands its entries over in the error's ``leased``).
-        if leases is not None:
-            leases.drop(e.id for e in entries)
+    outcome = yield from _ingest_held(env, entries, now, lease_seconds, retry_base_seconds,
+                                      leases)
     outcome.drained = len(entries) < limit
     return outcome
 
@@ -110,16 +102,26 @@ def ingest_leased(env: Env, entries: Sequence[mops.QueueEntry], *, now: datetime
     renews the leases before the first turn (a turn taken over meanwhile by another
     worker is left to it).
     """
+    outcome = yield from _ingest_held(env, entries, now, lease_seconds, retry_base_seconds,
+                                      leases, renewed_at=leased_at)
+    outcome.drained = True
+    return outcome
+
+
+def _ingest_held(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
+                 lease_seconds: float, retry_base_seconds: float, leases: Leases | None,
+                 renewed_at: datetime | None = None) -> Flow[ProcessResult]:
+    """:func:`_ingest_entries`, with ``entries`` recorded in ``leases`` while it runs."""
     if leases is not None:
         leases.hold(entries)
     try:
-        outcome = yield from _ingest_entries(env, entries, now, lease_seconds,
-                                             retry_base_seconds, leases, renewed_at=leased_at)
+        return (yield from _ingest_entries(env, entries, now, lease_seconds,
+                                           retry_base_seconds, leases, renewed_at))
     finally:
+        # Finished, released, or left to whoever handles the pass's failure (the
+        # outage path hands its entries over in the error's ``leased``).
         if leases is not None:
             leases.drop(e.id for e in entries)
-    outcome.drained = True
-    return outcome
 
 
 def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
