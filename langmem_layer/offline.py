@@ -10,7 +10,7 @@ not asked about, the memories it must not surface, the narrative arc and the rec
 conversations of other threads are only counted, never quoted. Only an empty block
 gives "nothing relevant yet".
 
-With tools bound (:meth:`OfflineChatModel.bind_tools`, as prebuilt agents do) it calls
+With tools bound (``OfflineChatModel.bind_tools``, as prebuilt agents do) it calls
 them deterministically, only the tools bound to it: a request to keep something
 ("remember that …", "note that …", "don't forget …") or a statement of a personal fact
 the rule extractor recognises ("I'm allergic to peanuts.") calls ``remember`` with the
@@ -22,6 +22,7 @@ real model instead.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -173,8 +174,23 @@ def _to_keep(what: str) -> str:
     return f"{text[:1].upper()}{text[1:]}." if text else ""
 
 
-def _calls(human: str, tools: Mapping[str, Mapping[str, Any]]) -> list[ToolCall]:
-    """The tool calls a turn's request makes, among the bound tools (none: a reply)."""
+def _call_ids(messages: Sequence[BaseMessage]) -> str:
+    """A stem for this model call's tool-call ids, unique within a thread.
+
+    Agents match a tool's result to its call by id (``create_react_agent`` treats a call
+    whose id already has a result as answered and never runs it), so an id must not
+    repeat across a thread's turns. Derived from the conversation so far, it differs at
+    every call and stays deterministic for a replayed conversation.
+    """
+    digest = hashlib.sha1(usedforsecurity=False)
+    for message in messages:
+        digest.update(f"{message.type}\0{message.text}\0".encode())
+    return f"offline-{len(messages)}-{digest.hexdigest()[:10]}"
+
+
+def _calls(human: str, tools: Mapping[str, Mapping[str, Any]], stem: str) -> list[ToolCall]:
+    """The tool calls a turn's request makes, among the bound tools (none: a reply);
+    their ids are ``stem`` followed by the call's place and tool name."""
     text = human.strip()
     calls: list[tuple[str, dict[str, Any]]] = []
     if (text.endswith("?") or _QUESTION.match(text)) and "recall" in tools:
@@ -187,7 +203,7 @@ def _calls(human: str, tools: Mapping[str, Mapping[str, Any]]) -> list[ToolCall]
         for content, kind in facts:
             extra = {"kind": kind} if kind else {}
             calls.append(("remember", _arguments(tools["remember"], content, **extra)))
-    return [ToolCall(name=name, args=args, id=f"offline-{i}-{name}", type="tool_call")
+    return [ToolCall(name=name, args=args, id=f"{stem}-{i}-{name}", type="tool_call")
             for i, (name, args) in enumerate(calls)]
 
 
@@ -227,7 +243,7 @@ class OfflineChatModel(BaseChatModel):
             tools: Tools in any form LangChain converts (``BaseTool``, a function, a
                 pydantic model, an OpenAI tool dict).
             tool_choice: Ignored: it calls a tool when the request asks for one.
-            **kwargs: Passed on to :meth:`bind`.
+            **kwargs: Passed on to ``bind``.
         """
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
@@ -238,7 +254,7 @@ class OfflineChatModel(BaseChatModel):
         results = _tool_results(messages)
         if results:  # the tools have answered: say what they did
             reply = AIMessage(f'Noted: "{human[:80]}". {_summary(results)}')
-        elif calls := _calls(human, _schemas(kwargs.get("tools"))):
+        elif calls := _calls(human, _schemas(kwargs.get("tools")), _call_ids(messages)):
             reply = AIMessage("", tool_calls=calls)
         else:
             recalled = _from_memory(system, human)

@@ -1,6 +1,6 @@
 """Memory for prebuilt agents: ``create_react_agent`` hooks and a ``create_agent`` middleware.
 
-Both do what the three nodes do around an agent node (:func:`langmem_layer.layer.nodes.wire`),
+Both do what the three nodes do around an agent node (``langmem_layer.layer.nodes.wire``),
 inside the prebuilt agent's own loop:
 
 * before the first model call of a turn (the newest message is the user's): load and
@@ -23,7 +23,13 @@ from typing import Any, Literal, Protocol
 
 from langchain.agents import AgentState as ChatAgentState
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.config import get_config
 from langgraph.prebuilt.chat_agent_executor import AgentState as ReactAgentState
@@ -43,15 +49,15 @@ __all__ = [
 
 class MemoryAgentState(ReactAgentState, MemoryFields):
     """``create_react_agent``'s ``AgentState`` with the memory fields of
-    :class:`~langmem_layer.MemoryState`."""
+    ``MemoryState``."""
 
 
 class MemoryMiddlewareState(ChatAgentState[Any], MemoryFields):
-    """``langchain.agents.AgentState`` with the memory fields (:class:`MemoryMiddleware`'s)."""
+    """``langchain.agents.AgentState`` with the memory fields (``MemoryMiddleware``'s)."""
 
 
 class _Nodes(Protocol):
-    """The layer's nodes the hooks call (a :class:`~langmem_layer.MemoryLayer` has them)."""
+    """The layer's nodes the hooks call (a ``MemoryLayer`` has them)."""
 
     @property
     def load_memory(self) -> RunnableLambda:
@@ -70,7 +76,7 @@ class _Nodes(Protocol):
 
 
 class ReactHooks(TypedDict):
-    """Keyword arguments for ``create_react_agent`` (see :func:`react_hooks`)."""
+    """Keyword arguments for ``create_react_agent`` (see ``react_hooks``)."""
 
     pre_model_hook: RunnableLambda
     post_model_hook: RunnableLambda
@@ -91,8 +97,17 @@ def _turn_starts(state: Mapping[str, Any]) -> bool:
 
 
 def _turn_over(state: Mapping[str, Any]) -> bool:
+    """Whether the agent ends after this model call: its answer calls no tool that has
+    not answered yet (the rule ``create_react_agent`` routes by).
+
+    A model may repeat a tool-call id that already has a result earlier in the thread;
+    the agent then runs no tool and ends, and the turn must still reach extraction.
+    """
     messages = _messages(state)
-    return bool(messages) and isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
+    if not messages or not isinstance(messages[-1], AIMessage):
+        return False
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return all(call.get("id") in answered for call in messages[-1].tool_calls)
 
 
 def _after_load(layer: _Nodes, state: Mapping[str, Any], loaded: dict[str, Any],
@@ -138,7 +153,7 @@ def react_hooks(layer: _Nodes, prompt: str = "") -> ReactHooks:
     the model ``[SystemMessage(prompt + block), *messages]`` (no system message when
     both are empty); ``post_model_hook``
     records the finished turn for extraction; ``state_schema`` is
-    :class:`MemoryAgentState`. Pass your instructions as ``prompt`` here rather than as
+    ``MemoryAgentState``. Pass your instructions as ``prompt`` here rather than as
     ``create_react_agent``'s ``prompt=``, so the model gets one system message.
 
     Example:
@@ -148,7 +163,7 @@ def react_hooks(layer: _Nodes, prompt: str = "") -> ReactHooks:
         ...              {"configurable": {"user_id": "alice", "thread_id": "t1"}})
 
     Args:
-        layer: The memory (a :class:`~langmem_layer.MemoryLayer`).
+        layer: The memory (a ``MemoryLayer``).
         prompt: Instructions placed before the memory block.
     """
 
@@ -191,14 +206,14 @@ class MemoryMiddleware(AgentMiddleware[MemoryMiddlewareState, Any, Any]):
     ``before_model`` loads and assembles the block at the start of a turn;
     ``wrap_model_call`` appends it to the agent's system message on every model call;
     ``after_agent`` records the finished turn for extraction. Its state schema,
-    :class:`MemoryMiddlewareState`, is merged into the agent's by ``create_agent``.
+    ``MemoryMiddlewareState``, is merged into the agent's by ``create_agent``.
 
     Example:
         >>> agent = create_agent(model, tools, system_prompt="Be brief.",
         ...                      middleware=[memory.middleware()], checkpointer=saver)
 
     Args:
-        layer: The memory (a :class:`~langmem_layer.MemoryLayer`).
+        layer: The memory (a ``MemoryLayer``).
     """
 
     state_schema = MemoryMiddlewareState
@@ -220,7 +235,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryMiddlewareState, Any, Any]):
 
     async def abefore_model(self, state: MemoryMiddlewareState, runtime: Runtime[Any]
                             ) -> dict[str, Any] | None:
-        """Async twin of :meth:`before_model`."""
+        """Async twin of ``before_model``."""
         return await _aprepare(self.layer, state, get_config()) or None
 
     def wrap_model_call(self, request: ModelRequest[Any],
@@ -233,20 +248,24 @@ class MemoryMiddleware(AgentMiddleware[MemoryMiddlewareState, Any, Any]):
         self, request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        """Async twin of :meth:`wrap_model_call`."""
+        """Async twin of ``wrap_model_call``."""
         return await handler(_with_block(request))
 
     def after_agent(self, state: MemoryMiddlewareState, runtime: Runtime[Any]
                     ) -> dict[str, Any] | None:
-        """Record the finished turn for extraction."""
-        if _turn_over(state):
+        """Record the finished turn for extraction.
+
+        The agent has ended, whatever its last message is (an answer, or tool calls
+        it did not run): the turn is recorded either way, so nothing said is lost.
+        """
+        if _messages(state):
             self.layer.extract_after_turn.invoke(state, get_config())
         return None
 
     async def aafter_agent(self, state: MemoryMiddlewareState, runtime: Runtime[Any]
                            ) -> dict[str, Any] | None:
-        """Async twin of :meth:`after_agent`."""
-        if _turn_over(state):
+        """Async twin of ``after_agent``."""
+        if _messages(state):
             await self.layer.extract_after_turn.ainvoke(state, get_config())
         return None
 
