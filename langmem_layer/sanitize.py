@@ -1,25 +1,33 @@
-"""NUL characters (U+0000) at the edges of the library.
+"""What crosses the library's edges: NUL characters in text, secrets and long input in
+error messages.
 
-PostgreSQL ``text`` and ``jsonb`` cannot hold U+0000, so a NUL in a message would fail
-the statement that stores it, and with it the turn. Conversation text (the messages a
-turn queues and logs, the text recall searches for, what a model extracts from them) is
-cleaned: the NUL is **removed**. It carries no meaning in conversation text, removal
-keeps stored memories and logs free of stand-in characters, and nothing downstream uses
-character offsets into a message. Content a caller gives explicitly (``remember``'s
-content and references) is rejected instead, with an error saying so: silently changing
-what a caller asked to store would be a surprise.
+**NUL characters (U+0000).** PostgreSQL ``text`` and ``jsonb`` cannot hold U+0000, so a
+NUL in a message would fail the statement that stores it, and with it the turn.
+Conversation text (the messages a turn queues and logs, the text recall searches for,
+what a model extracts from them) is cleaned: the NUL is **removed**. It carries no
+meaning in conversation text, removal keeps stored memories and logs free of stand-in
+characters, and nothing downstream uses character offsets into a message. Content a
+caller gives explicitly (``remember``'s content and references) is rejected instead,
+with an error saying so: silently changing what a caller asked to store would be a
+surprise.
+
+**Messages.** No error, log line or HTTP response carries a password from a connection
+string (``redact``), nor more than a short prefix of a caller's input
+(``excerpt``): a malformed URL is echoed masked, a 3 MB message as its first words.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 
 from langmem_layer.errors import InvalidContentError
 
-__all__ = ["NUL", "clean", "clean_deep", "clean_messages", "reject_nul"]
+__all__ = ["NUL", "clean", "clean_deep", "clean_messages", "excerpt", "redact", "reject_nul"]
 
 NUL = "\x00"
 T = TypeVar("T")
@@ -72,3 +80,64 @@ def reject_nul(value: str, what: str) -> str:
             "which PostgreSQL cannot store; remove it (e.g. value.replace('\\x00', ''))."
         )
     return value
+
+
+# -- messages ---------------------------------------------------------------------------
+
+MASK = "***"
+#: ``password=VALUE`` of libpq's key=value form (VALUE quoted or a bare word), and the
+#: password of a URI's ``user:password@``; both masked wherever they appear in a text.
+_KEYWORD_PASSWORD = re.compile(r"((?<![?&])\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s'\"]+)",
+                               re.IGNORECASE)
+#: (Not the placeholder of our own hints, ``postgresql://USER:PASSWORD@HOST``.)
+_URI_PASSWORD = re.compile(
+    r"(\b(?i:[a-z][a-z0-9+.-]*)://[^\s:/@'\"]*:)(?!PASSWORD@)([^\s@'\"]*)@")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&\s'\"]*)", re.IGNORECASE)
+#: Secret values shorter than this are masked only where the patterns find them: a
+#: literal search for a one-letter password would mask every such letter of a message.
+_MIN_LITERAL = 4
+
+
+def _secrets(conninfo: str) -> set[str]:
+    """The passwords written in ``conninfo`` (raw and percent-decoded), parsed leniently:
+    the string may be malformed, which is when it ends up in an error."""
+    found: set[str] = set()
+    for pattern in (_KEYWORD_PASSWORD, _URI_PASSWORD, _QUERY_PASSWORD):
+        for m in pattern.finditer(conninfo):
+            value = m.group(2)
+            if value.startswith("'"):  # libpq's quoting: \' and \\ stand for ' and \
+                value = re.sub(r"\\(.)", r"\1", value.strip("'"))
+            found.update({value, unquote(value)})
+    return {v for v in found if len(v) >= _MIN_LITERAL}
+
+
+def redact(text: str, *conninfos: str | None) -> str:
+    """``text`` with every password masked: those written in the connection strings it
+    quotes, and each password of ``conninfos`` wherever it appears (libpq may quote a
+    piece of a malformed URI in its error).
+
+    Example:
+        >>> redact("bad: 'host=db password=s3cret port=x'")
+        "bad: 'host=db password=*** port=x'"
+    """
+    text = _KEYWORD_PASSWORD.sub(lambda m: m.group(1) + MASK, text)
+    text = _URI_PASSWORD.sub(lambda m: m.group(1) + MASK + "@", text)
+    text = _QUERY_PASSWORD.sub(lambda m: m.group(1) + MASK, text)
+    for conninfo in conninfos:
+        for secret in sorted(_secrets(conninfo or ""), key=len, reverse=True):
+            text = text.replace(secret, MASK)
+    return text
+
+
+#: How much of a caller's input an error quotes.
+EXCERPT = 60
+
+
+def excerpt(value: Any, limit: int = EXCERPT) -> str:
+    """A short quote of ``value`` for an error message: its ``repr``, cut to ``limit``
+    characters with the total length said, so an error never carries a whole input."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return repr(text) if isinstance(value, str) else text
+    shown = repr(text[:limit]) if isinstance(value, str) else text[:limit]
+    return f"{shown}… ({len(text):,} characters)"

@@ -2,13 +2,16 @@
 jobs and the extraction worker.
 
 The database is ``--database-url`` (or ``LANGMEM_DATABASE_URL``); without one, the
-embedded PostgreSQL in ``--data-dir`` (or ``LANGMEM_DATA_DIR``, default ``.langmem``).
+embedded PostgreSQL in ``--data-dir`` (or ``LANGMEM_DATA_DIR``, default the per-user
+data directory, ``~/.local/share/langmem-layer`` on Linux). Only ``setup`` (and ``eval``)
+create a database; any other command given a directory without one says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +22,7 @@ from typing import Any
 import psycopg
 
 from langmem_layer.cli import memories
-from langmem_layer.cli.commands import Command, Failure, always, user_id
+from langmem_layer.cli.commands import Command, Failure, always, positive, user_id
 from langmem_layer.cli.server import (
     keys_create,
     keys_create_arguments,
@@ -37,6 +40,7 @@ from langmem_layer.jobs.runs import Shard, run_due
 from langmem_layer.jobs.runs import run as run_job
 from langmem_layer.jobs.schedule import zone
 from langmem_layer.jobs.status import counts_json, status
+from langmem_layer.sanitize import redact
 
 __all__ = ["COMMANDS", "Command", "main"]
 
@@ -88,7 +92,7 @@ def _import_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_export(path: str) -> dict[str, Any]:
-    """The JSON object in ``path``; a :class:`Failure` when it cannot be one."""
+    """The JSON object in ``path``; a ``Failure`` when it cannot be one."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -142,6 +146,8 @@ def _delete_user_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("user_id", metavar="USER", type=user_id)
     parser.add_argument("--yes", action="store_true",
                         help="confirm: the user's data cannot be recovered")
+    parser.add_argument("--keep-keys", action="store_true",
+                        help="keep the user's API keys (reset their memory, not their access)")
 
 
 def _delete_user(args: argparse.Namespace, ctx: JobContext | None) -> int:
@@ -149,7 +155,7 @@ def _delete_user(args: argparse.Namespace, ctx: JobContext | None) -> int:
     if not args.yes:
         raise Failure(f"delete-user erases everything stored for {args.user_id!r} and "
                        "cannot be undone: run it again with --yes")
-    deleted = ctx.layer.delete_user(args.user_id)
+    deleted = ctx.layer.delete_user(args.user_id, keep_keys=args.keep_keys)
     rows = ", ".join(f"{table} {n}" for table, n in deleted.counts.items() if n)
     print(f"deleted {deleted.total} rows of user {args.user_id!r}" + (f": {rows}" if rows else ""))
     return 0
@@ -208,7 +214,7 @@ def _work_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only extract; run no scheduled job")
     parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",
                         help="pin this worker to one shard of users for per-user jobs")
-    parser.add_argument("--shards", type=int, default=1, metavar="N",
+    parser.add_argument("--shards", type=positive, default=1, metavar="N",
                         help="split per-user jobs into N shards that the workers share, "
                         "each taking the next free one (every worker: the same N)")
     parser.add_argument("--now", type=_iso_time, default=None,
@@ -237,7 +243,7 @@ def _work(args: argparse.Namespace, ctx: JobContext | None) -> int:
     stops after the current pass.
 
     Every worker runs the schedule: a period's run is claimed by one of them (see
-    :mod:`langmem_layer.jobs.runs`), the others skip it.
+    ``langmem_layer.jobs.runs``), the others skip it.
     """
     assert ctx is not None
     try:
@@ -440,7 +446,8 @@ def _calibrate(args: argparse.Namespace, ctx: JobContext | None) -> int:
 
 #: Every subcommand by name; a name with a space is a nested command (``jobs run``).
 COMMANDS: dict[str, Command] = {
-    "setup": Command("create or upgrade the schema (idempotent)", _no_arguments, _setup),
+    "setup": Command("create or upgrade the schema (idempotent)", _no_arguments, _setup,
+                     creates_database=True),
     "export": Command("write a user's memory as JSON", _export_arguments, _export),
     "import": Command("load a JSON export into a user (re-embeds)", _import_arguments,
                       _import, always),
@@ -470,10 +477,10 @@ COMMANDS: dict[str, Command] = {
     "serve": Command("run the HTTP app: the memory agent (LangServe) and the REST API",
                      serve_http_arguments, serve_http, uses_store=False),
     "eval": Command("run the evaluation fixtures (or a named suite) and check thresholds",
-                    _eval_arguments, _eval, always),
+                    _eval_arguments, _eval, always, creates_database=True),
     "calibrate": Command("derive retrieval settings for the embedder from labelled queries "
                          "(LoCoMo or fixtures) and show what they would change",
-                         _calibrate_arguments, _calibrate, always),
+                         _calibrate_arguments, _calibrate, always, creates_database=True),
 }
 
 _GROUP_HELP = {"jobs": "list the maintenance jobs, run one by name, or show their runs",
@@ -489,7 +496,8 @@ def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
                         help="PostgreSQL URL (default: LANGMEM_DATABASE_URL, else embedded)")
     parser.add_argument("--data-dir", default=default,
                         help="the embedded server's directory (default: LANGMEM_DATA_DIR, "
-                        "else .langmem)")
+                        "else the per-user data directory, ~/.local/share/langmem-layer "
+                        "on Linux)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -531,19 +539,41 @@ def _execute(command: Command, args: argparse.Namespace) -> int:
         return command.handler(args, None)
     index = "default" if command.needs_embeddings(args) else None
     # index="default" is resolved inside the store, after the command line is parsed.
-    with open_store(args.database_url, data_dir=args.data_dir, index=index) as store:
+    with open_store(args.database_url, data_dir=args.data_dir, index=index,
+                    create=command.creates_database) as store:
         ctx = JobContext(store, database_url=args.database_url, data_dir=args.data_dir)
         return command.handler(args, ctx)
+
+
+def _progress_on_terminal() -> None:
+    """On a terminal, say what a command is waiting for (the database starting, the
+    embedding model loading): the library's INFO lines, to standard error. Piped or
+    captured output stays as it was."""
+    import logging
+
+    library = logging.getLogger("langmem_layer")
+    if not sys.stderr.isatty() or any(getattr(h, _OURS, False) for h in library.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+    setattr(handler, _OURS, True)
+    library.addHandler(handler)
+    library.setLevel(logging.INFO)
+    library.propagate = False  # printed once, not again by the last-resort handler
+
+
+_OURS = "_langmem_cli"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code.
 
     Errors a user can fix (a missing or malformed file, a database without the schema,
-    any :class:`LangmemError`) print one line to standard error and return 1.
+    any ``LangmemError``) print one line to standard error and return 1.
     """
     args = _parser().parse_args(argv)
     command = COMMANDS[args.command_name]
+    _progress_on_terminal()
     try:
         return _execute(command, args)
     except (Failure, LangmemError, psycopg.Error) as e:
@@ -555,5 +585,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             message = str(e)
     # One line even when the server's message carries a hint on the next.
     line = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+    # No password reaches the terminal, whichever way the URL came in.
+    line = redact(line, args.database_url, os.environ.get("LANGMEM_DATABASE_URL"))
     print(f"{PROG}: {line}", file=sys.stderr)
     return 1

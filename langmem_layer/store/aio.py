@@ -3,13 +3,13 @@
 Concurrent calls are coalesced, as in LangGraph's ``AsyncBatchedBaseStore``: every call
 made while the store's previous batch runs (or in the same event-loop iteration) is
 executed with them as ONE batch, in one transaction on one connection, instead of each
-taking a connection and a transaction of its own (see :class:`Coalescer`).
+taking a connection and a transaction of its own (see ``Coalescer``).
 
 LangGraph's class itself is not reused: it needs a running loop when the store is made
 (ours can be made outside one), queues only its own five methods (ours also coalesces
 ``abatch``, so memory ops and the sync-from-thread ``batch`` take the same path), fails
 every call of a batch on any error, and raises a plain ``InvalidStateError`` where ours
-raises :class:`~langmem_layer.errors.SyncCallOnEventLoopError`.
+raises ``SyncCallOnEventLoopError``.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from langmem_layer.errors import (
     OperationAppliedError,
     SyncCallOnEventLoopError,
 )
+from langmem_layer.sanitize import redact
 from langmem_layer.sql import numbered
 from langmem_layer.store.coalesce import Call, Coalescer, arrange, deliver, settle
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
@@ -65,7 +66,13 @@ from langmem_layer.store.driver import (
 )
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
-from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
+from langmem_layer.store.options import (
+    PoolConfig,
+    check_conninfo,
+    connect_error,
+    pool_options,
+    sweep_interval,
+)
 from langmem_layer.store.plan import Plan
 from langmem_layer.store.tenancy import check_namespace
 
@@ -79,16 +86,19 @@ _CALLER_ERRORS = (ValueError, TypeError, LookupError, OperationAppliedError)
 
 
 class AsyncPostgresMemoryStore(StoreCore, BaseStore):
-    """The asyncio twin of :class:`~langmem_layer.PostgresMemoryStore`.
+    """The asyncio twin of ``PostgresMemoryStore``.
 
     Args:
         conn: A psycopg ``AsyncConnection`` (autocommit) or an ``AsyncConnectionPool``.
-        index: Embedding configuration, ``"default"``, or ``None``.
-        ttl: LangGraph ``TTLConfig``.
-        tenant_roots: First namespace labels whose second label is the user id.
-        clock: Returns "now" (tests move time with it).
-        embedding_batch_size: Texts per embedding call.
-        embedding_retry_delay: Seconds before the first retry of a failed embedding
+        **kwargs: The store's options (below), each keyword-only.
+
+    Keyword Args:
+        index (MemoryIndexConfig | str | None): Embedding configuration, ``"default"``, or ``None``.
+        ttl (TTLConfig | None): LangGraph ``TTLConfig``.
+        tenant_roots (Sequence[str]): First namespace labels whose second label is the user id.
+        clock (Callable[[], datetime]): Returns "now" (tests move time with it).
+        embedding_batch_size (int): Texts per embedding call.
+        embedding_retry_delay (float): Seconds before the first retry of a failed embedding
             call (3 attempts in all, the pause doubling); tests pass 0.
     """
 
@@ -132,6 +142,9 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         pool = pool_options(pool_size, pool_config, pipeline=pipeline, deserializer=deserializer)
         try:
             if pool is not None:
+                # One connection first: a pool retries a refused or misconfigured
+                # connection until its timeout and then reports only that it timed out.
+                await (await psycopg.AsyncConnection.connect(conn_string)).close()
                 async with (
                     AsyncConnectionPool(conn_string, **pool, open=False) as conn_pool,
                     cls._serve(conn_pool, kwargs) as store,
@@ -143,7 +156,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             ) as conn, cls._serve(conn, {**kwargs, "_reconnect": conn_string}) as store:
                 yield store
         except psycopg.OperationalError as e:
-            raise DatabaseUnavailableError(f"Cannot connect to PostgreSQL: {e}") from e
+            raise connect_error(e, conn_string) from None
 
     @classmethod
     @asynccontextmanager
@@ -166,7 +179,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     @classmethod
     @asynccontextmanager
     async def embedded(
-        cls, path: str | Path = ".langmem", **kwargs: Any
+        cls, path: str | Path | None = None, **kwargs: Any
     ) -> AsyncIterator[AsyncPostgresMemoryStore]:
         """Open a store on the embedded PostgreSQL in ``path`` (started if needed)."""
         uri = await asyncio.to_thread(embedded_uri, path)
@@ -191,8 +204,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         try:
             conn = await psycopg.AsyncConnection.connect(conn_string, autocommit=True)
         except psycopg.OperationalError as e:
-            raise DatabaseUnavailableError(
-                f"PostgreSQL is still unreachable; nothing was run: {e}") from e
+            raise DatabaseUnavailableError(f"PostgreSQL is still unreachable; nothing was run: "
+                                           f"{redact(str(e), conn_string)}") from None
         logger.info("reconnected to PostgreSQL after the connection broke")
         return conn
 
@@ -211,7 +224,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             logger.debug("rollback after a failed transaction failed", exc_info=True)
 
     async def _io(self, io: IO) -> Any:
-        """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""
+        """Perform one I/O step of a job (see ``langmem_layer.store.driver``)."""
         match io:
             case Fetch(query, bind):
                 # A plan of its one statement: one round trip, no BEGIN or COMMIT (the
@@ -287,7 +300,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         """Execute a batch of store and memory ops in one transaction.
 
         Calls made concurrently (``asyncio.gather``, several tasks, threads through
-        :meth:`batch`) are coalesced: the ones waiting when the store's previous batch
+        ``batch``) are coalesced: the ones waiting when the store's previous batch
         ends run together as one batch, in one transaction, as in LangGraph's
         ``AsyncPostgresStore``. A call's own ops keep their order and run together;
         concurrent calls run in an order of the store's choosing (reads first, then
@@ -323,7 +336,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     def _queue(self, *, ops: list[Op] | None = None, op: Op | None = None
                ) -> asyncio.Future[Any]:
         """Queue a call of ``ops`` or ``op`` (validated) for the next coalesced batch;
-        its answer's future (see :class:`Call`)."""
+        its answer's future (see ``Call``)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         if self.loop is not loop and (self.loop is None or self.loop.is_closed()):
@@ -417,7 +430,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             deliver(calls, slots, keys, results)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run :meth:`abatch` on the store's event loop from another thread.
+        """Run ``abatch`` on the store's event loop from another thread.
 
         The loop is the one running when the store was made (or, failing that, the
         first one it ran on), so a fresh store serves threads at once.
@@ -446,7 +459,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         return await self._drive(self._setup_job())  # type: ignore[no-any-return]
 
     async def index_large_users(self, *, threshold: int = ANN_MIN_USER_VECTORS) -> list[str]:
-        """Async twin of :meth:`PostgresMemoryStore.index_large_users`."""
+        """Async twin of ``PostgresMemoryStore.index_large_users``."""
         return await self._drive(self._index_large_users_job(threshold))  # type: ignore[no-any-return]
 
     async def sweep_ttl(self, *, now: datetime | None = None) -> int:
@@ -460,7 +473,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
-        """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` in a task on this loop.
+        """Run ``sweep_ttl`` every ``sweep_interval_minutes`` in a task on this loop.
 
         As LangGraph's ``AsyncPostgresStore``: the interval defaults to the TTL config's
         ``sweep_interval_minutes``, else 5; without a TTL config the task ends at once;

@@ -1,6 +1,6 @@
 """How a store embeds items: the index configuration, the model's name, field paths.
 
-The lowest module of the store: :mod:`langmem_layer.store.embedding.models` builds its default
+The lowest module of the store: ``langmem_layer.store.embedding.models`` builds its default
 configuration from it, and the core reads it, so neither imports the other.
 """
 
@@ -13,7 +13,8 @@ from typing import Any, Literal, NamedTuple, TypedDict
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import tokenize_path
 
-from langmem_layer.errors import ConfigurationError
+from langmem_layer.errors import ConfigurationError, DatabaseUnavailableError
+from langmem_layer.sanitize import excerpt, redact
 
 __all__ = [
     "ANN_KINDS",
@@ -27,6 +28,7 @@ __all__ = [
     "check_conninfo",
     "check_index_config",
     "check_ttl_config",
+    "connect_error",
     "distance_type",
     "field_path",
     "hnsw_params",
@@ -92,7 +94,7 @@ class MemoryIndexConfig(TypedDict, total=False):
             ``"cosine"`` (default, 1 - cosine distance), ``"l2"`` (minus the Euclidean
             distance) or ``"inner_product"`` (the dot product). Memory recall always
             ranks by cosine similarity, which its relevance floors are defined in.
-        ann_index_config: Parameters of large users' HNSW indexes (:class:`AnnIndexConfig`).
+        ann_index_config: Parameters of large users' HNSW indexes (``AnnIndexConfig``).
     """
 
     embed: Embeddings | Callable[..., Any] | str
@@ -306,22 +308,39 @@ def field_path(path: str) -> FieldPath:
 
 def check_conninfo(conn_string: Any) -> str:
     """``conn_string`` when it is a PostgreSQL connection string (a ``postgresql://``
-    URI or libpq's ``key=value`` form).
+    URI or libpq's ``key=value`` form) whose port, if any, is a number.
 
     Raises:
-        ConfigurationError: It is not one (``not-a-url``, ``mysql://...``), saying what
-            one looks like.
+        ConfigurationError: It is not one (``not-a-url``, ``mysql://...``,
+            ``postgres://u@host:notaport/db``), saying what one looks like. The message
+            quotes the string with its password masked.
     """
     import psycopg.conninfo
 
     try:
         if not isinstance(conn_string, str) or not conn_string.strip():
             raise ValueError("empty")
-        psycopg.conninfo.conninfo_to_dict(conn_string)
+        params = psycopg.conninfo.conninfo_to_dict(conn_string)
     except (psycopg.ProgrammingError, ValueError) as e:
+        shown = redact(excerpt(conn_string, 200), conn_string if isinstance(conn_string, str)
+                       else None)
+        reason = redact(str(e).strip().splitlines()[0], conn_string) if str(e).strip() \
+            else "empty"
         raise ConfigurationError(
-            f"{conn_string!r} is not a PostgreSQL connection string "
-            f"({str(e).strip().splitlines()[0] if str(e).strip() else 'empty'}); use "
+            f"{shown} is not a PostgreSQL connection string ({reason}); use "
             "postgresql://USER:PASSWORD@HOST:PORT/DATABASE (or libpq's "
             "'host=... dbname=...').") from None
+    ports = str(params.get("port") or "").split(",")
+    if bad := [p for p in ports if p.strip() and not p.strip().isdigit()]:
+        raise ConfigurationError(
+            f"Invalid port {excerpt(bad[0], 20)} in the connection string "
+            f"{redact(excerpt(conn_string, 200), conn_string)}: a port is a number, such "
+            "as 5432 (postgresql://USER:PASSWORD@HOST:5432/DATABASE).")
     return conn_string
+
+
+def connect_error(exc: BaseException, conn_string: str) -> DatabaseUnavailableError:
+    """The error for a connection to ``conn_string`` that failed with ``exc``: its
+    message with every password masked (libpq may quote part of the string)."""
+    return DatabaseUnavailableError(
+        f"Cannot connect to PostgreSQL: {redact(str(exc), conn_string)}")

@@ -21,6 +21,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
+from langmem_layer.sanitize import redact
 from langmem_layer.sql import numbered
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
 from langmem_layer.store.driver import (
@@ -37,7 +38,13 @@ from langmem_layer.store.driver import (
 )
 from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.ops import PurgeEmbeddingCacheOp, SweepExpiredOp
-from langmem_layer.store.options import PoolConfig, check_conninfo, pool_options, sweep_interval
+from langmem_layer.store.options import (
+    PoolConfig,
+    check_conninfo,
+    connect_error,
+    pool_options,
+    sweep_interval,
+)
 from langmem_layer.store.plan import Plan
 
 __all__ = ["PostgresMemoryStore"]
@@ -49,17 +56,20 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     """A LangGraph ``BaseStore`` on PostgreSQL + pgvector with typed long-term memory.
 
     Works anywhere LangGraph takes a store (``graph.compile(store=...)``, ``get_store()``),
-    and additionally executes the memory ops of :mod:`langmem_layer.store.ops`.
+    and additionally executes the memory ops of ``langmem_layer.store.ops``.
 
     Args:
         conn: A psycopg ``Connection`` (autocommit) or a ``ConnectionPool``.
-        index: Embedding configuration, ``"default"`` for the default model, or
-            ``None`` for no vector search.
-        ttl: LangGraph ``TTLConfig``.
-        tenant_roots: First namespace labels whose second label is the user id.
-        clock: Returns "now" (tests move time with it).
-        embedding_batch_size: Texts per embedding call (default 100).
-        embedding_retry_delay: Seconds before the first retry of a failed embedding
+        **kwargs: The store's options (below), each keyword-only.
+
+    Keyword Args:
+        index (MemoryIndexConfig | str | None): Embedding configuration,
+            ``"default"`` for the default model, or ``None`` for no vector search.
+        ttl (TTLConfig | None): LangGraph ``TTLConfig``.
+        tenant_roots (Sequence[str]): First namespace labels whose second label is the user id.
+        clock (Callable[[], datetime]): Returns "now" (tests move time with it).
+        embedding_batch_size (int): Texts per embedding call (default 100).
+        embedding_retry_delay (float): Seconds before the first retry of a failed embedding
             call (3 attempts in all, the pause doubling); tests pass 0.
 
     Example:
@@ -104,13 +114,16 @@ class PostgresMemoryStore(StoreCore, BaseStore):
 
         Raises:
             ConfigurationError: ``pipeline=True``, a ``deserializer``, or pool settings
-                that cannot work (see :func:`~langmem_layer.store.options.pool_options`).
+                that cannot work (see ``pool_options``).
             DatabaseUnavailableError: PostgreSQL cannot be reached.
         """
         check_conninfo(conn_string)
         pool = pool_options(pool_size, pool_config, pipeline=pipeline, deserializer=deserializer)
         try:
             if pool is not None:
+                # One connection first: a pool retries a refused or misconfigured
+                # connection until its timeout and then reports only that it timed out.
+                psycopg.connect(conn_string).close()
                 with ConnectionPool(conn_string, **pool) as conn_pool:
                     yield from cls._serve(conn_pool, kwargs)
                 return
@@ -118,7 +131,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                 kwargs = {**kwargs, "_reconnect": conn_string}
                 yield from cls._serve(conn, kwargs)
         except psycopg.OperationalError as e:
-            raise DatabaseUnavailableError(f"Cannot connect to PostgreSQL: {e}") from e
+            raise connect_error(e, conn_string) from None
 
     @classmethod
     def _serve(cls, conn: Any, kwargs: dict[str, Any]) -> Iterator[PostgresMemoryStore]:
@@ -138,7 +151,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     @classmethod
     @contextmanager
     def embedded(
-        cls, path: str | Path = ".langmem", **kwargs: Any
+        cls, path: str | Path | None = None, **kwargs: Any
     ) -> Iterator[PostgresMemoryStore]:
         """Open a store on the embedded PostgreSQL in ``path`` (started if needed)."""
         with cls.from_conn_string(embedded_uri(path), **kwargs) as store:
@@ -150,7 +163,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         single connection (held under the store's lock, reopened if the server broke it).
 
         For code that sends its own statements beside the store's, such as a job's SQL
-        (:meth:`langmem_layer.jobs.JobContext.execute`).
+        (``langmem_layer.jobs.JobContext.execute``).
         """
         with self._connection() as conn:
             yield conn
@@ -189,8 +202,8 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         try:
             conn = psycopg.Connection.connect(conn_string, autocommit=True)
         except psycopg.OperationalError as e:
-            raise DatabaseUnavailableError(
-                f"PostgreSQL is still unreachable; nothing was run: {e}") from e
+            raise DatabaseUnavailableError(f"PostgreSQL is still unreachable; nothing was run: "
+                                           f"{redact(str(e), conn_string)}") from None
         logger.info("reconnected to PostgreSQL after the connection broke")
         return conn
 
@@ -209,7 +222,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
             logger.debug("rollback after a failed transaction failed", exc_info=True)
 
     def _io(self, io: IO) -> Any:
-        """Perform one I/O step of a job (see :mod:`langmem_layer.store.driver`)."""
+        """Perform one I/O step of a job (see ``langmem_layer.store.driver``)."""
         match io:
             case Fetch(query, bind):
                 # A plan of its one statement: one round trip, no BEGIN or COMMIT (the
@@ -284,7 +297,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         return self._drive(self._batch_job(ops))  # type: ignore[no-any-return]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run :meth:`batch` in a worker thread."""
+        """Run ``batch`` in a worker thread."""
         return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
 
     def setup(self) -> list[int]:
@@ -308,7 +321,7 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
     ) -> concurrent.futures.Future[None]:
-        """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` in a background thread.
+        """Run ``sweep_ttl`` every ``sweep_interval_minutes`` in a background thread.
 
         As LangGraph's ``PostgresStore``: the interval defaults to the TTL config's
         ``sweep_interval_minutes``, else 5; without a TTL config nothing starts; a

@@ -1,7 +1,7 @@
 """Errors as RFC 9457 problem documents (``application/problem+json``).
 
 Every error the app answers with is one: the library's own errors through the one
-table :data:`STATUS_OF`, FastAPI's request-validation errors, HTTP errors raised by
+table ``STATUS_OF``, FastAPI's request-validation errors, HTTP errors raised by
 routes (401 keeps its ``WWW-Authenticate``), and a body over the size limit (413). An
 unexpected error answers 500 with a generic detail: its text may name internals.
 """
@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from langmem_layer import errors
+from langmem_layer.sanitize import redact
 
 __all__ = ["PROBLEM_JSON", "STATUS_OF", "BodyLimit", "install", "problem", "status_of"]
 
@@ -76,8 +77,9 @@ def problem(status: int, detail: str, *, type_: str = "about:blank",
         headers: Extra response headers.
         **extra: Extension members (``errors`` for validation errors).
     """
+    # The last net for secrets: a connection string quoted anywhere in a detail is masked.
     body = {"type": type_, "title": title or _TITLES.get(status, "Error"), "status": status,
-            "detail": detail, **extra}
+            "detail": redact(detail), **extra}
     return JSONResponse(jsonable_encoder(body), status_code=status, headers=dict(headers or {}),
                         media_type=PROBLEM_JSON)
 
