@@ -2,8 +2,8 @@
 the load average, the commit and the command, and the check that the machine is quiet.
 
 A figure taken while the machine does other work measures the waiting, not the code: a
-benchmark starts with :func:`header`, which waits (bounded) for the 1-minute load average
-to fall below 1 and otherwise marks the run NOISY, and ends with :func:`footer`, which
+benchmark starts with ``header``, which waits (bounded) for the 1-minute load average
+to fall below 1 and otherwise marks the run NOISY, and ends with ``footer``, which
 prints the load average again. Compare against an anchor measured in the same run.
 """
 
@@ -44,7 +44,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:
-    """p50, p95, p99 and max of ``values`` (see :func:`percentile`)."""
+    """p50, p95, p99 and max of ``values`` (see ``percentile``)."""
     return {"p50": percentile(values, 50), "p95": percentile(values, 95),
             "p99": percentile(values, 99),
             "max": max(values) if len(values) else float("nan")}

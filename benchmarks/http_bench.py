@@ -1,7 +1,7 @@
 """Concurrent users of the HTTP app: the agent through LangServe and the REST API, on loopback.
 
 N simulated users (default 50) hold a conversation each for D seconds (default 60)
-against the app (:func:`langmem_layer.server.http.app.create_app`) in a uvicorn subprocess on
+against the app (``langmem_layer.server.http.app.create_app``) in a uvicorn subprocess on
 127.0.0.1: every turn is a ``POST /agent/invoke`` (the offline chat model, the rule
 extractor, background extraction as served), and every few turns the user reads its
 memories with ``GET /v1/memories``. Each user authenticates with its own API key
@@ -13,7 +13,7 @@ requests/s, p50/p95/p99 per route and errors, and the serving process's CPU per
 request in each phase (the server's from ``/proc``; in-process, this process's): the
 load client shares the machine's cores with the server, so the turns/s ratio counts
 the client's CPU too, and the CPU ratio does not. For the same reason each route's
-time inside the server (:class:`served_app.ServerTimes`) is printed beside the
+time inside the server (``served_app.ServerTimes``) is printed beside the
 client's latencies: the difference is the client's and the sockets' share.
 
 Bounded: ``--duration`` seconds per phase, at most ``--max-requests`` requests per

@@ -19,7 +19,7 @@ bulk of a first run; ``--torch-threads`` sets torch's intra-op threads (on a sha
 machine one thread beats two by far). Each job then runs again over the unchanged data
 (``--no-rerun`` to leave that out): every user should be skipped, nothing embedded.
 ``--workers 2`` runs each job from two OS processes against the same database (the
-scheduler's pass, :func:`run_due`, over more shards than workers) and checks from the
+scheduler's pass, ``run_due``, over more shards than workers) and checks from the
 users' decision logs that every user was processed exactly once.
 
     .venv/bin/python benchmarks/reflection_bench.py [--users 1000] [--data-dir DIR]
@@ -279,7 +279,7 @@ def job_line(job: str, users: int, took: float, memories: int, counts: dict[str,
 
 def worker(uri: str, job: str, shards: int, torch_threads: int | None) -> int:
     """One worker process of ``--workers``: the scheduler's pass over ``job``'s shards
-    (:func:`run_due`), taking each shard no other worker holds; prints what it did as
+    (``run_due``), taking each shard no other worker holds; prints what it did as
     one JSON line."""
     if torch_threads:
         import torch

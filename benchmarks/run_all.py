@@ -1,7 +1,7 @@
 """`make bench`: the benchmark suite at a modest scale, written to docs/results/ and
 docs/benchmarks.md.
 
-Runs each benchmark of :data:`SUITE` as its own process, one after the other, and records
+Runs each benchmark of ``SUITE`` as its own process, one after the other, and records
 what it printed: the date, the commit, the machine (cores, memory), the 1-minute load
 average before and after, the exact command, and the benchmark's own output verbatim.
 Each benchmark's record is a fragment, ``docs/results/<name>.md``: the one source of the
@@ -11,7 +11,7 @@ fragment under its name). ``--only`` reruns some benchmarks: their fragments are
 rewritten, the others kept, and the page assembled again. A benchmark of the suite that
 has never run has a fragment saying "not recorded yet". The whole suite takes about
 25-30 minutes on 2 cores, the waits for a quiet machine included (the run recorded at
-1ab64d1 took 28 minutes; see the comments in :data:`SUITE` for each benchmark's share);
+1ab64d1 took 28 minutes; see the comments in ``SUITE`` for each benchmark's share);
 the first run of ``recall_latency`` also writes its LoCoMo data, about 6 minutes, kept
 in ``/tmp`` for the next.
 

@@ -3,7 +3,7 @@ offline parts (no embedding model, the rule extractor, the offline chat model), 
 keys for the users, a free loopback port, and the wait until it answers.
 
 A server process imports it as ``served_app:app`` (``benchmarks/`` on its path). The app
-is wrapped in :class:`ServerTimes`, which times each request inside the server.
+is wrapped in ``ServerTimes``, which times each request inside the server.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ that part with a graph that does nothing (one node returning a fixed message), i
 ways, the same requests each:
 
 * in process: ``graph.ainvoke`` in this process;
-* LangServe: the graph behind :func:`langmem_layer.server.http.agent_route.add_agent_routes`
+* LangServe: the graph behind ``langmem_layer.server.http.agent_route.add_agent_routes``
   (the routes the app serves the agent with: LangServe's ``/invoke``, an authentication
   dependency, the run-as-caller config), ``POST /agent/invoke``;
 * FastAPI: the same graph behind a bare FastAPI route (JSON in, the messages out).

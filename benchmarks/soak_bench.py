@@ -3,7 +3,7 @@
 The app (``create_app`` as in ``served_app.py``: the agent through LangServe, the REST
 API, API keys, background extraction; offline model, rule extractor, no embedding
 model) runs in a uvicorn subprocess on 127.0.0.1 through
-:mod:`langmem_layer.server.http.serve`. N users (default 50), each with its own API key, hold
+``langmem_layer.server.http.serve``. N users (default 50), each with its own API key, hold
 a conversation through ``POST /agent/invoke`` and read ``GET /v1/memories`` every few
 turns, for D seconds (default 600). Meanwhile another process runs a maintenance job
 again and again (``langmem-layer jobs run lifecycle --force``). Prints errors (target

@@ -4,7 +4,7 @@ One thread of 200 turns (human 40-120 words, assistant 80-250 words, every 5th t
 tool call with a 150-word result), trimmed every turn to the default budget (12,000
 tokens, o200k_base, at least 3 turns), as ``load_memory`` does. Per turn it times:
 
-* ``plan``: :func:`langmem_layer.working.trim.plan_trim` alone (pure: token counting and
+* ``plan``: ``langmem_layer.working.trim.plan_trim`` alone (pure: token counting and
   LangChain's ``trim_messages``), on the thread as the checkpointer would hold it;
 * ``handoff``: queuing the dropped turns for extraction in their own transaction on
   the embedded PostgreSQL (an upper bound: in ``load_memory`` they ride in the

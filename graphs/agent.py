@@ -2,7 +2,7 @@
 
 Thin wiring: nothing heavy happens at import. `make_graph` uses the store and memory
 layer the server opened once for its lifetime (``"store"`` in ``langgraph.json``, see
-:mod:`langmem_layer.server.served`); the server gives the graph that same store.
+``langmem_layer.server.served``); the server gives the graph that same store.
 """
 
 from __future__ import annotations

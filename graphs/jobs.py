@@ -1,4 +1,4 @@
-"""The maintenance jobs graph for ``langgraph.json`` (see :mod:`langmem_layer.jobs.graph`).
+"""The maintenance jobs graph for ``langgraph.json`` (see ``langmem_layer.jobs.graph``).
 
 Runs use the server's store when it serves ours (``"store"`` in ``langgraph.json``),
 else open one from the environment. Only admins may run it under a server with auth.

@@ -2,7 +2,7 @@
 
 The server enters it once and leaves it at shutdown; it owns the store, the memory
 layer and its extraction worker for the server's lifetime (see
-:mod:`langmem_layer.server.served`). Nothing connects at import.
+``langmem_layer.server.served``). Nothing connects at import.
 """
 
 from langmem_layer.server.served import langgraph_store as store

@@ -1,6 +1,6 @@
 """Checks of caller input, before anything is read or written.
 
-Each check raises a :class:`~langmem_layer.errors.LangmemError` subclass whose message
+Each check raises a ``LangmemError`` subclass whose message
 says what to pass instead, and returns the value in the form the flows use. A string
 where a sequence of strings is expected (``refs="acme"``, ``statuses="active"``) is
 taken as one element, never split into characters.
@@ -144,7 +144,7 @@ def check_time(value: Any, name: str) -> datetime | None:
 
 def check_is_text(content: Any, name: str = "content") -> str:
     """A string (memory content is then held to the content rule,
-    :func:`langmem_layer.extract.gate.content_problem`)."""
+    ``langmem_layer.extract.gate.content_problem``)."""
     if not isinstance(content, str):
         raise InvalidContentError(f"{name} must be a string, got {_type(content)}.")
     return content

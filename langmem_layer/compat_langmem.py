@@ -6,8 +6,8 @@ memory managers put ``{"kind": "<schema name>", "content": {...}}`` where ``cont
 is the schema's fields (``{"content": "<text>"}`` for its default ``Memory``, subject,
 predicate and object for its ``Triple``). Our
 store keeps them as generic items: recall, the context block and extraction never see
-them. :func:`import_langmem` reads them and proposes each as a new memory to the write
-path (:func:`langmem_layer.write.apply.ingest`), so the gate deduplicates them against
+them. ``import_langmem`` reads them and proposes each as a new memory to the write
+path (``langmem_layer.write.apply.ingest``), so the gate deduplicates them against
 what is stored and the decision log records them.
 
 It is idempotent: a memory's operation id comes from its LangMem namespace, key and
@@ -41,7 +41,7 @@ LANGMEM_AGENT = "langmem"
 
 @dataclass
 class LangmemImport:
-    """What :func:`import_langmem` did.
+    """What ``import_langmem`` did.
 
     Attributes:
         found: LangMem items read (typed memories under the prefix are not counted).

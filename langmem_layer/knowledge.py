@@ -1,14 +1,14 @@
 """Knowledge retrieval beside memory, and the memory as a LangChain retriever.
 
-A :class:`~langmem_layer.MemoryLayer` built with ``knowledge=`` (any LangChain
+A ``MemoryLayer`` built with ``knowledge=`` (any LangChain
 ``BaseRetriever`` or ``VectorStore``) asks it for documents on each turn, at the same
 time as it reads memory (memory assembly runs in parallel with retrieval),
 and ``assemble_context`` renders them in their own block section,
 ``RELEVANT DOCUMENTS (knowledge base)``, inside the same token budget
-(:mod:`langmem_layer.read.block`). :func:`knowledge_store` builds langchain-postgres's
+(``langmem_layer.read.block``). ``knowledge_store`` builds langchain-postgres's
 ``PGVectorStore`` on the memory's own database.
 
-:class:`MemoryRetriever` goes the other way: the user's recalled memories as a
+``MemoryRetriever`` goes the other way: the user's recalled memories as a
 ``BaseRetriever`` for LCEL chains (``memory.as_retriever(user_id=...)``).
 """
 
@@ -47,7 +47,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The table :func:`knowledge_store` creates when none is named.
+#: The table ``knowledge_store`` creates when none is named.
 DEFAULT_KNOWLEDGE_TABLE = "langmem_knowledge"
 _WHITESPACE = re.compile(r"\s+")
 _SOURCE_KEYS = ("source", "title", "url", "path", "file_path")
@@ -167,7 +167,7 @@ def dump_documents(documents: Iterable[Document]) -> list[dict[str, Any]]:
 
 
 def load_documents(state: Sequence[dict[str, Any]] | None) -> list[Document]:
-    """The documents :func:`dump_documents` wrote."""
+    """The documents ``dump_documents`` wrote."""
     return [Document(page_content=d.get("page_content") or "", id=d.get("id"),
                      metadata=d.get("metadata") or {}) for d in state or []]
 
@@ -195,13 +195,13 @@ def memory_document(memory: Recalled) -> Document:
 class MemoryRetriever(BaseRetriever):
     """A user's memories as a LangChain retriever (``memory.as_retriever(user_id=...)``).
 
-    Each query is a :meth:`MemoryLayer.recall` (hybrid retrieval and ranking); the
-    documents are the recalled memories, best first (:func:`memory_document`).
+    Each query is a ``MemoryLayer.recall`` (hybrid retrieval and ranking); the
+    documents are the recalled memories, best first (``memory_document``).
     ``avoid`` memories are left out: a chain has no section telling its model not to
     bring them up.
 
     Attributes:
-        layer: The :class:`~langmem_layer.MemoryLayer`.
+        layer: The ``MemoryLayer``.
         user_id: Whose memories.
         profile: The profile searched besides identity (default: the settings').
         k: At most this many documents.

@@ -6,8 +6,8 @@ turn for extraction. ``load_memory`` reads the user's newest messages from their
 OTHER threads (same profile, last 24 h, at most 20) in its round trip, and
 ``assemble_context`` adds them to the memory block after the memories, with whatever
 budget the memories left (the fourth priority), leaving out what the active thread's
-short-term window (:func:`short_term`, from the graph state) already shows; the block
-is rendered by :func:`langmem_layer.read.recall.context_block`. The session sweeper
+short-term window (``short_term``, from the graph state) already shows; the block
+is rendered by ``langmem_layer.read.recall.context_block``. The session sweeper
 deletes messages older than the retention (90 days).
 
 Why our own table and not ``langchain_postgres.PostgresChatMessageHistory``: its table
@@ -52,7 +52,7 @@ def log_op(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     """The op logging a turn's human and assistant text messages (None: nothing to log).
 
     NUL characters are removed (PostgreSQL cannot store them; see
-    :mod:`langmem_layer.sanitize`).
+    ``langmem_layer.sanitize``).
     """
     rows = []
     for n, m in enumerate(messages):

@@ -1,6 +1,6 @@
 """Token counting that works offline.
 
-:func:`get_token_counter` returns a :class:`TokenCounter` for a tiktoken encoding name,
+``get_token_counter`` returns a ``TokenCounter`` for a tiktoken encoding name,
 resolved in this order:
 
 1. ``tiktoken.get_encoding(name)``: works when tiktoken's cache already holds the rank
@@ -105,7 +105,7 @@ class TokenCounter:
     def count_messages(self, messages: Sequence[BaseMessage]) -> int:
         """Estimate the prompt tokens of chat messages.
 
-        Each message costs :data:`TOKENS_PER_MESSAGE` plus its role, its text content
+        Each message costs ``TOKENS_PER_MESSAGE`` plus its role, its text content
         (string content, or the text parts of a list of content blocks; images and
         other non-text blocks are not counted), its ``name`` if any and, for AI
         messages, the names and JSON arguments of its tool calls.
@@ -214,7 +214,7 @@ _counters_lock = threading.Lock()
 
 
 def get_token_counter(encoding: str = "o200k_base") -> TokenCounter:
-    """The shared :class:`TokenCounter` for ``encoding``, built once per process.
+    """The shared ``TokenCounter`` for ``encoding``, built once per process.
 
     Args:
         encoding: A tiktoken encoding name.

@@ -3,10 +3,10 @@ trust learned from them.
 
 An agent's trust is confirmed / total of its checkable writes for the user (0.5 with no
 history), overall and per kind. A write the user later corrects (``correct``, or an
-update in a turn) counts against its agent; one the user confirms (:func:`feedback`) or
+update in a turn) counts against its agent; one the user confirms (``feedback``) or
 that another source reinforces counts for it. Retrieval multiplies by the learned
 trust, and the ``trust`` conflict policy compares it; both read it in the round trip
-they already make (:class:`~langmem_layer.store.ops.trust.TrustOp`).
+they already make (``TrustOp``).
 """
 
 from __future__ import annotations

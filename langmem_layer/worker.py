@@ -1,11 +1,11 @@
 """The background extraction worker: a thread in sync code, tasks in async code.
 
-Turns are queued durably (:func:`langmem_layer.write.apply.enqueue_turn`); the worker
-extracts what is queued. Flows ask for it with two requests the :class:`Worker`
-registers on the runner: :class:`ProcessPending` (extract now, before the flow goes
-on) and :class:`WakeWorker` (extract in the background). The sync runner wakes the
+Turns are queued durably (``langmem_layer.write.apply.enqueue_turn``); the worker
+extracts what is queued. Flows ask for it with two requests the ``Worker``
+registers on the runner: ``ProcessPending`` (extract now, before the flow goes
+on) and ``WakeWorker`` (extract in the background). The sync runner wakes the
 worker thread, the async one starts a task on the running loop; the decision of
-which to ask for is written once, in :meth:`Worker.after_enqueue` and the flows that
+which to ask for is written once, in ``Worker.after_enqueue`` and the flows that
 yield these requests.
 """
 
@@ -37,7 +37,7 @@ logger = logging.getLogger("langmem_layer")
 class ProcessPending(Call):
     """Request: extract every queue entry ready now (all users, or one) before going on.
 
-    Its reply is the :class:`~langmem_layer.write.queue.ProcessResult`.
+    Its reply is the ``ProcessResult``.
     """
 
     user_id: str | None = None
@@ -48,7 +48,7 @@ class WakeWorker(Call):
     """Request: let the background worker extract what is queued; returns at once.
 
     ``user_id``: the user whose turn was queued (the pass may take that user's queue
-    alone, see :meth:`Worker.next_scope`); ``None``: look at every user's. ``entry``:
+    alone, see ``Worker.next_scope``); ``None``: look at every user's. ``entry``:
     the turn, leased as it was queued, for the pass to extract without claiming it;
     ``claim``: whether the user's queue must be claimed too (it held other entries
     ready, or the turn was not leased).
@@ -61,7 +61,7 @@ class WakeWorker(Call):
 
 class _Held:
     """The turns this worker's passes hold leased and have not finished (a
-    :class:`~langmem_layer.write.queue.Leases`), and whether they must stop."""
+    ``Leases``), and whether they must stop."""
 
     def __init__(self, now: Callable[[], datetime]) -> None:
         self._now = now
@@ -101,11 +101,11 @@ class Worker:
             one user's), reporting what it holds to the worker's ``Leases``.
         on_results: Receives each batch's ingest results (the layer's ``ingest_log``).
         leased: Builds the flow that extracts turns handed to the worker leased as they
-            were queued (:class:`WakeWorker`), given when the oldest was handed.
+            were queued (``WakeWorker``), given when the oldest was handed.
 
     Leases: a pass renews its turns' leases between turns (a heartbeat), so the lease
     (``extraction_lease_seconds``) can be short and a crashed worker's turns come back
-    within it. When the store closes under a pass (:meth:`store_closing`, a close hook
+    within it. When the store closes under a pass (``store_closing``, a close hook
     the store calls), the pass stops at its next turn and the turns it has not
     finished are released before the connection closes: another worker or process
     takes them at once instead of after the lease. Both, because a closing store can
@@ -168,7 +168,7 @@ class Worker:
         """After a turn was queued: inline, extract the user's queue now; in the
         background, wake the worker every ``extract_every_n_turns`` turns of a thread.
 
-        ``due``: :meth:`turn_due` was asked already for this turn (it counts turns);
+        ``due``: ``turn_due`` was asked already for this turn (it counts turns);
         ``recorded``: what queueing the turn did, with the entry when it was leased.
         """
         if inline:
@@ -183,7 +183,7 @@ class Worker:
         """Extract batches until none is left ready; returns the totals.
 
         Whose: ``user_id``'s, else those of ``users`` (``()``: no one's), else every
-        user's. The turns handed to this worker leased (:class:`WakeWorker`) are
+        user's. The turns handed to this worker leased (``WakeWorker``) are
         extracted too, after the claimed ones: a user's older turns first.
         """
         total = ProcessResult()
@@ -378,7 +378,7 @@ class Worker:
                 logger.debug("Could not release leased turns at close", exc_info=True)
 
     async def astore_closing(self) -> None:
-        """Async twin of :meth:`store_closing` (the async store's close hook): waits
+        """Async twin of ``store_closing`` (the async store's close hook): waits
         for this loop's extraction tasks to reach their next turn."""
         self._held.stop.set()
         if self._tasks:
@@ -434,7 +434,7 @@ class Worker:
 class ExtractionLoop:
     """Extracts queued turns in a task on a server's loop, every ``poll_seconds``.
 
-    The memory nodes wake extraction after each turn themselves (:class:`Worker`); a
+    The memory nodes wake extraction after each turn themselves (``Worker``); a
     server also runs this loop, which picks up what they leave: turns queued before the
     server started (or by another process), retries that came due, and turns between
     ``extract_every_n_turns``.

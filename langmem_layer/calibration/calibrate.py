@@ -2,11 +2,11 @@
 queries and say what it would change, and by how much.
 
 The labelled file is LoCoMo JSON or evaluation fixtures with ``retrieve`` expectations
-(:mod:`langmem_layer.calibration.labelled`). Its conversations are split: the profile is
+(``langmem_layer.calibration.labelled``). Its conversations are split: the profile is
 chosen on the calibration part and its figure reported on the held-out part, beside the
 figure of the settings the library would use today (the embedder's profile).
 
-The search is one coordinate at a time over a small grid (:data:`GRID`): from today's
+The search is one coordinate at a time over a small grid (``GRID``): from today's
 settings, each value of one knob is tried with the others fixed and the best kept (ties
 keep the current value), knob after knob, twice over — about 20 recall passes over the
 calibration questions instead of the grid's 72 combinations.

@@ -17,15 +17,15 @@ category:
 The vector-only baseline (``store.search``, what a plain LangGraph store gives) runs on
 the same embedder in the same run.
 
-Cross-validation (two conversations or more): a small grid of settings (:data:`GRID`:
+Cross-validation (two conversations or more): a small grid of settings (``GRID``:
 the RRF constant, the block's token target and relevance floor) is scored on every
 conversation. For each conversation, the setting with the most evidence in block at
-most :data:`MAX_SHARE` of the history's tokens on the *other* conversations is chosen
+most ``MAX_SHARE`` of the history's tokens on the *other* conversations is chosen
 and scored on it. The held-out mean, its spread and its gap to the tuned-on mean tell
 whether a setting generalises; a change that raises the tuned-on figure but not the
 held-out mean is not an improvement. The users written are deleted afterwards.
 
-Ablation (``--ablation``): each row of :data:`ABLATIONS` changes one of the library's
+Ablation (``--ablation``): each row of ``ABLATIONS`` changes one of the library's
 settings (a retrieval strategy off, the block's target off, another keyword ranking)
 and asks every question again on the same memories: what each part adds, measured.
 """
@@ -134,12 +134,12 @@ def cross_validate(outcomes: Mapping[tuple[tuple[str, Any], ...], Sequence[Outco
 
     Args:
         outcomes: For each setting (a sorted tuple of ``(name, value)``), every
-            question's :class:`Outcome`.
+            question's ``Outcome``.
         max_share: The settings whose blocks cost more than this share of the tuning
             conversations' tokens (mean) are not chosen, unless none is cheaper.
 
     Returns:
-        One :class:`Fold` per conversation, in first-seen order; none with fewer than
+        One ``Fold`` per conversation, in first-seen order; none with fewer than
         two conversations (nothing would be left to tune on).
     """
     units = list(dict.fromkeys(o.unit for rows in outcomes.values() for o in rows))
@@ -186,7 +186,7 @@ class LocomoReport:
     folds: list[Fold] = field(default_factory=list)
     ingest_seconds: float = 0.0
     chosen_on_all: dict[str, Any] = field(default_factory=dict)
-    #: The ablation's rows, in :data:`ABLATIONS` order: name -> every question's outcome.
+    #: The ablation's rows, in ``ABLATIONS`` order: name -> every question's outcome.
     ablation: dict[str, list[Outcome]] = field(default_factory=dict)
 
     def _latency(self) -> tuple[float, float]:
@@ -330,7 +330,7 @@ def _history_tokens(layer: Any, data: LabelledSet) -> dict[str, int]:
             for user, texts in data.texts.items()}
 
 
-#: The block settings of :data:`GRID`, rendered from each read.
+#: The block settings of ``GRID``, rendered from each read.
 _BLOCK_GRID = [dict(zip(("block_target_tokens", "block_min_relevance"), v, strict=True))
                for v in product(GRID["block_target_tokens"], GRID["block_min_relevance"])]
 
@@ -386,9 +386,9 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
         calib: The calibration conversations (default: the first two fifths).
         sessions: Only the first N sessions of each conversation.
         settings: ``MemorySettings`` (default: the library's, for the store's embedder).
-        cross_validation: Also score :data:`GRID` and cross-validate it (one more read
+        cross_validation: Also score ``GRID`` and cross-validate it (one more read
             per question per ``rrf_k`` value).
-        ablation: Also score each row of :data:`ABLATIONS` (one more read per question
+        ablation: Also score each row of ``ABLATIONS`` (one more read per question
             per row).
         show: Progress bars on standard error.
     """

@@ -1,4 +1,4 @@
-"""The ``langmem-layer`` command (:mod:`.main`: the table of commands)."""
+"""The ``langmem-layer`` command (``main``: the table of commands)."""
 
 from langmem_layer.cli.main import COMMANDS, Command, main
 

@@ -2,7 +2,7 @@
 
 ``langmem-layer eval [PATHS...]`` runs fixture files or directories (default: the
 shipped set) on the command's database, each fixture on user ids of its own that are
-deleted afterwards. The first path may instead name a suite in :data:`SUITES`
+deleted afterwards. The first path may instead name a suite in ``SUITES``
 (``langmem-layer eval locomo PATH``): a suite adds its own flags to the command and
 gets the remaining paths.
 """
@@ -62,7 +62,7 @@ SUITES["locomo"] = EvalSuite(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``eval`` command's arguments (and those of every suite in :data:`SUITES`)."""
+    """The ``eval`` command's arguments (and those of every suite in ``SUITES``)."""
     suites = "".join(f"; '{name} ...': {s.help}" for name, s in SUITES.items())
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="fixture files or directories (default: the shipped fixtures)"

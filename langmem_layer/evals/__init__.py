@@ -1,6 +1,6 @@
 """Fixture-driven evaluation of the whole memory pipeline: see
-:mod:`langmem_layer.evals.fixtures` for the fixture format and
-:mod:`langmem_layer.evals.play` for the phases and measures."""
+``langmem_layer.evals.fixtures`` for the fixture format and
+``langmem_layer.evals.play`` for the phases and measures."""
 
 from langmem_layer.evals.fixtures import Fixture, builtin_fixture_paths, load_fixtures
 from langmem_layer.evals.play import EvalReport, FixtureResult, run_fixture, run_fixtures

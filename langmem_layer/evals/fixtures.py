@@ -179,7 +179,7 @@ def load_fixtures(paths: Iterable[str | Path] = ()) -> list[Fixture]:
 
     Args:
         paths: Fixture files, or directories whose ``*.yaml``/``*.yml``/``*.json`` files
-            are read; empty means :func:`builtin_fixture_paths`.
+            are read; empty means ``builtin_fixture_paths``.
 
     Raises:
         ConfigurationError: A path that does not exist, a file that does not parse,

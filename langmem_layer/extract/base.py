@@ -1,8 +1,8 @@
 """The extraction interface: operations an extractor proposes, and the protocol it follows.
 
 An extractor reads a turn's new messages together with the user's existing relevant
-memories and proposes :class:`MemoryOperation` values. It is deliberately loose; the
-write gate (:mod:`langmem_layer.extract.gate`) decides what is actually written.
+memories and proposes ``MemoryOperation`` values. It is deliberately loose; the
+write gate (``langmem_layer.extract.gate``) decides what is actually written.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Extractor(Protocol):
         existing: Sequence[Recalled] = (),
         now: datetime,
     ) -> list[MemoryOperation]:
-        """Async twin of :meth:`extract`."""
+        """Async twin of ``extract``."""
         ...
 
 

@@ -159,7 +159,7 @@ def resolve_date(text: str, now: datetime) -> datetime | None:
 
 
 def find_date(text: str, now: datetime) -> DateMatch | None:
-    """Like :func:`resolve_date`, but also report where the phrase is and how it matched.
+    """Like ``resolve_date``, but also report where the phrase is and how it matched.
 
     Args:
         text: Free text to search.

@@ -1,9 +1,9 @@
 """Turns the LLM extractor could not handle: kept for the ``reextract`` job.
 
-When the chat model is down, :class:`~langmem_layer.extract.llm.LLMExtractor` lets the
+When the chat model is down, ``LLMExtractor`` lets the
 rule extractor take the turn and marks its result
-(:class:`~langmem_layer.extract.base.FallbackOperations`). The write path then keeps
-the turn with :func:`fallback_ops`, in the transaction that applies the rules'
+(``FallbackOperations``). The write path then keeps
+the turn with ``fallback_ops``, in the transaction that applies the rules'
 operations, so which turns to redo is never lost; the job runs them through the
 extractor again once the model is back.
 """

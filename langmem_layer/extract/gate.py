@@ -4,10 +4,10 @@ Extractors propose loosely; the gate is the one place that says no. It is pure: 
 caller fetches each operation's nearest existing memories (``neighbors``) and the gate
 only decides, so it is cheap to test and identical for every extractor.
 
-Rules, every threshold from :class:`~langmem_layer.settings.GateSettings`:
+Rules, every threshold from ``GateSettings``:
 
 * ``add`` and ``update`` (they carry content) are rejected when their content breaks
-  the content rule (:func:`content_problem`: empty, shorter than ``min_content_chars``
+  the content rule (``content_problem``: empty, shorter than ``min_content_chars``
   or longer than ``max_content_chars`` once stripped, or holding a NUL character;
   rejected, not raised, so one bad operation never loses the others), when ``salience``
   is below ``min_salience``, or when an ephemeral operation's salience is not above
@@ -56,9 +56,9 @@ def content_problem(content: str | None, settings: GateSettings) -> str | None:
     """Why ``content`` cannot be a memory, or None when it can: the one content rule.
 
     Every way a memory is written applies it: the gate to an extractor's or a tool's
-    operation (a rejection), and :func:`langmem_layer.write.memory.check_content` to
+    operation (a rejection), and ``langmem_layer.write.memory.check_content`` to
     ``remember`` and ``correct`` from Python, REST, the memory tools and MCP (an
-    :class:`~langmem_layer.errors.InvalidContentError` with this text). The content is
+    ``InvalidContentError`` with this text). The content is
     measured stripped; the message says how to fix it.
 
     Args:
@@ -104,7 +104,7 @@ class WriteGate:
     """Accepts, rejects or rewrites proposed memory operations.
 
     Args:
-        settings: The thresholds; the defaults of :class:`GateSettings` when omitted.
+        settings: The thresholds; the defaults of ``GateSettings`` when omitted.
     """
 
     def __init__(self, settings: GateSettings | None = None) -> None:

@@ -3,7 +3,7 @@
 Malformed or invalid output is retried once with the validation error shown to the
 model; if that fails too (or the model cannot be reached), the rule extractor takes
 over, so a turn is never lost to a model's bad day. Its result says so
-(:class:`~langmem_layer.extract.base.FallbackOperations`): the write path keeps such
+(``FallbackOperations``): the write path keeps such
 a turn, and the ``reextract`` job runs it through the model again once it is back.
 Every failure is logged with the raw output.
 """
@@ -172,7 +172,7 @@ class LLMExtractor(Extractor):
     async def aextract(self, messages: Sequence[BaseMessage], *,
                        existing: Sequence[Recalled] = (), now: datetime
                        ) -> list[MemoryOperation]:
-        """Async twin of :meth:`extract`."""
+        """Async twin of ``extract``."""
         attempts = self._attempts(messages, existing, now)
         prompt = next(attempts)
         while True:

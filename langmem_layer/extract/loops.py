@@ -1,5 +1,5 @@
 """Open loops reported done: which existing loop a statement like "I called my mom
-yesterday" closes. Used by the rule extractor (:mod:`langmem_layer.extract.rules`).
+yesterday" closes. Used by the rule extractor (``langmem_layer.extract.rules``).
 
 A clause reports something done when it says so in the past tense or with "done":
 

@@ -1,4 +1,4 @@
-"""Text helpers of the rule extractor (:mod:`langmem_layer.extract.rules`): sentences and
+"""Text helpers of the rule extractor (``langmem_layer.extract.rules``): sentences and
 clauses, cleaning a remembered phrase, first to third person, and the cues that make a
 sentence not a literal statement about the user (hypotheticals, sarcasm, quotes,
 reported speech)."""

@@ -1,6 +1,6 @@
 """An offline, deterministic extractor driven by a table of regular expressions.
 
-:class:`RuleExtractor` reads only the user's own messages (``HumanMessage``), splits
+``RuleExtractor`` reads only the user's own messages (``HumanMessage``), splits
 them into sentences and clauses, and proposes at most one operation per clause: the
 first rule, in table order, that matches. Rules whose confidence is not above
 ``RuleExtractor.min_confidence`` (0.8) are skipped. Matching is case-insensitive and
@@ -45,7 +45,7 @@ Conventions:
   pronouns become third person ("my" -> "their") and habits conjugate their first
   verb ("I always take the stairs" -> "Always takes the stairs."). Salience: identity
   facts and boundaries 0.9, open loops 0.8, preferences 0.7, other facts 0.6.
-* Dated plans need a date phrase (:mod:`~langmem_layer.extract.dates`) that is not
+* Dated plans need a date phrase (``dates``) that is not
   in the past and, for "I have" / "my X is", an event noun, so "I have a cold today"
   is not a plan. A relative date is resolved into the content ("Has an interview on
   Friday (Fri 2026-11-20).") so the text stays true after the day has passed.
@@ -65,9 +65,9 @@ Conventions:
   "if" yield nothing; moods ("I'm tired today") are never extracted. Hypotheticals
   ("imagine I ...", "I wish ..."), sarcasm ("yeah right, ...") and sentences holding a
   quotation also yield only requests, and no fact is taken after a reporting verb
-  ("my boss said I should ...") (:mod:`~langmem_layer.extract.phrases`).
+  ("my boss said I should ...") (``phrases``).
 * More rows, for favourites, pets, possessions, family members, moves, job changes,
-  health, learning and things stopped: :mod:`~langmem_layer.extract.statements`, placed
+  health, learning and things stopped: ``statements``, placed
   before "I work at". Facts drop a trailing time phrase and an aside ("Porto last
   spring", "Berlin, near the park"); "wish me luck" and the like are fillers.
 * One correction per sentence: a sentence that corrects is not searched further.
@@ -234,7 +234,7 @@ _Found = tuple[Rule, re.Match[str], str, DateMatch | None]
 
 
 class RuleExtractor:
-    """Deterministic extractor implementing :class:`~langmem_layer.extract.base.Extractor`.
+    """Deterministic extractor implementing ``Extractor``.
 
     Attributes:
         min_confidence: Only operations with a confidence strictly above this are proposed.
@@ -282,7 +282,7 @@ class RuleExtractor:
         existing: Sequence[Recalled] = (),
         now: datetime,
     ) -> list[MemoryOperation]:
-        """Async twin of :meth:`extract` (there is no I/O to await)."""
+        """Async twin of ``extract`` (there is no I/O to await)."""
         return self.extract(messages, existing=existing, now=now)
 
     def _sentence(self, sentence: str, existing: Sequence[Recalled], now: datetime,

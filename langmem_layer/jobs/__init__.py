@@ -1,4 +1,4 @@
-"""Periodic maintenance jobs, registered by name in :data:`JOBS`.
+"""Periodic maintenance jobs, registered by name in ``JOBS``.
 
 Run one from code::
 

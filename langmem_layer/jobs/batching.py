@@ -6,24 +6,24 @@ time in the embedding model, on the records they write. A user writes a few doze
 texts; a model call over a few dozen texts pays more padding and per-call overhead than
 one call over a few hundred sorted by length, and texts that several users write alike
 need embedding only once. So the runner
-(:mod:`langmem_layer.jobs.runs`) runs a job flagged ``defers_writes`` in two steps over
+(``langmem_layer.jobs.runs``) runs a job flagged ``defers_writes`` in two steps over
 a chunk of users:
 
 1. **Prepare**, per user, in a transaction bound to the user: the job reads and
    synthesizes as always, but leaves its final store batch in
-   :attr:`~langmem_layer.jobs.registry.JobContext.deferred` instead of applying it
-   (:meth:`~langmem_layer.jobs.evidence.Writes.flush`); :func:`prepare` then plans
-   that batch (:meth:`~langmem_layer.store.core.StoreCore.plan`, no I/O), asks the
+   ``deferred`` instead of applying it
+   (``flush``); ``prepare`` then plans
+   that batch (``plan``, no I/O), asks the
    user's embedding cache once, and keeps the texts the cache does not hold. Nothing
    is written; the transaction is rolled back.
-2. The chunk's texts (up to :data:`CHUNK_TEXTS`, or the store's
+2. The chunk's texts (up to ``CHUNK_TEXTS``, or the store's
    ``embedding_batch_size`` if larger) go to the model together, through the run's
-   :class:`RunEmbeddings`, which embeds each distinct text once per run (a vector is a
+   ``RunEmbeddings``, which embeds each distinct text once per run (a vector is a
    function of its text alone, so texts of different users share it in memory; no row
    of one user is read for another).
 3. **Apply**, per user and in order, in the user's own transaction: the deferred batch
    (its texts now served from memory, so the model is not called), the user's
-   :func:`~langmem_layer.sql.job_users.remember` row and the run's cursor advance,
+   ``remember`` row and the run's cursor advance,
    committed together as before. A user whose prepare or apply fails is recorded
    failed and rolled back alone; the others go on. A model failure in step 2 fails no
    one: each user's apply then calls the model itself, under the usual retries.
@@ -34,7 +34,7 @@ advisory lock, failures isolated per user) and changes no job beyond the one lin
 ``Writes.flush``; the jobs stay plain functions that a caller can still run for one
 user. The price is that a user's reads (step 1) and writes (step 3) are in two
 transactions, a chunk apart. So step 1 keeps the fingerprint of the user's data the job
-read (:mod:`langmem_layer.sql.job_users`), and step 3 compares it with the data's
+read (``langmem_layer.sql.job_users``), and step 3 compares it with the data's
 fingerprint in its own transaction: when another client wrote the user's memories in
 between (a turn's extraction, an edit, a deletion), the prepared writes are dropped and
 the job runs again for that user, on the data as it is, as an unbatched run would.
@@ -42,7 +42,7 @@ The rejected alternatives were running each user twice (reads and the job's Pyth
 work doubled) and embedding after commit (records left without vectors by a crash).
 
 **Skipping.** A job with an ``unchanged`` rule passes over a user whose data
-(:mod:`langmem_layer.sql.job_users`'s fingerprint) is the same as when the job last ran
+(``langmem_layer.sql.job_users``'s fingerprint) is the same as when the job last ran
 for them with the same options, and for whom the rule says the new ``now`` brings
 nothing (``consolidate``: always; ``summarize``: no new period became complete): one
 statement, no synthesis, no embedding; the user counts as ``skipped``.
@@ -88,19 +88,19 @@ KEPT_BYTES = 128 * 2**20
 class RunEmbeddings(Embeddings):
     """The store's model for one run of a job: each distinct text embedded once.
 
-    Vectors are kept in memory (float32, up to :data:`KEPT_BYTES`, least recently asked
-    for dropped first) for the run, so a text asked for again (by :meth:`prefetch` and
+    Vectors are kept in memory (float32, up to ``KEPT_BYTES``, least recently asked
+    for dropped first) for the run, so a text asked for again (by ``prefetch`` and
     then the store, or by two users) is not embedded again.
 
     Args:
         inner: The model.
-        batch_size: Texts per call of :meth:`prefetch` at most.
+        batch_size: Texts per call of ``prefetch`` at most.
         kept_bytes: Bytes of vectors kept at most.
 
     Attributes:
         texts: Texts sent to the model.
         calls: Calls made to the model.
-        asked: Texts asked for (by :meth:`prefetch` and the store).
+        asked: Texts asked for (by ``prefetch`` and the store).
     """
 
     def __init__(self, inner: Embeddings, *, batch_size: int,
@@ -158,7 +158,7 @@ class Prepared:
         skipped: Whether the user had nothing new.
         error: What failed while preparing (the user is then recorded failed).
         seen: The fingerprint of the user's data the job read
-            (:mod:`langmem_layer.sql.job_users`), checked again before the writes apply.
+            (``langmem_layer.sql.job_users``), checked again before the writes apply.
     """
 
     user_id: str
@@ -176,7 +176,7 @@ def _options(options: Mapping[str, Any]) -> Any:
 
 def _is_unchanged(row: Mapping[str, Any], job: Job, now: datetime,
                   options: Mapping[str, Any]) -> bool:
-    """Whether ``row`` (:func:`~langmem_layer.sql.job_users.state`) says the job has
+    """Whether ``row`` (``state``) says the job has
     nothing new to do for the user."""
     if job.unchanged is None:
         return False
@@ -214,7 +214,7 @@ def prepare(conn: psycopg.Connection[Any], ctx: JobContext, job: Job, user_id: s
 
     Returns:
         The user's prepared work. Errors other than the connection's are not raised
-        but kept in :attr:`Prepared.error`, for the runner to record in the user's turn.
+        but kept in ``Prepared.error``, for the runner to record in the user's turn.
     """
     out = Prepared(user_id)
     try:

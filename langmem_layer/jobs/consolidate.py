@@ -2,7 +2,7 @@
 
 Nightly, per user. A topic is a cluster of the user's active episodic memories of the
 last ``window_days`` (90) in one profile, found by embedding similarity and shared
-references (:func:`langmem_layer.synth.topics.cluster`), never by exact topic strings.
+references (``langmem_layer.synth.topics.cluster``), never by exact topic strings.
 A topic engaged in at least ``min_sessions`` (2) sessions, or holding an explicit
 conclusion ("decided to ..."), becomes one synthesized semantic record
 (``metadata.synthesis = "consolidation"``) with ``derived_from`` links to its episodes.

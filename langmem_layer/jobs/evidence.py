@@ -40,7 +40,7 @@ CONCLUSION = re.compile(
 
 
 def synthesizer_for(ctx: JobContext) -> Synthesizer:
-    """The context's synthesizer, else :func:`langmem_layer.environment.default_synthesizer`."""
+    """The context's synthesizer, else ``langmem_layer.environment.default_synthesizer``."""
     found = getattr(ctx, "synthesizer", None)
     if found is None:
         from langmem_layer.environment import default_synthesizer
@@ -56,7 +56,7 @@ def model_id(ctx: JobContext) -> str | None:
 
 
 def evidence_of(key: str, value: dict[str, Any], vector: Any = None) -> Evidence:
-    """A stored memory as :class:`Evidence`."""
+    """A stored memory as ``Evidence``."""
     rec = MemoryRecord.model_validate(value)
     return Evidence(key, rec.content, rec.occurred_at, rec.kind.value, tuple(rec.refs),
                     rec.source.thread_id, vector,
@@ -106,7 +106,7 @@ def parse_vector(raw: bytes | None) -> Any:
 
 
 def load(ctx: JobContext, user_id: str, **filters: Any) -> Loaded:
-    """``user_id``'s active memories matching ``filters`` (see :func:`sql.reflection.memories`),
+    """``user_id``'s active memories matching ``filters`` (see ``sql.reflection.memories``),
     each row's vector a float32 array."""
     rows = ctx.execute(rsql.memories(user_id, model_id(ctx), **filters))
     for r in rows:

@@ -1,4 +1,4 @@
-"""Flow-level jobs: calls to a :class:`MemoryLayer` (the session sweep, extraction)."""
+"""Flow-level jobs: calls to a ``MemoryLayer`` (the session sweep, extraction)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The maintenance jobs as a LangGraph graph, for Studio and LangGraph server crons.
 
-A thin adapter over :func:`langmem_layer.jobs.runs.run`: the same recorded,
+A thin adapter over ``langmem_layer.jobs.runs.run``: the same recorded,
 once-per-period, resumable run as ``langmem-layer jobs run``. Its input names the
 job; a LangGraph server cron triggers one, e.g.::
 
@@ -13,7 +13,7 @@ Input: ``job`` (required), ``now`` (ISO 8601; default: now), ``user``, ``shard``
 A job acts on every user's memory (and ``now`` ages it, ``force`` repeats a period), so
 under a server with authentication a run is an admin's: the server's ``auth`` handler
 refuses a non-admin's run before it is created
-(:func:`langmem_layer.server.langgraph_auth.build_auth`), and the node itself refuses a run whose
+(``langmem_layer.server.langgraph_auth.build_auth``), and the node itself refuses a run whose
 caller the server authenticated without the admin permission, whatever path it took.
 """
 
@@ -55,7 +55,7 @@ class JobInput(TypedDict, total=False):
 
 
 class JobOutput(TypedDict, total=False):
-    """What the run did (see :class:`langmem_layer.jobs.runs.JobRun`)."""
+    """What the run did (see ``langmem_layer.jobs.runs.JobRun``)."""
 
     job: str
     period: str

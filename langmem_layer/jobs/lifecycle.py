@@ -3,7 +3,7 @@
 ``lifecycle`` (daily) recomputes each memory's stored decay score (in ``langmem_decay``,
 one narrow row per memory, so the nightly rescore never rewrites a memory) and moves
 memories through their statuses, every threshold from
-:class:`~langmem_layer.MemorySettings`:
+``MemorySettings``:
 
 * ephemeral context not referenced for ``lifecycle_ephemeral_stale_days`` → stale;
 * episodic events not reinforced for ``lifecycle_episodic_stale_days`` → stale;
@@ -21,9 +21,9 @@ the memories whose ``expires_at`` has passed, with their embeddings, links and c
 embeddings, in one transaction.
 
 Each job works on one user in one transaction, with set-based SQL
-(:mod:`langmem_layer.sql.lifecycle`), and running it again for the same ``now``
+(``langmem_layer.sql.lifecycle``), and running it again for the same ``now``
 changes nothing. ``langmem-layer jobs run lifecycle`` (the runner,
-:mod:`langmem_layer.jobs.runs`) runs them user by user, recorded, resumable, sharded.
+``langmem_layer.jobs.runs``) runs them user by user, recorded, resumable, sharded.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Store-level jobs: one call to a :class:`PostgresMemoryStore` maintenance method."""
+"""Store-level jobs: one call to a ``PostgresMemoryStore`` maintenance method."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ period's memories share most), the typical session length, the time of day (UTC)
 follow-up rate (sessions in which the user wrote more than once) and the typical answer
 length. An explicit preference the user states ("keep answers short", "more detail
 please") applies at once: the write path updates the profile in the turn's extraction
-(:func:`explicit_preference`, :func:`apply_explicit`), and it outranks what is inferred.
+(``explicit_preference``, ``apply_explicit``), and it outranks what is inferred.
 """
 
 from __future__ import annotations

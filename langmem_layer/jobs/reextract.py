@@ -2,7 +2,7 @@
 run through the layer's extractor again.
 
 A turn is kept (``langmem_reextract``) in the transaction that applied the fallback's
-operations (:mod:`langmem_layer.extract.fallback`). Re-running it is an ordinary ingest
+operations (``langmem_layer.extract.fallback``). Re-running it is an ordinary ingest
 once the model answers: its operations are keyed by their source message and
 content, so running the job again changes nothing. While the model is still down the
 re-run is abandoned before it writes, and the turn stays kept, one attempt more.

@@ -11,7 +11,7 @@ or ids it was not given, is an invalid answer, retried once with the error shown
 An insight is written as a ``reflection`` memory (layer semantic, policy ``adapt``: the
 assistant adapts to it silently), ``metadata.synthesis = "reflection"``, linked
 ``derived_from`` to its evidence, with a confidence that grows with the evidence
-(:func:`reflection_confidence`). An insight over the same evidence as an existing
+(``reflection_confidence``). An insight over the same evidence as an existing
 reflection (half of it or more shared) rewrites that one in place (history kept,
 re-embedded) instead of adding another.
 

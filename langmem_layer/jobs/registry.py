@@ -1,7 +1,7 @@
 """The job registry: every periodic maintenance task, by name.
 
 A whole-store job is a named call to a public method of the store or of
-:class:`MemoryLayer` (``store.sweep_ttl()``, ``layer.sweep_sessions(...)`` ...). A
+``MemoryLayer`` (``store.sweep_ttl()``, ``layer.sweep_sessions(...)`` ...). A
 per-user job (``per_user=True``) is a function of one user::
 
     @register("count-memories", "count each user's memories", schedule="daily",
@@ -12,7 +12,7 @@ per-user job (``per_user=True``) is a function of one user::
                             "WHERE user_id = %(user_id)s", {"user_id": user_id}))
         return {"counted": rows[0]["n"]}
 
-which :mod:`langmem_layer.jobs.runs` calls once per user, each call in a
+which ``langmem_layer.jobs.runs`` calls once per user, each call in a
 transaction of its own that also records the user as done. Either kind runs from
 ``langmem-layer jobs run NAME``, the ``langmem-layer worker`` schedule, the ``jobs``
 LangGraph graph, or code; registering it here is what makes it appear in
@@ -48,22 +48,22 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 
 
 class JobContext:
-    """What a job runs against: a store, and a :class:`MemoryLayer` built on first use.
+    """What a job runs against: a store, and a ``MemoryLayer`` built on first use.
 
-    Store-level jobs only touch :attr:`store`; flow-level jobs ask for :attr:`layer`,
+    Store-level jobs only touch ``store``; flow-level jobs ask for ``layer``,
     which is built lazily so that store jobs never construct an extractor. The runner
     hands a per-user job a context bound to the connection of the user's transaction:
-    its :meth:`execute`, :attr:`store` and :attr:`layer` all write in that transaction.
+    its ``execute``, ``store`` and ``layer`` all write in that transaction.
 
     Args:
         store: The open store.
         database_url: The URL the store was opened on (None: resolved by
-            :mod:`langmem_layer.environment`); flow jobs open their checkpointer on it.
+            ``langmem_layer.environment``); flow jobs open their checkpointer on it.
         data_dir: The embedded server's directory when no URL is set.
-        settings: Settings for the layer (default: :func:`config.settings_from_env`).
+        settings: Settings for the layer (default: ``config.settings_from_env``).
         layer: A ready layer to use instead of building one.
         synthesizer: What the reflection jobs synthesize with (default:
-            :func:`langmem_layer.environment.default_synthesizer`, resolved on first use).
+            ``langmem_layer.environment.default_synthesizer``, resolved on first use).
     """
 
     def __init__(self, store: PostgresMemoryStore, *, database_url: str | None = None,
@@ -78,13 +78,13 @@ class JobContext:
         self.synthesizer = synthesizer
         #: The connection the runner bound this context to (None: the store's own).
         self.conn: psycopg.Connection[Any] | None = None
-        #: Where a job that defers its writes (:attr:`Job.defers_writes`) leaves the ops
+        #: Where a job that defers its writes (``Job.defers_writes``) leaves the ops
         #: of its final store batch instead of applying them, when the runner asks for
-        #: it (None: apply them). See :mod:`langmem_layer.jobs.batching`.
+        #: it (None: apply them). See ``langmem_layer.jobs.batching``.
         self.deferred: list[Any] | None = None
 
     def execute(self, query: tuple[str, Any]) -> list[dict[str, Any]]:
-        """Run one ``(sql, params)`` statement (a builder of :mod:`langmem_layer.sql`).
+        """Run one ``(sql, params)`` statement (a builder of ``langmem_layer.sql``).
 
         In a per-user job it runs in the user's transaction, so it commits with the
         user's cursor advance or not at all. Returns the rows (empty for a statement
@@ -98,7 +98,7 @@ class JobContext:
 
     @property
     def layer(self) -> MemoryLayer:
-        """The :class:`MemoryLayer` on :attr:`store` (inline extraction), built once."""
+        """The ``MemoryLayer`` on ``store`` (inline extraction), built once."""
         if self._layer is None:
             from langmem_layer.environment import settings_from_env
             from langmem_layer.layer import MemoryLayer
@@ -177,10 +177,10 @@ class JobResult:
         job: The job's name.
         counts: How many things ended in each outcome (``{"deleted": 3}``); the
             ``"failed"`` count, when present, makes the run a failure.
-        template: The line :meth:`summary` prints, formatted with :attr:`counts`;
+        template: The line ``summary`` prints, formatted with ``counts``;
             empty for the generic ``name: 3 deleted`` form.
         detail: The underlying method's own result (users indexed, a
-            :class:`SessionSweep`, a :class:`ProcessResult` ...), for callers in code.
+            ``SessionSweep``, a ``ProcessResult`` ...), for callers in code.
     """
 
     job: str
@@ -221,12 +221,12 @@ class Job:
             ``function(ctx, user_id, *, now, dry_run=False, **options) -> dict[str, int]``
             (how many things ended in each outcome for that user).
         options: The keyword options it takes.
-        per_user: Whether the runner calls :attr:`function` once per user.
+        per_user: Whether the runner calls ``function`` once per user.
         defers_writes: A per-user job all of whose writes are one store batch at its
-            end (:class:`~langmem_layer.jobs.evidence.Writes`), which it leaves in
-            :attr:`JobContext.deferred` when the runner asks: the runner then embeds
+            end (``Writes``), which it leaves in
+            ``JobContext.deferred`` when the runner asks: the runner then embeds
             the texts of many users' batches together
-            (:mod:`langmem_layer.jobs.batching`).
+            (``langmem_layer.jobs.batching``).
         unchanged: For a per-user job that may pass over a user whose data did not
             change since it last ran for them: ``unchanged(last_now, now, options)``
             says whether a run at ``now`` has nothing new to do for such a user (e.g.
@@ -262,8 +262,8 @@ class Job:
 
     def run(self, ctx: JobContext, *, now: datetime | None = None,
             **options: Any) -> JobResult:
-        """Run a whole-store job once, unrecorded (:func:`langmem_layer.jobs.runs.run`
-        records; :func:`~langmem_layer.jobs.runs.run_users` runs a per-user job).
+        """Run a whole-store job once, unrecorded (``langmem_layer.jobs.runs.run``
+        records; ``run_users`` runs a per-user job).
 
         Args:
             ctx: The store (and layer) to run against.
@@ -305,7 +305,7 @@ def register(name: str, summary: str, *, schedule: str | None = None,
              per_user: bool = False, defers_writes: bool = False,
              unchanged: Callable[[datetime, datetime, Mapping[str, Any]], bool] | None = None,
              ) -> Callable[[JobFunction], JobFunction]:
-    """Register the decorated function as the job ``name`` (see :class:`Job`).
+    """Register the decorated function as the job ``name`` (see ``Job``).
 
     Raises:
         ConfigurationError: A job of that name is already registered, or the schedule

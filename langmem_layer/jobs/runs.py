@@ -1,7 +1,7 @@
 """The job runner: records runs, makes them idempotent per period, resumable, sharded.
 
-:func:`run` runs one job for one period (derived from ``now`` and the job's
-schedule, see :mod:`langmem_layer.jobs.schedule`) and one shard, and records it in
+``run`` runs one job for one period (derived from ``now`` and the job's
+schedule, see ``langmem_layer.jobs.schedule``) and one shard, and records it in
 ``langmem_job_runs``:
 
 - **Once per period.** The run's row is unique on (job, period, shard); a finished
@@ -19,13 +19,13 @@ schedule, see :mod:`langmem_layer.jobs.schedule`) and one shard, and records it 
   ``Shard(1, 4)``): four workers with ``--shard 0/4`` ... ``3/4`` share the users,
   each recording its own row.
 - **Batched embedding.** A job that defers its writes (``defers_writes``) is run a
-  chunk of users at a time by :func:`langmem_layer.jobs.batching.per_user`: the
+  chunk of users at a time by ``langmem_layer.jobs.batching.per_user``: the
   chunk's texts embedded in one model call, each user's writes still committed with
   the cursor in the user's own transaction, and users with nothing new skipped.
 
 Whole-store jobs are recorded the same way (shard ``0/1``); their work is one call,
 so "resume" means running them again, which they tolerate (each is idempotent).
-:func:`run_due` is the scheduler's pass: each scheduled job's latest due period.
+``run_due`` is the scheduler's pass: each scheduled job's latest due period.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ ALL = Shard(0, 1)
 
 @dataclass(slots=True)
 class JobRun:
-    """What :func:`run` did.
+    """What ``run`` did.
 
     Attributes:
         job: The job's name.
@@ -119,10 +119,10 @@ class JobRun:
         error: The recorded error of a run with failures: a whole-store job's failed
             count, or the users whose part failed (their work rolled back, the others
             done).
-        result: A whole-store job's own :class:`JobResult` (None per user).
+        result: A whole-store job's own ``JobResult`` (None per user).
         tokens: Tokens the run's users' work sent to a chat model so far.
         failures: A per-user run's failed users and each one's error (the first
-            :data:`~langmem_layer.sql.jobs.KEPT_FAILURES`).
+            ``KEPT_FAILURES``).
     """
 
     job: str
@@ -314,7 +314,7 @@ def _one_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, user_i
 
 def _period(job: Job, now: datetime, settings: MemorySettings) -> str:
     """The period a run at ``now`` covers: for a scheduled job, the one the scheduler
-    holds due (:func:`~langmem_layer.jobs.schedule.due_period`), so that a manual run
+    holds due (``due_period``), so that a manual run
     and the worker's agree: before the day's ``jobs_time_of_day`` that is still the
     previous day's period, which the manual run then covers (the worker skips it)."""
     if job.schedule is None:
@@ -345,7 +345,7 @@ def run(ctx: JobContext, job: Job | str, *, now: datetime | None = None,
         out: Where the progress bar goes (default: standard error).
 
     Returns:
-        What happened: see :class:`JobRun`.
+        What happened: see ``JobRun``.
 
     Raises:
         ConfigurationError: An unknown job or option, ``user``/``shard``/``dry_run``
@@ -451,7 +451,7 @@ def _record_failure(conn: psycopg.Connection[Any], record: tuple[str, str, str],
 
 def run_users(ctx: JobContext, job: Job, *, now: datetime | None = None,
               options: Mapping[str, Any] | None = None) -> JobResult:
-    """A per-user job over every user, unrecorded (:meth:`Job.run`); one transaction
+    """A per-user job over every user, unrecorded (``Job.run``); one transaction
     per user."""
     with _session(ctx) as (conn, bound):
         total = _total(conn, after=None, shard=ALL, user=None)

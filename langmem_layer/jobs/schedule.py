@@ -5,7 +5,7 @@ labelled ``2026-11-23``, ``2026-W48`` (ISO week) and ``2026-11``. A period's run
 due from its first day at the configured time of day (``jobs_time_of_day``, local to
 ``jobs_timezone``): a daily job at 03:00 runs for 2026-11-23 from 03:00 that day.
 
-:func:`due_period` is the latest period whose run is due at a time: a worker that
+``due_period`` is the latest period whose run is due at a time: a worker that
 was down for days runs that one period once when it comes back, not every period it
 missed (a lifecycle pass over a user is the same work whichever day it runs for).
 """
@@ -29,7 +29,7 @@ ON_DEMAND = "on-demand"
 
 
 def parse_time_of_day(text: str) -> time:
-    """``"03:00"`` as a :class:`~datetime.time`.
+    """``"03:00"`` as a ``time``.
 
     Raises:
         ConfigurationError: Not ``HH:MM``.
@@ -113,7 +113,7 @@ def due_period(schedule: str, now: datetime, tz: tzinfo, at: time) -> str:
 
 
 def next_due(schedule: str, now: datetime, tz: tzinfo, at: time) -> datetime:
-    """When the period after :func:`due_period` becomes due (aware, in ``tz``)."""
+    """When the period after ``due_period`` becomes due (aware, in ``tz``)."""
     _check(schedule)
     day = _following(schedule, _local_start(schedule, now, tz, at))
     return datetime.combine(day, at, tzinfo=tz)

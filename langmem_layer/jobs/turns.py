@@ -1,8 +1,8 @@
 """A user's turn in a per-user job's run: its outcomes checked, the run's cursor moved
 past it, its failure recorded; and what the runners share (settings, progress bar).
 
-Used by :mod:`langmem_layer.jobs.runs` (one user per transaction) and
-:mod:`langmem_layer.jobs.batching` (users prepared a chunk at a time); it imports
+Used by ``langmem_layer.jobs.runs`` (one user per transaction) and
+``langmem_layer.jobs.batching`` (users prepared a chunk at a time); it imports
 neither.
 """
 

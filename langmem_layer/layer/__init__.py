@@ -1,4 +1,4 @@
-"""The façade: :class:`MemoryLayer` (:mod:`.core`) and what it hands to LangGraph."""
+"""The façade: ``MemoryLayer`` (``core``) and what it hands to LangGraph."""
 
 from langmem_layer.layer.core import MemoryLayer
 

@@ -1,7 +1,7 @@
 """The memory-enabled chat agent: one model node with the memory nodes wired around it.
 
 Served by ``langgraph dev`` (``graphs/agent.py``) and by the HTTP app's LangServe
-routes (:mod:`langmem_layer.server.http.agent_route`); both build it here, so they serve the same
+routes (``langmem_layer.server.http.agent_route``); both build it here, so they serve the same
 agent.
 """
 
@@ -24,7 +24,7 @@ AGENT_INSTRUCTIONS = "You are a helpful assistant with long-term memory."
 
 
 class AgentConfig(BaseModel):
-    """The agent's ``configurable`` keys (:class:`~langmem_layer.types.MemoryConfig`).
+    """The agent's ``configurable`` keys (``MemoryConfig``).
 
     Declared on the graph so clients (LangServe's playground and ``RemoteRunnable``,
     LangGraph Studio) see them; served over HTTP, ``user_id`` is set by the server from
@@ -41,14 +41,14 @@ def build_agent_graph(layer: Wirable, *, model: BaseChatModel | None = None,
                       instructions: str = AGENT_INSTRUCTIONS) -> StateGraph:
     """A one-node chat agent with ``layer``'s memory nodes wired around it.
 
-    The graph's config schema is :class:`AgentConfig`, so a
+    The graph's config schema is ``AgentConfig``, so a
     client (LangServe's playground, ``RemoteRunnable``) sees ``user_id``,
     ``thread_id``, ``profile`` and ``agent_id`` as the run's ``configurable`` keys.
 
     Args:
-        layer: The memory layer (any :class:`~langmem_layer.layer.nodes.Wirable`) whose nodes
+        layer: The memory layer (any ``Wirable``) whose nodes
             load, assemble and extract memory.
-        model: The chat model; default :func:`langmem_layer.environment.agent_chat_model`
+        model: The chat model; default ``langmem_layer.environment.agent_chat_model``
             (OpenAI when configured, else the offline model).
         instructions: The system instructions the memory block is appended to.
 

@@ -1,7 +1,7 @@
-"""The prebuilt-agent half of :class:`~langmem_layer.MemoryLayer`: memory for
+"""The prebuilt-agent half of ``MemoryLayer``: memory for
 ``create_react_agent`` and ``create_agent``, memory tools, and LangMem's stored items.
 
-A mixin, as :mod:`langmem_layer.layer.working_methods` is: the façade stays one class while each
+A mixin, as ``langmem_layer.layer.working_methods`` is: the façade stays one class while each
 half stays one concept.
 """
 
@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 
 class AgentMethods(LayerBase):
-    """Prebuilt-agent methods of :class:`~langmem_layer.MemoryLayer`."""
+    """Prebuilt-agent methods of ``MemoryLayer``."""
 
     def react_hooks(self, prompt: str = "") -> ReactHooks:
         """Keyword arguments giving ``create_react_agent`` long-term memory.
@@ -36,7 +36,7 @@ class AgentMethods(LayerBase):
         ``create_react_agent(model, tools, checkpointer=saver, **memory.react_hooks(
         "Be brief."))``: the block is loaded before the turn's first model call and
         the turn queued for extraction when it ends (see
-        :func:`langmem_layer.layer.prebuilt.react_hooks`).
+        ``langmem_layer.layer.prebuilt.react_hooks``).
 
         Args:
             prompt: Instructions placed before the memory block in the system message.
@@ -47,14 +47,14 @@ class AgentMethods(LayerBase):
         """A ``langchain.agents.create_agent`` middleware giving the agent long-term memory.
 
         ``create_agent(model, tools, middleware=[memory.middleware()])`` (see
-        :class:`langmem_layer.layer.prebuilt.MemoryMiddleware`).
+        ``langmem_layer.layer.prebuilt.MemoryMiddleware``).
         """
         return MemoryMiddleware(self)
 
     def tools(self) -> list[BaseTool]:
         """The memory tools ``remember``, ``recall``, ``correct`` / ``update`` and
         ``forget``, bound to the run's user (see
-        :func:`langmem_layer.layer.tools.create_memory_tools`)."""
+        ``langmem_layer.layer.tools.create_memory_tools``)."""
         return create_memory_tools(self)
 
     def import_langmem(self, user_id: str, **kw: Unpack[LangmemImportArgs]) -> LangmemImport:
@@ -62,17 +62,17 @@ class AgentMethods(LayerBase):
 
         Reads ``("memories", user_id)`` (LangMem's default namespace) and proposes each
         item to the write path: the gate deduplicates, the decision log records it,
-        and importing again changes nothing (see :mod:`langmem_layer.compat_langmem`).
+        and importing again changes nothing (see ``langmem_layer.compat_langmem``).
 
         Args:
             user_id: The user.
-            **kw: See :class:`~langmem_layer.layer.params.LangmemImportArgs`.
+            **kw: See ``LangmemImportArgs``.
         """
         return self._runner.run(self._import_langmem(user_id, **kw))
 
     async def aimport_langmem(self, user_id: str, **kw: Unpack[LangmemImportArgs]
                               ) -> LangmemImport:
-        """Async twin of :meth:`import_langmem`."""
+        """Async twin of ``import_langmem``."""
         return await self._runner.arun(self._import_langmem(user_id, **kw))
 
     def _import_langmem(self, user_id: str, *, namespace: Any = None,

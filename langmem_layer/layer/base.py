@@ -1,9 +1,9 @@
-"""What every group of :class:`~langmem_layer.MemoryLayer`'s methods works with.
+"""What every group of ``MemoryLayer``'s methods works with.
 
 The façade is one class assembled from groups of methods, one module each, by what a
-caller is doing (:mod:`.working_methods`, :mod:`.agent_methods`, :mod:`.control_methods`,
-:mod:`.knowledge_methods`, :mod:`.trust_methods`, and :mod:`.core` for remembering and
-recalling). Each group derives from :class:`LayerBase`: the state ``MemoryLayer.__init__``
+caller is doing (``working_methods``, ``agent_methods``, ``control_methods``,
+``knowledge_methods``, ``trust_methods``, and ``core`` for remembering and
+recalling). Each group derives from ``LayerBase``: the state ``MemoryLayer.__init__``
 sets up and the few methods the groups share, declared once here rather than guessed at
 by each group.
 """
@@ -60,7 +60,7 @@ class LayerBase:
         return self._clock()
 
     def run(self, flow: Flow[T], *, extra: Handlers | None = None) -> T:
-        """Execute a flow synchronously (see :meth:`langmem_layer.flow.Runner.run`).
+        """Execute a flow synchronously (see ``langmem_layer.flow.Runner.run``).
 
         Args:
             flow: The flow.
@@ -70,7 +70,7 @@ class LayerBase:
         return self._runner.run(flow, extra=extra)
 
     async def arun(self, flow: Flow[T], *, extra: AsyncHandlers | None = None) -> T:
-        """Async twin of :meth:`run`."""
+        """Async twin of ``run``."""
         return await self._runner.arun(flow, extra=extra)
 
     def _block_inputs(self, user_id: str, query: str | None, *, profile: str | None = None,

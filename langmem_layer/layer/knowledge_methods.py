@@ -1,7 +1,7 @@
-"""The knowledge half of :class:`~langmem_layer.MemoryLayer`: documents retrieved beside
+"""The knowledge half of ``MemoryLayer``: documents retrieved beside
 memory on each turn, and the memory as a LangChain retriever.
 
-A mixin, as :mod:`langmem_layer.layer.agent_methods` is: the façade stays one class while each
+A mixin, as ``langmem_layer.layer.agent_methods`` is: the façade stays one class while each
 half stays one concept.
 """
 
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 class KnowledgeMethods(LayerBase):
-    """Knowledge-retrieval methods of :class:`~langmem_layer.MemoryLayer`."""
+    """Knowledge-retrieval methods of ``MemoryLayer``."""
 
     def as_retriever(self, *, user_id: str, profile: str | None = None, k: int = 10
                      ) -> MemoryRetriever:
@@ -66,7 +66,7 @@ class KnowledgeMethods(LayerBase):
             return []
 
     async def aretrieve_knowledge(self, query: str | None) -> list[Document]:
-        """Async twin of :meth:`retrieve_knowledge`."""
+        """Async twin of ``retrieve_knowledge``."""
         if self.knowledge is None or not query or not self.env.settings.knowledge_k:
             return []
         try:
@@ -93,7 +93,7 @@ class KnowledgeMethods(LayerBase):
 
     async def _abeside_knowledge(self, query: str | None, work: Awaitable[T]
                                 ) -> tuple[T, list[Document]]:
-        """Async twin of :meth:`_beside_knowledge`: both awaited with ``asyncio.gather``."""
+        """Async twin of ``_beside_knowledge``: both awaited with ``asyncio.gather``."""
         if self.knowledge is None or not query:
             return await work, []
         done, found = await asyncio.gather(work, self.aretrieve_knowledge(query))
@@ -109,7 +109,7 @@ class KnowledgeMethods(LayerBase):
 
     async def _ablock_beside_knowledge(self, user_id: str, query: str | None,
                                        kw: ContextBlockArgs) -> ContextBlock:
-        """Async twin of :meth:`_block_beside_knowledge`."""
+        """Async twin of ``_block_beside_knowledge``."""
         args, spoken, now = _split(kw, self.now())
         inputs, documents = await self._abeside_knowledge(
             query, self._runner.arun(self._block_inputs(user_id, query, now=now, **args)))

@@ -1,8 +1,8 @@
-"""The learned-trust half of :class:`~langmem_layer.MemoryLayer`: explicit feedback
+"""The learned-trust half of ``MemoryLayer``: explicit feedback
 on an agent's writes, and the trust learned so far.
 
-A mixin, like :mod:`langmem_layer.layer.control_methods`: every method is a one-line call into the
-layer's :class:`~langmem_layer.flow.Runner` over a flow built once.
+A mixin, like ``langmem_layer.layer.control_methods``: every method is a one-line call into the
+layer's ``Runner`` over a flow built once.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ __all__ = ["TrustMethods"]
 
 
 class TrustMethods(LayerBase):
-    """Feedback and learned-trust methods of :class:`~langmem_layer.MemoryLayer`."""
+    """Feedback and learned-trust methods of ``MemoryLayer``."""
 
     def feedback(self, user_id: str, correct: bool, **kw: Unpack[FeedbackArgs]
                  ) -> LearnedTrust:
@@ -34,14 +34,14 @@ class TrustMethods(LayerBase):
         Args:
             user_id: The user.
             correct: Whether the write was right.
-            **kw: See :class:`~langmem_layer.layer.params.FeedbackArgs` (``memory_id`` or
+            **kw: See ``FeedbackArgs`` (``memory_id`` or
                 ``agent_id``).
         """
         return self._runner.run(self._feedback(user_id, correct, **kw))
 
     async def afeedback(self, user_id: str, correct: bool, **kw: Unpack[FeedbackArgs]
                         ) -> LearnedTrust:
-        """Async twin of :meth:`feedback`."""
+        """Async twin of ``feedback``."""
         return await self._runner.arun(self._feedback(user_id, correct, **kw))
 
     def agent_trust(self, user_id: str) -> LearnedTrust:
@@ -50,7 +50,7 @@ class TrustMethods(LayerBase):
         return self._runner.run(trust.learned_trust(user_id))
 
     async def aagent_trust(self, user_id: str) -> LearnedTrust:
-        """Async twin of :meth:`agent_trust`."""
+        """Async twin of ``agent_trust``."""
         return await self._runner.arun(trust.learned_trust(user_id))
 
     def _feedback(self, user_id: str, correct: bool, *, memory_id: str | None = None,

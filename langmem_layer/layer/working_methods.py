@@ -1,9 +1,9 @@
-"""The working-memory half of :class:`~langmem_layer.MemoryLayer`: what ``load_memory``
+"""The working-memory half of ``MemoryLayer``: what ``load_memory``
 and ``extract_after_turn`` do as direct calls, the message log and the session sweep.
 
 A mixin, so the façade stays one class for its users while each half stays one concept
 (and one screen of methods). Like the rest of the façade, every method is a one-line
-call into the layer's :class:`~langmem_layer.flow.Runner` over a flow built once.
+call into the layer's ``Runner`` over a flow built once.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = ["WorkingMemoryMethods"]
 
 
 class WorkingMemoryMethods(LayerBase):
-    """Working-memory methods of :class:`~langmem_layer.MemoryLayer`."""
+    """Working-memory methods of ``MemoryLayer``."""
 
     def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
                     query: str | None = None, **kw: Unpack[LoadThreadArgs]) -> WorkingLoad:
@@ -50,25 +50,25 @@ class WorkingMemoryMethods(LayerBase):
         from other threads. Remove ``result.trim.removals`` from the thread only after
         this returns: a turn is always queued before it leaves. With
         ``reinforce=False`` the recalled memories are not reinforced here: pass their
-        keys to :meth:`record_turn` (the nodes do).
+        keys to ``record_turn`` (the nodes do).
 
         Args:
             user_id: The user.
             messages: The thread's messages.
             query: What to recall for.
-            **kw: See :class:`~langmem_layer.layer.params.LoadThreadArgs`.
+            **kw: See ``LoadThreadArgs``.
         """
         return self._runner.run(self._load_thread(user_id, messages, query, **kw))
 
     async def aload_thread(self, user_id: str, messages: Sequence[BaseMessage],
                            query: str | None = None, **kw: Unpack[LoadThreadArgs]
                            ) -> WorkingLoad:
-        """Async twin of :meth:`load_thread`."""
+        """Async twin of ``load_thread``."""
         return await self._runner.arun(self._load_thread(user_id, messages, query, **kw))
 
     def record_turn(self, user_id: str, messages: Sequence[BaseMessage],
                     **kw: Unpack[RecordTurnArgs]) -> int | None:
-        """:meth:`submit`, plus the turn's messages into the user's message log, plus
+        """``submit``, plus the turn's messages into the user's message log, plus
         the reinforcement of the memories keyed in ``reinforce``.
 
         All in one transaction; what ``extract_after_turn`` does. Returns the queue
@@ -77,13 +77,13 @@ class WorkingMemoryMethods(LayerBase):
         Args:
             user_id: The user.
             messages: The turn.
-            **kw: See :class:`~langmem_layer.layer.params.RecordTurnArgs`.
+            **kw: See ``RecordTurnArgs``.
         """
         return self._runner.run(self._record_turn(user_id, messages, **kw))
 
     async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage],
                            **kw: Unpack[RecordTurnArgs]) -> int | None:
-        """Async twin of :meth:`record_turn`."""
+        """Async twin of ``record_turn``."""
         return await self._runner.arun(self._record_turn(user_id, messages, **kw))
 
     def recent_history(self, user_id: str, **kw: Unpack[RecentHistoryArgs]
@@ -96,13 +96,13 @@ class WorkingMemoryMethods(LayerBase):
 
         Args:
             user_id: The user.
-            **kw: See :class:`~langmem_layer.layer.params.RecentHistoryArgs`.
+            **kw: See ``RecentHistoryArgs``.
         """
         return self._runner.run(self._recent_history(user_id, **kw))
 
     async def arecent_history(self, user_id: str, **kw: Unpack[RecentHistoryArgs]
                               ) -> builtins.list[LoggedMessage]:
-        """Async twin of :meth:`recent_history`."""
+        """Async twin of ``recent_history``."""
         return await self._runner.arun(self._recent_history(user_id, **kw))
 
     def clear_history(self, user_id: str, **kw: Unpack[ClearHistoryArgs]) -> int:
@@ -110,12 +110,12 @@ class WorkingMemoryMethods(LayerBase):
 
         Args:
             user_id: The user.
-            **kw: See :class:`~langmem_layer.layer.params.ClearHistoryArgs`.
+            **kw: See ``ClearHistoryArgs``.
         """
         return self._runner.run(history.clear(user_id, **kw))
 
     async def aclear_history(self, user_id: str, **kw: Unpack[ClearHistoryArgs]) -> int:
-        """Async twin of :meth:`clear_history`."""
+        """Async twin of ``clear_history``."""
         return await self._runner.arun(history.clear(user_id, **kw))
 
     def sweep_sessions(self, checkpointer: Any, **kw: Unpack[SweepArgs]) -> SessionSweep:
@@ -125,13 +125,13 @@ class WorkingMemoryMethods(LayerBase):
 
         Args:
             checkpointer: The graph's checkpointer (sync), e.g. ``PostgresSaver``.
-            **kw: See :class:`~langmem_layer.layer.params.SweepArgs`.
+            **kw: See ``SweepArgs``.
         """
         return sessions.run_sweep(self._runner, checkpointer, self._sweep(**kw))
 
     async def asweep_sessions(self, checkpointer: Any, **kw: Unpack[SweepArgs]
                               ) -> SessionSweep:
-        """Async twin of :meth:`sweep_sessions`, with an async checkpointer."""
+        """Async twin of ``sweep_sessions``, with an async checkpointer."""
         return await sessions.arun_sweep(self._runner, checkpointer, self._sweep(**kw))
 
     # -- the flows behind the methods -------------------------------------------------

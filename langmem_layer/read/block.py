@@ -1,6 +1,6 @@
 """The memory block placed in the agent's prompt.
 
-Pure functions, no I/O. :func:`build_context_block` takes recalled memories ranked
+Pure functions, no I/O. ``build_context_block`` takes recalled memories ranked
 best-first and renders the ones that fit a token budget into sections that tell the
 model how each memory may surface.
 
@@ -19,7 +19,7 @@ Format (stable; tests pin it)::
     - <content>
 
 * The first line is the header ``## What you remember about this user``.
-* Each non-empty section follows in :data:`SECTIONS` order as a ``### <SECTION NAME>``
+* Each non-empty section follows in ``SECTIONS`` order as a ``### <SECTION NAME>``
   line and one ``- <content>`` line per memory, in input (rank) order.
 * The header and the sections are separated by one blank line; no line has trailing
   whitespace and the text does not end with a newline.
@@ -40,21 +40,21 @@ Format (stable; tests pin it)::
   placed in ``RELEVANT FOR THIS TURN`` gets
   `` [unconfirmed since YYYY-MM: confirm if natural]`` (the month it was flagged): the
   agent may check it with the user in passing. At most one line per block asks, the
-  best-ranked that fits; :attr:`ContextBlock.revalidate` names it.
+  best-ranked that fits; ``ContextBlock.revalidate`` names it.
 * When ``recent_history`` lines are given (the user's messages from other threads,
   the fourth priority), those that fit follow the memory sections under
   ``### RECENT CONVERSATIONS (other threads)``, one ``- <speaker>: <text>`` line each,
   oldest first. They are not memories: they are in no placement and in no
-  :data:`SECTIONS` entry, and they are never speakable.
+  ``SECTIONS`` entry, and they are never speakable.
 * When ``documents`` are given (lines retrieved from a knowledge source beside memory,
   ``"[<source>] <text>"``), those that fit follow the memory sections under
   ``### RELEVANT DOCUMENTS (knowledge base)``, best first, before the recent history.
-  Like the history they are not memories: in no placement and no :data:`SECTIONS`
+  Like the history they are not memories: in no placement and no ``SECTIONS``
   entry.
 * A temporal summary (``kind=temporal_summary``) that is not ``avoid`` goes in
   ``### NARRATIVE ARC (earlier conversations, summarized)``, after the memory sections
   and before recent history, with at most ``NARRATIVE_SHARE`` of the budget group 1
-  leaves; it is not a :data:`SECTIONS` entry.
+  leaves; it is not a ``SECTIONS`` entry.
 * When nothing is placed the text is ``""``.
 """
 
@@ -159,7 +159,7 @@ def section_for(record: MemoryRecord, *, demote_speak: bool = False) -> str:
             because it was surfaced recently.
 
     Returns:
-        One of :data:`SECTIONS`.
+        One of ``SECTIONS``.
     """
     if record.policy == Policy.AVOID:
         return AVOID
@@ -223,7 +223,7 @@ def build_context_block(
             it (``None`` or 0: the budget). Never above ``budget_tokens``.
 
     Returns:
-        The rendered :class:`ContextBlock`.
+        The rendered ``ContextBlock``.
 
     Raises:
         ValueError: If ``budget_tokens`` or ``target_tokens`` is negative, or

@@ -1,8 +1,8 @@
 """The narrative arc of a turn and the learned trust it ranks with.
 
-Both ride in the turn's existing round trip: :func:`turn_ops` adds one small read of the
+Both ride in the turn's existing round trip: ``turn_ops`` adds one small read of the
 user's temporal summaries (only those that can be chosen) and one of their learned
-trust to the recall's batch; :func:`pick_summary` then chooses the summary the block
+trust to the recall's batch; ``pick_summary`` then chooses the summary the block
 shows in its own section:
 
 * when the question names a period ("what did we talk about last month?", "last week",
@@ -44,7 +44,7 @@ def _window(query: str | None, now: datetime) -> TimeWindow | None:
 def turn_ops(env: Env, user_id: str, query: str | None, *, profile: str | None,
              now: datetime) -> list[Any]:
     """The reads a turn adds to its recall batch: learned trust and candidate summaries,
-    one op (its result: :class:`~langmem_layer.store.ops.TurnReads`)."""
+    one op (its result: ``TurnReads``)."""
     window = _window(query, now)
     if window is not None:
         start, end = window.start, window.end
@@ -56,7 +56,7 @@ def turn_ops(env: Env, user_id: str, query: str | None, *, profile: str | None,
 
 
 def pick_summary(items: Sequence[Any], query: str | None, now: datetime) -> Recalled | None:
-    """The summary to show for ``query`` among those :func:`turn_ops` read."""
+    """The summary to show for ``query`` among those ``turn_ops`` read."""
     if not items:
         return None
     window = _window(query, now)

@@ -3,11 +3,11 @@
 A key is a token of the form ``lmk_<user>_<secret>``: ``<user>`` is the user id in
 unpadded URL-safe base64, ``<secret>`` 64 hex digits (256 random bits). Only the
 SHA-256 of the whole token is stored (``langmem_api_keys``), so the database never
-holds a usable key; the token is returned once, by :func:`create_key`. Because the
+holds a usable key; the token is returned once, by ``create_key``. Because the
 token names its user, verifying it reads only that user's rows (``user_id = %(user_id)s
 AND key_hash = %(key_hash)s``), like every other statement of the library.
 
-Each function takes a store (:class:`~langmem_layer.PostgresMemoryStore`); the
+Each function takes a store (``PostgresMemoryStore``); the
 ``a``-prefixed twins take the async store. Both build the same op and differ only in
 how the batch runs.
 
@@ -51,7 +51,7 @@ PREFIX = "lmk_"
 _SECRET_BYTES = 32
 _KEY_ID_CHARS = 12
 #: Longest token accepted. The token carries its user id, and the library takes user
-#: ids of any length: the bound must let every key :func:`create_key` hands out verify
+#: ids of any length: the bound must let every key ``create_key`` hands out verify
 #: (a 1,000-character id of 3-byte characters makes a 4,069-character token), while
 #: staying well inside an HTTP server's header limit (16 KB for uvicorn's h11).
 MAX_TOKEN_CHARS = 8192
@@ -82,7 +82,7 @@ def _new_token(user_id: str) -> str:
 def token_user(token: Any) -> str | None:
     """The user a token names, or None when it is not a well-formed key.
 
-    Well-formed is not valid: only :func:`verify_key` says whether the key exists.
+    Well-formed is not valid: only ``verify_key`` says whether the key exists.
     """
     if not isinstance(token, str) or not token.startswith(PREFIX) or len(token) > MAX_TOKEN_CHARS:
         return None
@@ -136,7 +136,7 @@ def create_key(store: Any, user_id: str, *, admin: bool = False,
     """Create an API key for ``user_id``; returns its token, which is not stored.
 
     Args:
-        store: A :class:`~langmem_layer.PostgresMemoryStore` (after ``setup()``).
+        store: A ``PostgresMemoryStore`` (after ``setup()``).
         user_id: The user the key acts as.
         admin: Whether the key may act on other users' memory.
         now: The creation time (default: the store's clock).
@@ -152,7 +152,7 @@ def create_key(store: Any, user_id: str, *, admin: bool = False,
 
 async def acreate_key(store: Any, user_id: str, *, admin: bool = False,
                       now: datetime | None = None) -> str:
-    """Async twin of :func:`create_key` (``store``: the async store)."""
+    """Async twin of ``create_key`` (``store``: the async store)."""
     token, op = _create_op(user_id, admin, now)
     await store.abatch([op])
     return token
@@ -165,7 +165,7 @@ def verify_key(store: Any, token: Any) -> Principal | None:
 
 
 async def averify_key(store: Any, token: Any) -> Principal | None:
-    """Async twin of :func:`verify_key` (``store``: the async store)."""
+    """Async twin of ``verify_key`` (``store``: the async store)."""
     op = _find_op(token)
     return None if op is None else _principal(op, (await store.abatch([op]))[0])
 
@@ -177,7 +177,7 @@ def revoke_key(store: Any, token: str) -> bool:
 
 
 async def arevoke_key(store: Any, token: str) -> bool:
-    """Async twin of :func:`revoke_key` (``store``: the async store)."""
+    """Async twin of ``revoke_key`` (``store``: the async store)."""
     op = _delete_op(token)
     return False if op is None else bool((await store.abatch([op]))[0])
 
@@ -188,5 +188,5 @@ def list_keys(store: Any, user_id: str) -> list[ApiKey]:
 
 
 async def alist_keys(store: Any, user_id: str) -> list[ApiKey]:
-    """Async twin of :func:`list_keys` (``store``: the async store)."""
+    """Async twin of ``list_keys`` (``store``: the async store)."""
     return list((await store.abatch([kops.ListKeysOp(require_user(user_id))]))[0])

@@ -1,24 +1,24 @@
 """Authentication and authorization for the LangGraph server (``langgraph.json``'s ``auth``).
 
 A request's bearer token names its user; nothing in the request body can name another.
-:func:`build_auth` returns the ``langgraph_sdk.Auth`` object ``graphs/auth.py`` exposes:
+``build_auth`` returns the ``langgraph_sdk.Auth`` object ``graphs/auth.py`` exposes:
 
 - ``authenticate``: ``Authorization: Bearer <key>`` is verified against the memory
-  database (:func:`verify_token`); a missing or unknown key is refused with 401.
+  database (``verify_token``); a missing or unknown key is refused with 401.
 - assistants are readable by every user; one a user creates is changed by it alone.
 - threads and crons carry their owner in ``metadata.owner`` and are visible to it alone.
 - a run gets ``configurable.user_id`` (and ``context.user_id``) set to the
   authenticated user, whatever the client sent: the memory nodes read the user there.
 - the store API (``/store/...``, Studio's store view) is confined to the user's own
   namespace ``("memories", <user>, ...)``; naming another user's is refused with 403.
-- the graphs in :data:`ADMIN_GRAPHS` (the ``jobs`` graph: it acts on every user's
+- the graphs in ``ADMIN_GRAPHS`` (the ``jobs`` graph: it acts on every user's
   memory) are an admin's: a non-admin's run, cron, or assistant of one is refused with
   403 before anything is created. A cron an admin creates keeps the admin's
   permission for its runs, as the server keeps it for a run.
 
 An admin key (``Principal.admin``) is not confined.
 
-``langgraph_sdk`` is imported only by :func:`build_auth`: the library does not need it.
+``langgraph_sdk`` is imported only by ``build_auth``: the library does not need it.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def build_auth(verify: Verify | None = None) -> Any:
     """The ``langgraph_sdk.Auth`` handlers described in the module docstring.
 
     Args:
-        verify: Returns the principal of a key, or None (default :func:`verify_token`).
+        verify: Returns the principal of a key, or None (default ``verify_token``).
     """
     from langgraph_sdk import Auth
 

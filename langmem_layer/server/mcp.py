@@ -2,7 +2,7 @@
 
 MCP clients (Claude Code, Cursor, Copilot, Claude Desktop, a LangGraph agent through
 ``langchain-mcp-adapters``) share one user's memory through it. It exposes the memory
-tools of :func:`langmem_layer.layer.tools.create_memory_tools` — ``remember``, ``recall``,
+tools of ``langmem_layer.layer.tools.create_memory_tools`` — ``remember``, ``recall``,
 ``correct``, ``update``, ``forget``; the same tools, run with the connection's user and
 profile as their run config, so they write through the same gate and history as
 extraction — and a read-only resource, ``memory://block``, the memory block an agent
@@ -129,7 +129,7 @@ def _mcp_tool(tool: BaseTool, identity: _Identity) -> Any:
     """A FastMCP tool that runs the LangChain memory tool as the connection's user.
 
     A tool error (content the rule refuses, an unknown id, the gate's refusal) is raised
-    as :class:`~mcp.server.fastmcp.exceptions.ToolError`: the SDK answers it with
+    as ``ToolError``: the SDK answers it with
     ``isError: true`` and the error's text, as it does for any exception a tool raises.
     """
     from mcp.server.fastmcp.exceptions import ToolError
@@ -166,8 +166,8 @@ def create_mcp_server(memory: MemoryLayer, *, user_id: str | None = None,
     Args:
         memory: The memory layer (its async API is used; an async store suits it).
         user_id: The user a connection acts for unless its API key names one (see
-            :func:`bearer_auth`); default ``LANGMEM_USER_ID``. Without one, a request
-            with no verified key fails with :class:`MissingUserError`.
+            ``bearer_auth``); default ``LANGMEM_USER_ID``. Without one, a request
+            with no verified key fails with ``MissingUserError``.
         profile: The default profile; default ``LANGMEM_PROFILE``, else the settings'
             default profile. An HTTP connection may choose another with the
             ``X-Langmem-Profile`` header or a ``profile`` query parameter.
@@ -222,11 +222,11 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
         database_url: PostgreSQL URL; default ``LANGMEM_DATABASE_URL``, else the embedded
             server in ``data_dir``.
         data_dir: The embedded server's directory.
-        user_id: As for :func:`create_mcp_server`. Over HTTP without one, every
+        user_id: As for ``create_mcp_server``. Over HTTP without one, every
             request needs an API key (``Authorization: Bearer <key>``).
-        profile: As for :func:`create_mcp_server`.
-        host: As for :func:`create_mcp_server`.
-        port: As for :func:`create_mcp_server`.
+        profile: As for ``create_mcp_server``.
+        host: As for ``create_mcp_server``.
+        port: As for ``create_mcp_server``.
         embeddings: False to load no embedding model (lexical recall only; what is
             written meanwhile has no vectors: an export and import re-embeds it).
 
@@ -274,10 +274,10 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
 
 
 def bearer_auth(app: Any, store: Any, *, required: bool) -> Any:
-    """The ASGI ``app`` behind API-key authentication (:mod:`langmem_layer.server.keys`).
+    """The ASGI ``app`` behind API-key authentication (``langmem_layer.server.keys``).
 
     A request with ``Authorization: Bearer <key>`` acts as the key's user (left in the
-    scope under :data:`KEY_USER`); an unknown or revoked key gets 401. Without the
+    scope under ``KEY_USER``); an unknown or revoked key gets 401. Without the
     header, the request gets 401 when ``required``, else acts as the server's user.
     """
     from starlette.responses import JSONResponse

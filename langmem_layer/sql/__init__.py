@@ -1,8 +1,8 @@
-"""Every SQL statement the library sends, as builders of :data:`Sql` that do no I/O.
+"""Every SQL statement the library sends, as builders of ``Sql`` that do no I/O.
 
 One statement type and one placeholder style for all of them: the text uses named
 placeholders (``%(user_id)s``) and the parameters are a dict, so fragments compose by
-merging their dicts (:func:`merge`). DDL is :data:`Ddl`: sent as is, without
+merging their dicts (``merge``). DDL is ``Ddl``: sent as is, without
 parameters, so its text needs no ``%`` escaping.
 """
 

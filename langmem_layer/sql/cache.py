@@ -3,7 +3,7 @@
 Builders return ``(sql, params)`` and do no I/O. The cache is per user, never shared:
 a cross-tenant cache would reveal, through hits, whether another user stored a given
 text. So every statement binds ``user_id`` in its WHERE clause, except
-:func:`stale_cache_users`, which reads user ids only (as the TTL sweep does) so that
+``stale_cache_users``, which reads user ids only (as the TTL sweep does) so that
 the purge can then run per user. Times are always bound from the store clock, never
 SQL ``now()``, so tests and replays control expiry.
 """
@@ -93,7 +93,7 @@ def purge_embedding_cache_sql(user_id: str, before: datetime) -> Sql:
     Args:
         user_id: The user whose entries go.
         before: Usually the store clock's now minus
-            :data:`~langmem_layer.store.embedding.work.CACHE_TTL`; such entries are
+            ``CACHE_TTL``; such entries are
             never read again, so deleting them only frees space.
 
     Returns:

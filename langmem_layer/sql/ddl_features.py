@@ -2,7 +2,7 @@
 runner, write-path integrity, halfvec indexes, API keys, decay scores, row-level
 security, …).
 
-Part of the append-only list :data:`langmem_layer.sql.migrations.MIGRATIONS`: never edit
+Part of the append-only list ``langmem_layer.sql.migrations.MIGRATIONS``: never edit
 or reorder an entry that has shipped; append new migrations at the end of this list.
 """
 

@@ -1,9 +1,9 @@
 """Migrations 0–13: the base schema (items, embeddings, links, the extraction queue, the
 embedding cache, per-user indexes, working memory, the large-user read path).
 
-Part of the append-only list :data:`langmem_layer.sql.migrations.MIGRATIONS`: never edit
+Part of the append-only list ``langmem_layer.sql.migrations.MIGRATIONS``: never edit
 or reorder an entry that has shipped. New migrations go at the end of
-:mod:`langmem_layer.sql.ddl_features`.
+``langmem_layer.sql.ddl_features``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """SQL for the job runner: the users a per-user job walks, and the record of runs.
 
-Builders return ``(sql, params)`` and do no I/O. :func:`users` and :func:`count_users`
+Builders return ``(sql, params)`` and do no I/O. ``users`` and ``count_users``
 read only user ids, across users, to know whom to serve (like
-:func:`langmem_layer.sql.queue.claimable_users`); the per-user work itself binds one
+``langmem_layer.sql.queue.claimable_users``); the per-user work itself binds one
 user per statement. ``langmem_job_runs`` is the runner's own table, not a per-user
 one: one row per (job, period, shard).
 
 A shard is ``md5(user_id)`` read as a 32-bit number, modulo the shard count: stable
 across servers, PostgreSQL versions and processes (unlike ``hashtext``), and the
-same in Python (:func:`shard_of`).
+same in Python (``shard_of``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = [
 
 
 #: Tables whose rows make a user: memories and items, threads, queued turns. Each
-#: leads its primary key with ``user_id``, which the walk of :func:`users` needs.
+#: leads its primary key with ``user_id``, which the walk of ``users`` needs.
 USER_TABLES = ("langmem_items", "langmem_threads", "langmem_extraction_queue")
 
 _SHARD = "(('x' || substr(md5({col}), 1, 8))::bit(32)::bigint %% %(shards)s)"
@@ -55,7 +55,7 @@ KEPT_FAILURES = 100
 
 
 def shard_of(user_id: str, shards: int) -> int:
-    """The shard of ``user_id`` among ``shards``, as the SQL of :func:`users` computes it."""
+    """The shard of ``user_id`` among ``shards``, as the SQL of ``users`` computes it."""
     return int(hashlib.md5(user_id.encode()).hexdigest()[:8], 16) % shards
 
 
@@ -112,7 +112,7 @@ def relaxed_commit() -> Sql:
 def lock(key: str) -> Sql:
     """Try the session advisory lock of a run (one row: ``locked``); never waits.
 
-    Held by the connection running the job until :func:`unlock`, and released by the
+    Held by the connection running the job until ``unlock``, and released by the
     server when that connection dies, so a crashed run can be resumed at once.
     """
     return ("SELECT pg_try_advisory_lock(hashtextextended(%(key)s, 0)) AS locked",
@@ -120,7 +120,7 @@ def lock(key: str) -> Sql:
 
 
 def unlock(key: str) -> Sql:
-    """Release the lock taken by :func:`lock`."""
+    """Release the lock taken by ``lock``."""
     return "SELECT pg_advisory_unlock(hashtextextended(%(key)s, 0)) AS unlocked", {"key": key}
 
 
@@ -192,7 +192,7 @@ def advance(job: str, period: str, shard: str, user_id: str,
 
 def user_failed(job: str, period: str, shard: str, user_id: str, error: str) -> Sql:
     """Move the cursor past ``user_id``, whose work failed and was rolled back: count it
-    as ``failed`` and keep its error (the first :data:`KEPT_FAILURES` users').
+    as ``failed`` and keep its error (the first ``KEPT_FAILURES`` users').
 
     Returns no row when the cursor is already at or past the user (another runner).
     """

@@ -1,4 +1,4 @@
-"""SQL for the HTTP app's API keys (:mod:`langmem_layer.server.keys`).
+"""SQL for the HTTP app's API keys (``langmem_layer.server.keys``).
 
 Builders return ``(sql, params)`` and do no I/O. A key row holds the SHA-256 of its
 token, never the token; every statement binds ``user_id`` by equality, which the

@@ -5,14 +5,14 @@ is set-based over ONE user's memories and binds ``user_id`` with an equality pre
 Pinned memories are exempt from every statement that changes a memory.
 
 Each transition is a candidate query (which memories, and why) and an update that
-moves them and appends a :class:`~langmem_layer.types.HistoryEntry` to the memory's
-``history``. A move writes only the unindexed columns :data:`MOVE_COLUMNS` (the keys it
-changes, whole, and the time of a status move; :mod:`langmem_layer.sql.moved`), never
+moves them and appends a ``HistoryEntry`` to the memory's
+``history``. A move writes only the unindexed columns ``MOVE_COLUMNS`` (the keys it
+changes, whole, and the time of a status move; ``langmem_layer.sql.moved``), never
 ``value`` nor ``updated_at``, so PostgreSQL can update the row in place (HOT) with no
 new index entry; every reader lays the moved keys over the value. A transition's
 condition is false once applied, so running the lifecycle again for the same ``now``
 changes nothing. A dry run counts the candidates instead. The nightly job sends
-:func:`lifecycle_pass`: the rescore and every transition in one statement, each memory
+``lifecycle_pass``: the rescore and every transition in one statement, each memory
 read once and each memory moved written once.
 """
 
@@ -71,7 +71,7 @@ def _field(name: str) -> str:
     """``name`` of the value as every reader sees it (the lifecycle's moves and
     reinforcement's ``access`` laid over it), as text.
 
-    ``VALUE ->> name`` (:data:`langmem_layer.sql.items.VALUE`) without building the
+    ``VALUE ->> name`` (``langmem_layer.sql.items.VALUE``) without building the
     merged document: the lifecycle reads a few fields of every memory.
     """
     if name in MOVED_KEYS:
@@ -91,11 +91,11 @@ _DAYS_SINCE_ACCESS = (
 def decay_expression() -> str:
     """The decay score as a SQL expression over ``langmem_items i``.
 
-    The same formula as :func:`langmem_layer.read.rank.decay_score` (tests hold them
+    The same formula as ``langmem_layer.read.rank.decay_score`` (tests hold them
     equal): episodic memories keep their confidence; summaries and reflections
     ``confidence × 0.5^(t / %(half_life)s)``; the rest ``confidence × e^(−t/S)`` with
     ``S = 1 + 0.5 × access_count``; ``t`` days since last access, never negative. The
-    exponents are clamped (:data:`MAX_DECAY_EXPONENT`, :data:`MAX_HALVINGS`) so no age
+    exponents are clamped (``MAX_DECAY_EXPONENT``, ``MAX_HALVINGS``) so no age
     underflows.
     Needs the parameters ``now`` and ``half_life``.
     """
@@ -161,7 +161,7 @@ def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_be
     rows are read, never rewritten. Returns one row: ``rescored`` (scores that changed)
     and ``flagged`` (memories whose score fell below ``flag_below`` now); with
     ``rules``, also for the n-th rule ``prefixes_n`` and ``keys_n``: the memories whose
-    state matches its condition (NULL if none), for :func:`apply_transition`'s
+    state matches its condition (NULL if none), for ``apply_transition``'s
     ``among``.
     """
     params = {"user_id": user_id, "now": now, "half_life": half_life_days, "flag": flag_below}
@@ -192,8 +192,8 @@ def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_be
 def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
                    flag_below: float, rules: list[Transition]) -> Sql:
     """The whole nightly pass over a user's memories in one statement: rescore every
-    decay (as :func:`rescore_decay`) and apply ``rules`` in order (as
-    :func:`apply_transition` one after the other would).
+    decay (as ``rescore_decay``) and apply ``rules`` in order (as
+    ``apply_transition`` one after the other would).
 
     One read of the user's memories, and each memory moved written once, whatever
     number of rules move it: the rules run in order on the state the earlier ones
@@ -204,7 +204,7 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
     statement's snapshot is left alone (its row version is no longer the one read);
     the next run sees it as it is then.
 
-    Returns one row: ``rescored``, ``flagged`` (as :func:`rescore_decay`) and, for the
+    Returns one row: ``rescored``, ``flagged`` (as ``rescore_decay``) and, for the
     n-th rule, ``moved_n``: the memories it moved.
     """
     params: dict[str, Any] = {"user_id": user_id, "now": now, "now_iso": utc_iso(now),
@@ -414,7 +414,7 @@ def apply_transition(user_id: str, t: Transition, now: datetime, *,
 
     ``among`` (prefixes, keys) limits it to those memories, found by primary key
     instead of reading all the user's memories: the candidates of
-    :func:`rescore_decay`. The rule's condition is still checked on each.
+    ``rescore_decay``. The rule's condition is still checked on each.
     """
     params = {**t.params, "user_id": user_id, "now": now, "now_iso": utc_iso(now)}
     where = f"{_MINE} AND {_NOT_PINNED} AND {t.where}"

@@ -1,7 +1,7 @@
 """SQL for typed-memory operations: reinforcement, status, links, threads, export.
 
 Builders return ``(sql, params)`` with named parameters and do no I/O. Each
-statement binds ``user_id``. Recall's candidates are in :mod:`langmem_layer.sql.recall`.
+statement binds ``user_id``. Recall's candidates are in ``langmem_layer.sql.recall``.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def lock_user_writes(user_id: str, thread_id: str | None = None) -> Sql:
     """Serialise the write path's apply per user, until the transaction ends.
 
     Taken first in the apply transaction: a second worker applying for the same user
-    waits, then re-checks what the first one committed (:func:`find_identical`). With
-    ``thread_id``, the same statement also takes :func:`lock_thread`'s lock (after the
+    waits, then re-checks what the first one committed (``find_identical``). With
+    ``thread_id``, the same statement also takes ``lock_thread``'s lock (after the
     user's, the order every writer holding both takes them in), so the thread's links
     need no statement of their own.
     """
@@ -89,7 +89,7 @@ def reinforce(user_id: str, keys: Sequence[str], now: datetime, confidence_step:
     keys that changed.
 
     The arithmetic is on the stored row, so concurrent reinforcements and touches
-    (:func:`touch`) all count: a read-modify-write of the whole value lost them. The
+    (``touch``) all count: a read-modify-write of the whole value lost them. The
     access time goes to the ``access`` column, which readers lay over the value and
     which keeps the access count a touch wrote.
     """
@@ -136,7 +136,7 @@ def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime) -> S
 
     The last memory is the newest active memory of the thread that no other active memory
     elaborates yet: the end of the chain, whatever the clocks of the writers said. Run
-    under :func:`lock_thread`, so the chain stays one path. Returns the key linked to.
+    under ``lock_thread``, so the chain stays one path. Returns the key linked to.
     """
     # Linear whatever the plan: the thread's memories are read once (thread index), the
     # links out of its active ones once (links' primary key), and the tail is the active
@@ -170,7 +170,7 @@ def touch(user_id: str, keys: Sequence[str], now: datetime) -> Sql:
     """Reinforce retrieved memories: access_count + 1, last_accessed_at = now.
 
     Only the unindexed ``access`` column changes (readers see it through
-    :data:`~langmem_layer.sql.items.VALUE`), so the row is updated in place (HOT)
+    ``VALUE``), so the row is updated in place (HOT)
     when its page has room, and no index entry is written.
     """
     return (

@@ -1,14 +1,14 @@
 """Schema migrations: an append-only list whose index is the version (the base schema in
-:mod:`~langmem_layer.sql.ddl_schema`, then :mod:`~langmem_layer.sql.ddl_features`, where
+``ddl_schema``, then ``ddl_features``, where
 new migrations are appended).
 
 Each entry is idempotent DDL (``IF NOT EXISTS`` throughout), so running ``setup()``
 again after the version table was dropped succeeds and changes nothing. Never edit
 or reorder an entry that has shipped; append a new one.
 
-The runner's own statements (:func:`create_version_table`, :func:`lock_setup`,
-:func:`applied_versions`, :func:`record_version`) return ``(sql, params)`` like the
-other modules of :mod:`langmem_layer.sql`; the store steps them in one transaction.
+The runner's own statements (``create_version_table``, ``lock_setup``,
+``applied_versions``, ``record_version``) return ``(sql, params)`` like the
+other modules of ``langmem_layer.sql``; the store steps them in one transaction.
 
 Every table carries ``user_id`` and leads its keys with it: each statement on them
 filters by the user, which keeps memory isolated and keeps each query routable to

@@ -1,8 +1,8 @@
 """A memory's lifecycle state as readers see it: the value with the last moves laid over.
 
-A lifecycle move (:mod:`langmem_layer.sql.lifecycle`: a status change, an open loop
+A lifecycle move (``langmem_layer.sql.lifecycle``: a status change, an open loop
 closed, the ``needs_revalidation`` flag set or cleared) writes the keys it changes
-(:data:`MOVED_KEYS`) to the unindexed ``moved`` column and the time of a status move to
+(``MOVED_KEYS``) to the unindexed ``moved`` column and the time of a status move to
 the unindexed ``moved_at`` column (migration 27), never ``value`` nor ``updated_at``:
 both are read by indexes of ``langmem_items``, and a row update that changes no
 indexed column and fits on its page is made in place (HOT), without a new entry in

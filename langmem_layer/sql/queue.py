@@ -1,7 +1,7 @@
 """SQL for the durable extraction queue, the applied-operations log and the ingest log.
 
 Builders return ``(sql, params)`` and do no I/O. Every statement binds ``user_id``
-except :func:`claimable_users`, which reads only user ids to know whom to serve.
+except ``claimable_users``, which reads only user ids to know whom to serve.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-#: The constraint a strict :func:`mark_applied` of an operation applied before violates.
+#: The constraint a strict ``mark_applied`` of an operation applied before violates.
 APPLIED_KEY = "langmem_applied_ops_pkey"
 
 _CLAIMABLE = """q.done_at IS NULL AND q.parked_at IS NULL AND q.next_attempt_at <= %(now)s
@@ -52,7 +52,7 @@ def enqueue(
 ) -> Sql:
     """Queue a turn once: a repeated dedupe key is a no-op (returns no row).
 
-    With ``lease_until`` the entry is leased as it is queued, as :func:`claim` would
+    With ``lease_until`` the entry is leased as it is queued, as ``claim`` would
     lease it (its first attempt), and the row returned is the claim's, plus ``others``:
     whether the user had other entries ready to claim when it was queued (the
     statement's snapshot does not hold the new row).
@@ -199,7 +199,7 @@ def mark_applied(user_id: str, op_id: str, now: datetime, *, locks: Sql | None =
     depend on the statement's snapshot (taken before the wait): under READ COMMITTED an
     operation that a transaction holding the lock committed meanwhile is seen as
     applied and skipped. ``strict``: an operation applied before fails the statement
-    instead (unique violation on :data:`APPLIED_KEY`), and with it the transaction.
+    instead (unique violation on ``APPLIED_KEY``), and with it the transaction.
     """
     params = {"user_id": user_id, "op_id": op_id, "now": now}
     tail = "" if strict else " ON CONFLICT DO NOTHING RETURNING op_id"
@@ -243,7 +243,7 @@ def write_ingest_log(
 def complete_and_log(user_id: str, entry_id: int, now: datetime, *, at: datetime,
                      thread_id: str | None, agent_id: str | None, decisions_json: str
                      ) -> Sql:
-    """:func:`complete` and :func:`write_ingest_log` in one statement: the turn's queue
+    """``complete`` and ``write_ingest_log`` in one statement: the turn's queue
     entry is done and its decisions kept (different tables, so neither part sees the
     other's change)."""
     done_sql, done_params = complete(user_id, entry_id, now)

@@ -1,7 +1,7 @@
 """SQL for turns waiting for re-extraction (the LLM extractor fell back to the rules).
 
 Builders return ``(sql, params)`` and do no I/O; each statement on a user's rows binds
-``user_id``. :func:`fallback_turns` without a user reads all users' rows for the
+``user_id``. ``fallback_turns`` without a user reads all users' rows for the
 ``reextract`` job, which then works user by user.
 """
 

@@ -1,16 +1,16 @@
 """Row-level security: the policies on every per-user table, and the statement binding a user.
 
 Defence in depth under the statement audit (``tests/audit.py``): every per-user table
-(:data:`~langmem_layer.sql.users.USER_TABLES`) has RLS enabled and forced, so a
+(``USER_TABLES``) has RLS enabled and forced, so a
 statement that forgot its ``user_id = %(user_id)s`` still sees only the bound user's rows.
 Two permissive policies, applying to every role that is not a superuser or
 ``BYPASSRLS`` (FORCE makes them apply to the tables' owner too):
 
 - ``langmem_user``: the row's ``user_id`` is the user bound to the transaction by
-  :func:`bind` (setting :data:`USER_SETTING`). The setting holds ``=`` + the user id,
+  ``bind`` (setting ``USER_SETTING``). The setting holds ``=`` + the user id,
   so a setting that is unset (NULL) or reset to ``''`` after an earlier transaction
   binds no one, not even the shared tenant ``''``.
-- ``langmem_maintenance``: any row, while :data:`MAINTENANCE_SETTING` is ``on`` in
+- ``langmem_maintenance``: any row, while ``MAINTENANCE_SETTING`` is ``on`` in
   the transaction. Only the statements that list users for maintenance set it
   (docs/isolation.md).
 
@@ -61,7 +61,7 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool,
         commit_async: Also let the transaction commit without waiting for its WAL to
             reach the disk (``synchronous_commit`` off, for this transaction only): for
             transactions that write nothing a crash must keep (see
-            :data:`~langmem_layer.store.core.ASYNC_COMMIT_OPS`).
+            ``ASYNC_COMMIT_OPS``).
     """
     value = "" if user_id is None else "=" + user_id
     maintenance = "on" if user_id is None else ""

@@ -97,7 +97,7 @@ def candidates(user_id: str, prefix: str, *, start: str, end: str, now: datetime
 
 def with_trust(user_id: str, prefix: str, *, start: str, end: str, now: datetime,
                limit: int) -> Sql:
-    """:func:`candidates` and the user's trust counts (:func:`~langmem_layer.sql.trust.counts`)
+    """``candidates`` and the user's trust counts (``counts``)
     in one statement, the two reads a turn adds to its recall.
 
     At least one row: each summary's (no summary: one row of NULLs), every row with the

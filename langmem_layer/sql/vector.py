@@ -6,7 +6,7 @@ whenever that many exist. A user with many vectors gets an HNSW index of their o
 partial index ``WHERE user_id = … AND model_id = …``; the search then walks only that
 user's graph, so no result is lost to filtering after the scan (the failure of one
 shared index filtered by namespace afterwards). Identifiers and literals of the index
-DDL are composed with :mod:`psycopg.sql`; everything else travels as parameters.
+DDL are composed with ``psycopg.sql``; everything else travels as parameters.
 
 Vector types: vectors are always stored single precision (``vector``). A store whose
 ``ann_index_config`` asks for ``halfvec`` builds its users' HNSW indexes over
@@ -120,7 +120,7 @@ def user_walk(user_id: str, model_id: str, dims: int, vector_type: str = "vector
 
     Rows (prefix, key, sim), best first; named parameters ``qv`` (the query vector as
     text) and ``ann_n`` (how many). The user and model are quoted literals: the index is
-    partial (see :func:`create_user_index`), and a plan can use a partial index only when
+    partial (see ``create_user_index``), and a plan can use a partial index only when
     the query names the same constants. The statement text is then one per large user,
     so its generic plan is cached per user and nothing is planned per turn.
     ``vector_type`` is the index's (the cast must match its expression).
@@ -160,7 +160,7 @@ def nearest(
         limit: How many; ``None`` scores every vector of the user (exact search only),
             for callers that filter afterwards and must still fill their limit.
         indexed_dims: The dimensions of the user's HNSW index, or None for exact search.
-        distance: A key of :data:`SCORES`; the HNSW index (built for cosine) serves
+        distance: A key of ``SCORES``; the HNSW index (built for cosine) serves
             ``"cosine"`` only, so other distances need ``indexed_dims=None``.
         vector_type: The HNSW index's vector type; the exact search reads the stored
             single-precision vectors whatever it is.

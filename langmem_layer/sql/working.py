@@ -1,7 +1,7 @@
 """SQL for working memory: thread activity (for the session sweeper) and the message log.
 
 Builders return ``(sql, params)`` and do no I/O. Every statement binds ``user_id``
-except :func:`idle_threads` and :func:`users_with_expired_messages`, which read only
+except ``idle_threads`` and ``users_with_expired_messages``, which read only
 identities (user and thread ids) to know whom a job serves, like the queue's
 ``claimable_users``.
 """

@@ -1,8 +1,8 @@
 """Coalescing concurrent calls: the calls waiting for an async store, arranged as one batch.
 
-:class:`~langmem_layer.store.aio.AsyncPostgresMemoryStore` queues each call (an
-``abatch`` or a single-op method) as a :class:`Call` on its loop's :class:`Coalescer`;
-the batch it runs is :func:`arrange`'s, and :func:`deliver` answers each caller from the
+``AsyncPostgresMemoryStore`` queues each call (an
+``abatch`` or a single-op method) as a ``Call`` on its loop's ``Coalescer``;
+the batch it runs is ``arrange``'s, and ``deliver`` answers each caller from the
 batch's results. Free of I/O.
 """
 
@@ -23,7 +23,7 @@ READS = (GetOp, SearchOp, ListNamespacesOp)
 
 
 class Call:
-    """One call waiting in a :class:`Coalescer`: an ``abatch`` (``ops``, answered with
+    """One call waiting in a ``Coalescer``: an ``abatch`` (``ops``, answered with
     the list of their results) or a single-op method (``op``, answered with its result).
 
     A single op is kept without a list, and answered without one: under a ``gather`` of
@@ -65,7 +65,7 @@ class Coalescer:
         self.loop = weakref.ref(loop)
 
 
-#: Where a call's results are (see :func:`arrange`): one op's result index, or the
+#: Where a call's results are (see ``arrange``): one op's result index, or the
 #: indices of a call of several ops (its ops run in order, side by side).
 Slot = int | range
 
@@ -85,7 +85,7 @@ def arrange(calls: list[Call]) -> tuple[list[Any], list[Slot], list[str | None]]
     its result at ``results[slot]``, or ``results[slot].get(key)`` for a get; a call of
     several finds its ops' results at ``results[i]`` for each ``i`` of its slot's range.
     A single op's place is one int (its section in the low two bits), not a container,
-    for the reason :class:`Call` gives.
+    for the reason ``Call`` gives.
     """
     gets: dict[tuple[tuple[str, ...], bool], dict[str, None]] = {}  # ordered key sets
     group_ix: dict[tuple[tuple[str, ...], bool], int] = {}
@@ -146,7 +146,7 @@ def settle(call: Call, answer: Any = None, *, error: BaseException | None = None
 
 def deliver(calls: list[Call], slots: list[Slot], keys: list[str | None],
             results: list[Any]) -> None:
-    """Answer each of ``calls`` from the batch's ``results`` (see :func:`arrange`)."""
+    """Answer each of ``calls`` from the batch's ``results`` (see ``arrange``)."""
     for call, slot, key in zip(calls, slots, keys, strict=True):
         if isinstance(slot, int):
             found = results[slot] if key is None else results[slot].get(key)

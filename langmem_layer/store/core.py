@@ -1,17 +1,17 @@
 """The store's logic, free of I/O, composed: configuration and the op handlers.
 
-Handlers are generators stepped by a :class:`~langmem_layer.store.plan.Plan`; the sync
-and async stores only perform the I/O steps of :mod:`langmem_layer.store.driver`.
+Handlers are generators stepped by a ``Plan``; the sync
+and async stores only perform the I/O steps of ``langmem_layer.store.driver``.
 The parts live in their own modules:
 
-- :mod:`~langmem_layer.store.options`: the index configuration;
-- :mod:`~langmem_layer.store.tenancy`: namespace validation, namespace → user;
-- :mod:`~langmem_layer.store.handlers.registry`: the op → handler table, built once per class;
-- :mod:`~langmem_layer.store.handlers.items`: LangGraph's ``BaseStore`` ops;
-- :mod:`~langmem_layer.store.handlers.memory`: recall, links, export and import;
-- :mod:`~langmem_layer.store.handlers.queue`, :mod:`~langmem_layer.store.handlers.working`;
-- :mod:`~langmem_layer.store.maintenance`: migrations, sweeps, indexes of large users;
-- :mod:`~langmem_layer.store.driver`: the one execution of a plan, for both stores.
+- ``options``: the index configuration;
+- ``tenancy``: namespace validation, namespace → user;
+- ``registry``: the op → handler table, built once per class;
+- ``items``: LangGraph's ``BaseStore`` ops;
+- ``memory``: recall, links, export and import;
+- ``queue``, ``working``;
+- ``maintenance``: migrations, sweeps, indexes of large users;
+- ``driver``: the one execution of a plan, for both stores.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ MAINTENANCE_OPS: tuple[type, ...] = (
 #: their user.
 OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp, mops.DeleteUserOp)
 #: Ops that may share round trips with the consecutive ones of their batch
-#: (:meth:`Plan.next_round <langmem_layer.store.plan.Plan.next_round>`): the reads of a
+#: (``Plan.next_round <langmem_layer.store.plan.Plan.next_round>``): the reads of a
 #: turn, and one-statement writes of a turn's bookkeeping. A round keeps the batch's
 #: order of statements, so only a step's second statement (recall's candidates after
 #: its index lookup, a search's TTL refresh) can run after a later op's first; none of
@@ -97,7 +97,7 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
     Args:
         conn: The connection or pool the executing subclass uses.
         index: Embedding configuration, ``"default"`` for the default model
-            (:func:`langmem_layer.store.embedding.models.default_index`), or ``None`` for
+            (``langmem_layer.store.embedding.models.default_index``), or ``None`` for
             no vectors.
         ttl: LangGraph ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``).
         tenant_roots: First namespace labels whose second label is the user id.
@@ -186,7 +186,7 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         """Whom an op's statements act for under row-level security (sql/rls.py).
 
         The user its namespace or ``user_id`` names; the maintenance bypass for the
-        ops that span users (:data:`MAINTENANCE_OPS`, a claim or re-extraction without
+        ops that span users (``MAINTENANCE_OPS``, a claim or re-extraction without
         a user, a namespace listing across tenants).
         """
         if isinstance(op, (PutOp, GetOp, GetManyOp)):
@@ -204,7 +204,7 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         return Binding(user, owner=isinstance(op, OWNER_OPS))
 
     def plan(self, ops: Iterable[Op | Any], *, validated: bool = False) -> Plan:
-        """Turn a batch of ops into a :class:`Plan`. Consecutive puts of one user share
+        """Turn a batch of ops into a ``Plan``. Consecutive puts of one user share
         one handler. ``validated``: the caller checked every op already (the async
         store checks each call's ops as it arrives, so a bad one fails only its call)."""
         steps: list[Step] = []

@@ -1,12 +1,12 @@
 """How a plan is executed, once for both stores: a job yielding I/O steps.
 
-A job is a generator that yields the I/O it needs (:class:`Fetch`,
-:class:`EmbedDocuments`, :class:`EmbedQuery`, :class:`RunTransaction`,
-:class:`Sleep`) and gets each step's result back, or the step's exception thrown in.
+A job is a generator that yields the I/O it needs (``Fetch``,
+``EmbedDocuments``, ``EmbedQuery``, ``RunTransaction``,
+``Sleep``) and gets each step's result back, or the step's exception thrown in.
 Everything else (the order of cache, model and transaction, embedding retries,
 transaction retries, turning database errors into library errors) is here, once.
 The sync and async stores each only implement ``_io`` (one step's I/O) and drive a
-job with a :class:`Stepper`::
+job with a ``Stepper``::
 
     step = Stepper(job)
     while (io := step.io) is not None:
@@ -87,7 +87,7 @@ class EmbedQuery(NamedTuple):
 
 
 class RunTransaction(NamedTuple):
-    """Run the plan's queries (:meth:`Plan.next_query` / :meth:`Plan.deliver_rows`) in
+    """Run the plan's queries (``Plan.next_query`` / ``Plan.deliver_rows``) in
     one transaction; the reply is ``None``."""
 
     plan: Plan
@@ -110,10 +110,10 @@ def chunked(texts: list[str], size: int) -> Iterator[list[str]]:
 
 
 class Stepper:
-    """Steps a job: :attr:`io` is the step to run next, ``None`` once :attr:`result` is set.
+    """Steps a job: ``io`` is the step to run next, ``None`` once ``result`` is set.
 
-    An exception raised by the job itself propagates out of :meth:`send` or
-    :meth:`throw` to the driver's caller.
+    An exception raised by the job itself propagates out of ``send`` or
+    ``throw`` to the driver's caller.
     """
 
     def __init__(self, job: Job) -> None:
@@ -123,14 +123,14 @@ class Stepper:
         self.send(None)
 
     def send(self, reply: Any) -> None:
-        """Give the job the reply of :attr:`io`."""
+        """Give the job the reply of ``io``."""
         try:
             self.io = self._job.send(reply)
         except StopIteration as done:
             self.io, self.result = None, done.value
 
     def throw(self, error: Exception) -> None:
-        """Give the job the exception :attr:`io` raised."""
+        """Give the job the exception ``io`` raised."""
         try:
             self.io = self._job.throw(error)
         except StopIteration as done:
@@ -152,25 +152,25 @@ CONTROL = frozenset(q.sql for q in (BEGIN, COMMIT, SAVEPOINT, RELEASE, ROLLBACK_
 class Rounds:
     """What a pipelined transaction sends, round by round, free of I/O.
 
-    Both stores send each list :meth:`next` returns in one pipeline (one sync, one
-    round trip) and give every statement's rows, in order, to :meth:`deliver`. A round
-    is the plan's next round (:meth:`Plan.next_round`) with a binding statement before
+    Both stores send each list ``next`` returns in one pipeline (one sync, one
+    round trip) and give every statement's rows, in order, to ``deliver``. A round
+    is the plan's next round (``Plan.next_round``) with a binding statement before
     each statement whose user differs from the one before it, ``BEGIN`` with the first
     round, and ``COMMIT`` with the round the plan says is its last
-    (:attr:`Plan.final`), else in a round of its own. A plan done in one round needs
+    (``Plan.final``), else in a round of its own. A plan done in one round needs
     neither: the statements before a sync run as one implicit transaction, committed
     by the sync and rolled back, whole, by an error.
 
     ``nested``: the connection is in a transaction of the caller's (a pinned store's
     work for one user), which the batch must neither commit nor end: it runs under a
     savepoint instead, released with its last round, and an error rolls back to it
-    (:meth:`recovery`), so the caller's transaction goes on, as psycopg's nested
+    (``recovery``), so the caller's transaction goes on, as psycopg's nested
     ``transaction()`` does. Otherwise the store rolls back after an error whatever the
     server still holds open (psycopg's ``rollback`` does nothing when nothing is).
     ``begun``: the connection is not in autocommit, so psycopg sends a ``BEGIN`` before
     the first statement itself; the batch sends none, and always ends with ``COMMIT``.
 
-    A plan that may commit asynchronously (:attr:`Plan.commit_async`) says so in its
+    A plan that may commit asynchronously (``Plan.commit_async``) says so in its
     first binding statement, unless nested: the setting would hold for the caller's
     whole transaction.
     """
@@ -227,7 +227,7 @@ class Rounds:
         return [ROLLBACK_TO, RELEASE] if self.nested and self._begun else []
 
     def deliver(self, rows: list[list[dict[str, Any]]]) -> None:
-        """Reply to :meth:`next`: the rows of each statement it returned, in order."""
+        """Reply to ``next``: the rows of each statement it returned, in order."""
         if self._picks:
             picks, self._picks = self._picks, []
             self._plan.deliver_round([rows[i] if pre is None else (rows[pre], rows[i])
@@ -248,7 +248,7 @@ class Execution:
         """The statement binding ``bind`` (a user or maintenance, and the role) to the
         rest of the transaction; the stores pipeline it with the statement it precedes,
         so binding costs no round trip of its own. ``commit_async``: see
-        :func:`~langmem_layer.sql.rls.bind`."""
+        ``bind``."""
         return Query(*rls.bind(bind.user, role=self.rls_role, switch_role=not bind.owner,
                                commit_async=commit_async))
 

@@ -1,32 +1,32 @@
 """A batch's execution plan: handler generators stepped together, free of I/O.
 
 Every operation is handled by a generator that first yields at most one
-:class:`Embed` request, then :class:`Query` requests, and finally returns the
-operation's result. A :class:`Plan` steps all generators of a batch together so that
+``Embed`` request, then ``Query`` requests, and finally returns the
+operation's result. A ``Plan`` steps all generators of a batch together so that
 all texts of the batch are embedded in as few calls as possible, outside the database
 transaction, and then runs the queries in order inside one transaction. The execution
-job of :mod:`langmem_layer.store.driver` (one for both stores) asks for, in this order:
+job of ``langmem_layer.store.driver`` (one for both stores) asks for, in this order:
 
-1. :meth:`Plan.cache_lookup` (if not ``None``), its rows to :meth:`Plan.deliver_cache`;
-2. :meth:`Plan.embedding_work`: the texts the cache did not have, embedded in calls of
+1. ``Plan.cache_lookup`` (if not ``None``), its rows to ``Plan.deliver_cache``;
+2. ``Plan.embedding_work``: the texts the cache did not have, embedded in calls of
    at most ``embedding_batch_size`` documents, each call under a
-   :class:`~langmem_layer.store.embedding.work.Retry`; then :meth:`Plan.deliver_embeddings`
+   ``Retry``; then ``Plan.deliver_embeddings``
    (always, even with nothing to embed: cache hits are delivered there too);
-3. :meth:`Plan.next_round` / :meth:`Plan.deliver_round` in one transaction; the first
+3. ``Plan.next_round`` / ``Plan.deliver_round`` in one transaction; the first
    round stores the new cache entries.
 
 A round is the statements the store sends together, in one round trip: the next
 statement, and after it the pending statements of the steps that follow, as long as
-no op can see another's statements out of the batch's order (:meth:`Plan.next_round`).
-A round whose statements are all their handlers' last (:attr:`Query.last`) ends the
-batch (:attr:`Plan.final`), so the store sends the COMMIT with it, or, when it is also
-the first, no BEGIN or COMMIT at all. A plan that is not :attr:`~Plan.pipelined` runs a
+no op can see another's statements out of the batch's order (``Plan.next_round``).
+A round whose statements are all their handlers' last (``Query.last``) ends the
+batch (``Plan.final``), so the store sends the COMMIT with it, or, when it is also
+the first, no BEGIN or COMMIT at all. A plan that is not ``pipelined`` runs a
 statement a round.
 
 A plan is stepped once: its handlers consume the rows they are given. A transaction
 that has to be run again is run from a new plan of the same ops.
 
-Truncation, deduplication and the cache are in :mod:`langmem_layer.store.embedding.work`.
+Truncation, deduplication and the cache are in ``langmem_layer.store.embedding.work``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Embed(NamedTuple):
 
 
 class Binding(NamedTuple):
-    """Whom a statement acts for under row-level security (see :mod:`langmem_layer.sql.rls`).
+    """Whom a statement acts for under row-level security (see ``langmem_layer.sql.rls``).
 
     ``user`` is the user bound to the statement's transaction, ``None`` for the
     maintenance bypass (statements listing users, schema migrations). ``owner``: the
@@ -92,7 +92,7 @@ class Query(NamedTuple):
     rows, rows)``. For the settings a statement relies on when the handler need not
     read them first (recall's HNSW depth, with the index lookup that decides its
     shape), one round trip instead of two; the plan counts it as a statement that
-    ``sets`` (:attr:`sets_settings`).
+    ``sets`` (``sets_settings``).
     """
 
     sql: str
@@ -117,7 +117,7 @@ class Step:
     """One handler of a plan: the ops it answers (``indices``) and its state.
 
     ``free``: the op neither depends on nor affects the batch's other free ops, so its
-    statements may share rounds more freely (:meth:`Plan.next_round`); ``kind``: its op
+    statements may share rounds more freely (``Plan.next_round``); ``kind``: its op
     type, named in errors.
     """
 
@@ -199,12 +199,12 @@ class Plan:
         return [s.request for s in self.steps if isinstance(s.request, Embed)]
 
     def cache_lookup(self) -> Query | None:
-        """The one statement reading cached vectors, run before :meth:`embedding_work`."""
+        """The one statement reading cached vectors, run before ``embedding_work``."""
         lookup = self._work.lookup()
         return Query(*lookup) if lookup else None
 
     def deliver_cache(self, rows: list[dict[str, Any]]) -> None:
-        """Reply to :meth:`cache_lookup`: its hits are not embedded again."""
+        """Reply to ``cache_lookup``: its hits are not embedded again."""
         self._work.deliver_cache(rows)
 
     def embedding_work(self) -> tuple[list[str], list[str]]:
@@ -212,10 +212,10 @@ class Plan:
         return [d.text for d in self._work.misses()], self._work.unique_queries()
 
     def embedding_request(self) -> Embed | None:
-        """:meth:`embedding_work` as one request with owners, for a plan nested in a handler.
+        """``embedding_work`` as one request with owners, for a plan nested in a handler.
 
         A handler combining other handlers yields this and passes the reply to
-        :meth:`deliver_embeddings`, so the outer plan still caches per owner.
+        ``deliver_embeddings``, so the outer plan still caches per owner.
         """
         misses = self._work.misses()
         queries = self._work.unique_queries()
@@ -226,7 +226,7 @@ class Plan:
     def deliver_embeddings(
         self, doc_vectors: Sequence[Sequence[float]], query_vectors: Sequence[Sequence[float]]
     ) -> None:
-        """Vectors for :meth:`embedding_work`, in its order; every handler gets its own.
+        """Vectors for ``embedding_work``, in its order; every handler gets its own.
 
         Raises:
             EmbeddingDimensionError: A vector has the wrong size; nothing is written.
@@ -244,9 +244,9 @@ class Plan:
                 self._advance(step, reply)
 
     def binding(self) -> Binding:
-        """Whom the statement :meth:`next_query` returned acts for.
+        """Whom the statement ``next_query`` returned acts for.
 
-        The cache write (and :meth:`cache_binding`) acts for the one user who owns
+        The cache write (and ``cache_binding``) acts for the one user who owns
         the batch's cached texts, or for maintenance when they are several users'
         (each cache row is matched on its own user).
         """
@@ -284,7 +284,7 @@ class Plan:
 
     def next_round(self) -> list[Query]:
         """The statements to send together next, or ``[]`` when the batch is done; each
-        carries the binding it runs under, and their rows go to :meth:`deliver_round`,
+        carries the binding it runs under, and their rows go to ``deliver_round``,
         in order.
 
         A round is the next statement and the pending statements of the steps after it
@@ -292,7 +292,7 @@ class Plan:
         neither depends on nor affects the other free ones, e.g. the reads of a turn)
         unless a step of the round that is not free has statements still to come; a
         step that is not free only when every step before it in the round is at its last
-        statement. A round holds one statement that sets settings (:class:`Query`), and
+        statement. A round holds one statement that sets settings (``Query``), and
         only a handler's first statement may: the steps before a setter's next
         statement in the following round are then all past their first, so nothing
         overwrites its settings before that statement runs. Bindings may differ: the
@@ -329,12 +329,12 @@ class Plan:
         return queries
 
     def at_last_step(self) -> bool:
-        """Whether every step after the one :meth:`next_query` is at is done."""
+        """Whether every step after the one ``next_query`` is at is done."""
         return all(step.done for step in self.steps[self._cursor + 1:])
 
     @property
     def final(self) -> bool:
-        """Whether the round :meth:`next_round` last returned ends the batch: every step
+        """Whether the round ``next_round`` last returned ends the batch: every step
         not done is in it, at a statement its handler marked last."""
         if self._cache_write is not None:
             return False
@@ -345,8 +345,8 @@ class Plan:
             for n, step in enumerate(self.steps) if n >= self._cursor)
 
     def deliver_round(self, rows: Sequence[Any]) -> None:
-        """Reply to :meth:`next_round`: each statement's rows, in the round's order (a
-        statement with a ``pre``: the pair :class:`Query` says)."""
+        """Reply to ``next_round``: each statement's rows, in the round's order (a
+        statement with a ``pre``: the pair ``Query`` says)."""
         if self._cache_write is not None:
             self.deliver_rows(rows[0])
             return
@@ -354,7 +354,7 @@ class Plan:
             self._advance(self.steps[n], reply)
 
     def deliver_rows(self, rows: Any) -> None:
-        """Reply to the statement returned by :meth:`next_query`: its rows, or (its
+        """Reply to the statement returned by ``next_query``: its rows, or (its
         ``pre``'s rows, its rows) when it carries one."""
         if self._cache_write is not None:
             self._cache_write = None

@@ -49,7 +49,7 @@ def match_namespace(path: tuple[str, ...], namespace: tuple[str, ...], suffix: b
 
 
 def check_key(key: Any) -> None:
-    """Refuse a key that is not a string or holds a NUL (:class:`InvalidInputError`)."""
+    """Refuse a key that is not a string or holds a NUL (``InvalidInputError``)."""
     if not isinstance(key, str):
         raise InvalidInputError(
             f"key must be a string, got {type(key).__name__} ({key!r}): pass str(key)."
@@ -59,7 +59,7 @@ def check_key(key: Any) -> None:
 
 
 def check_namespace(namespace: Any) -> None:
-    """Refuse a namespace a put may not write to (:class:`InvalidNamespaceError`)."""
+    """Refuse a namespace a put may not write to (``InvalidNamespaceError``)."""
     if not isinstance(namespace, tuple) or not namespace:
         raise InvalidNamespaceError(
             f"Namespace cannot be empty and must be a tuple of strings, got {namespace!r}."

@@ -1,9 +1,9 @@
 """Synthesis for the reflection jobs: one interface, a model behind it or templates.
 
-See :mod:`langmem_layer.synth.base` (the interface, :class:`ModelSynthesizer`),
-:mod:`langmem_layer.synth.offline` (:class:`OfflineSynthesizer`, the default without
-a model), :mod:`langmem_layer.synth.topics` (clusters of a user's statements) and
-:mod:`langmem_layer.synth.tasks` (the consolidation and reflection tasks).
+See ``langmem_layer.synth.base`` (the interface, ``ModelSynthesizer``),
+``langmem_layer.synth.offline`` (``OfflineSynthesizer``, the default without
+a model), ``langmem_layer.synth.topics`` (clusters of a user's statements) and
+``langmem_layer.synth.tasks`` (the consolidation and reflection tasks).
 """
 
 # Registers the built-in tasks' offline writers, whichever synth module is imported.

@@ -1,20 +1,20 @@
 """The synthesizer interface shared by every reflection job.
 
-A job gathers :class:`Evidence` (a user's memories, with their vectors), describes what
-it wants in a :class:`SynthesisTask` (instructions, the evidence, the record being
-rewritten, the pydantic schema of the answer) and hands it to a :class:`Synthesizer`:
+A job gathers ``Evidence`` (a user's memories, with their vectors), describes what
+it wants in a ``SynthesisTask`` (instructions, the evidence, the record being
+rewritten, the pydantic schema of the answer) and hands it to a ``Synthesizer``:
 
-* :class:`ModelSynthesizer` asks any LangChain chat model with structured output. The
+* ``ModelSynthesizer`` asks any LangChain chat model with structured output. The
   answer is validated by the schema (and the task's own ``check``); an invalid answer
   is retried once with the error shown to the model; the raw output of every attempt
-  and the tokens sent are kept in the :class:`SynthesisOutcome`. A model that fails
+  and the tokens sent are kept in the ``SynthesisOutcome``. A model that fails
   twice (or cannot be reached) gives an outcome with ``output=None`` and the error:
   the job records it and leaves its evidence untouched.
-* :class:`~langmem_layer.synth.offline.OfflineSynthesizer` writes the same schema
+* ``OfflineSynthesizer`` writes the same schema
   through templates, with no model (the default when no model is configured).
 
 A new job adds a task name, a schema, and an offline writer for that name
-(:func:`~langmem_layer.synth.offline.offline_writer`).
+(``offline_writer``).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class SynthesisOutcome(Generic[T]):
 
 
 class Synthesizer(ABC):
-    """Writes a :class:`SynthesisTask`'s answer; never raises for a bad answer."""
+    """Writes a ``SynthesisTask``'s answer; never raises for a bad answer."""
 
     #: A short name for logs and the decision log.
     name: str = "synthesizer"

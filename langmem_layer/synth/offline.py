@@ -1,11 +1,11 @@
 """The offline synthesizer: a synthesis written through templates, with no model.
 
 It does not concatenate its evidence: it picks the most central statements of the
-cluster by embedding (:func:`~langmem_layer.synth.base.central`), merges references and
+cluster by embedding (``central``), merges references and
 dates, separates what was settled from what is still open, and writes them through a
 template per task ("Has discussed X in 4 sessions between March and May; settled on …;
 still open: …"). Each task name has one writer, registered with
-:func:`offline_writer`; a writer returns a dict the task's schema validates.
+``offline_writer``; a writer returns a dict the task's schema validates.
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@ closes the idle ones.
 
 The checkpointer is LangGraph's own ``PostgresSaver`` / ``AsyncPostgresSaver``
 (``langgraph-checkpoint-postgres``) on the memory database: the embedded PostgreSQL by
-default, any PostgreSQL URL in production. :func:`postgres_checkpointer` and
-:func:`apostgres_checkpointer` open one; ``checkpointers/postgres.py`` exposes them
+default, any PostgreSQL URL in production. ``postgres_checkpointer`` and
+``apostgres_checkpointer`` open one; ``checkpointers/postgres.py`` exposes them
 to ``langgraph.json``.
 
 Session close: ``load_memory`` stamps each thread's activity (with its user,
-profile and agent). The sweeper — :meth:`MemoryLayer.sweep_sessions` or
+profile and agent). The sweeper — ``MemoryLayer.sweep_sessions`` or
 ``langmem-layer sweep-sessions``, never implicitly — closes every thread idle longer
 than ``MemorySettings.session_ttl_seconds``:
 
@@ -22,7 +22,7 @@ than ``MemorySettings.session_ttl_seconds``:
 
 and finally deletes logged messages older than ``message_log_retention_days``. A
 thread the user comes back to opens again. The sweep is written once, as a flow of
-store and checkpointer requests that :func:`run_sweep` / :func:`arun_sweep` execute.
+store and checkpointer requests that ``run_sweep`` / ``arun_sweep`` execute.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ T = TypeVar("T")
 @contextmanager
 def postgres_checkpointer(url: str | None = None, *, data_dir: str | Path | None = None,
                           setup: bool = True) -> Iterator[PostgresSaver]:
-    """LangGraph's ``PostgresSaver`` on the memory database (see :func:`database_url`).
+    """LangGraph's ``PostgresSaver`` on the memory database (see ``database_url``).
 
     Args:
         url: A PostgreSQL URL; default ``LANGMEM_DATABASE_URL`` or the embedded server.
@@ -87,7 +87,7 @@ def postgres_checkpointer(url: str | None = None, *, data_dir: str | Path | None
 async def apostgres_checkpointer(url: str | None = None, *,
                                  data_dir: str | Path | None = None,
                                  setup: bool = True) -> AsyncIterator[AsyncPostgresSaver]:
-    """LangGraph's ``AsyncPostgresSaver`` on the memory database (see :func:`database_url`).
+    """LangGraph's ``AsyncPostgresSaver`` on the memory database (see ``database_url``).
 
     Usable as ``langgraph.json``'s ``checkpointer.path``: an async context manager
     the server enters once and closes on shutdown.
@@ -196,7 +196,7 @@ def run_sweep(runner: Runner, checkpointer: Any, flow: Flow[T]) -> T:
 
 
 async def arun_sweep(runner: Runner, checkpointer: Any, flow: Flow[T]) -> T:
-    """Async twin of :func:`run_sweep`, with an async checkpointer."""
+    """Async twin of ``run_sweep``, with an async checkpointer."""
     async def call(request: CheckpointCall) -> Any:
         method = getattr(checkpointer, "a" + request.method)
         return await method(*request.args, **request.kwargs)

@@ -1,6 +1,6 @@
 """Working memory: the thread the agent sees, trimmed to a token budget.
 
-A LangGraph checkpointer holds the thread (see :mod:`langmem_layer.working.sessions`). Before
+A LangGraph checkpointer holds the thread (see ``langmem_layer.working.sessions``). Before
 the agent sees it, ``load_memory`` trims it: whole turns leave from the oldest end until
 the rest fits ``MemorySettings.history_max_tokens`` (tiktoken-counted), but the last
 ``history_min_turns`` turns always stay. A turn starts at a human message; a human
@@ -14,8 +14,8 @@ uses too), so it is queued exactly once however often trimming runs: after a cra
 between the enqueue and the checkpoint, the next run trims again (possibly more turns,
 since a new one arrived) and the turns queued before are no-ops.
 
-Everything here is free of I/O: :func:`plan_trim` is a pure function and the flows
-yield store requests that :class:`~langmem_layer.MemoryLayer` executes.
+Everything here is free of I/O: ``plan_trim`` is a pure function and the flows
+yield store requests that ``MemoryLayer`` executes.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def turn_starts(messages: Sequence[BaseMessage]) -> list[int]:
 
 
 def split_turns(messages: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
-    """The messages cut into turns (see :func:`turn_starts`)."""
+    """The messages cut into turns (see ``turn_starts``)."""
     bounds = [*turn_starts(messages), len(messages)]
     return [list(messages[a:b]) for a, b in pairwise(bounds)]
 
@@ -154,7 +154,7 @@ def plan_trim(messages: Sequence[BaseMessage], counter: TokenCounter, *, max_tok
         min_turns: Turns kept even when they exceed the budget.
 
     Returns:
-        The :class:`TrimPlan`; nothing is dropped when everything fits.
+        The ``TrimPlan``; nothing is dropped when everything fits.
     """
     head_n = 0
     while head_n < len(messages) and isinstance(messages[head_n], SystemMessage):
@@ -190,7 +190,7 @@ def plan_trim(messages: Sequence[BaseMessage], counter: TokenCounter, *, max_tok
 def turn_dedupe_key(thread_id: str | None, turn: Sequence[BaseMessage]) -> str | None:
     """The extraction-queue key of a turn handed over by trimming or session close.
 
-    ``None`` when every message has an id: :func:`langmem_layer.write.apply.enqueue_turn`'s
+    ``None`` when every message has an id: ``langmem_layer.write.apply.enqueue_turn``'s
     default key (thread + last message id) applies, the one ``extract_after_turn``
     used when the turn ended, so a turn queued then is not queued again. Otherwise
     a key from the turn's content, stable across runs.
@@ -284,7 +284,7 @@ class WorkingLoad:
 def handoff(env: Env, user_id: str, turns: Sequence[Sequence[BaseMessage]], *,
             profile: str | None, thread_id: str | None, agent_id: str | None,
             turn_at: datetime) -> list[Flow[int | None]]:
-    """One enqueue flow per turn leaving working memory (see :func:`turn_dedupe_key`)."""
+    """One enqueue flow per turn leaving working memory (see ``turn_dedupe_key``)."""
     return [write.enqueue_turn(env, user_id, turn, profile=profile, thread_id=thread_id,
                                agent_id=agent_id, now=turn_at,
                                dedupe_key=turn_dedupe_key(thread_id, turn))
@@ -299,7 +299,7 @@ def load_thread(env: Env, user_id: str, messages: Sequence[BaseMessage], query: 
     The enqueues, the thread's activity stamp, the recall and the recent-history read
     share one round trip; the caller removes the dropped messages only after it.
     ``reinforce=False`` leaves the recalled memories' reinforcement to the caller
-    (the nodes write it with the turn, see :func:`record_turn`).
+    (the nodes write it with the turn, see ``record_turn``).
     """
     user_id = require_user(user_id)
     st = env.settings
@@ -334,7 +334,7 @@ def record_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
     reinforce the memories recalled for it (``reinforce``, their keys).
 
     One statement. With ``lease_seconds`` the entry is leased as it is queued (see
-    :class:`~langmem_layer.store.ops.RecordTurnOp`).
+    ``RecordTurnOp``).
     """
     enqueue = write.enqueue_op(env, user_id, messages, profile=profile, thread_id=thread_id,
                                agent_id=agent_id, now=now)

@@ -1,5 +1,5 @@
 """A new memory: its record, its scope and its enrichment, alike for every way it is written
-(``remember`` here, the write path's add and update in :mod:`langmem_layer.write.apply`).
+(``remember`` here, the write path's add and update in ``langmem_layer.write.apply``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ _DEFAULT_LAYER = {
 
 def check_content(env: Env, content: str) -> str:
     """``content`` stripped, or an error saying how to fix it: the content rule
-    (:func:`~langmem_layer.extract.gate.content_problem`) every way in applies.
+    (``content_problem``) every way in applies.
 
     Raises:
         InvalidContentError: Empty, too short or too long once stripped, or holding a
@@ -121,7 +121,7 @@ def thread_link_ops(env: Env, user_id: str, key: str, thread_id: str | None,
     The tail is read and the link written in one step of the transaction writing the
     memory, under a per-(user, thread) lock: concurrent writers of a thread make one
     chain, never a fork. ``locked``: the transaction takes that lock itself
-    (``LockUserWritesOp(thread_id=)``). Empty unless :func:`links_thread`.
+    (``LockUserWritesOp(thread_id=)``). Empty unless ``links_thread``.
     """
     if not thread_id or not links_thread(env, thread_id):
         return []
@@ -133,26 +133,26 @@ def memory_ops(env: Env, user_id: str, profile: str, key: str, content: str, *,
                thread_locked: bool = False, **fields: Any) -> tuple[MemoryRecord, list[Any]]:
     """A new memory and the store ops writing it, enriched alike by every entry point.
 
-    * the content is checked (:func:`check_content`: not empty, within the length
+    * the content is checked (``check_content``: not empty, within the length
       limits, no NUL character), and so are the references;
     * its references are the given ones plus those its content names
-      (:func:`langmem_layer.refs.extract_refs`), so the reference strategy finds it
+      (``langmem_layer.refs.extract_refs``), so the reference strategy finds it
       whoever wrote it;
-    * it elaborates the last memory of ``thread_id`` (:func:`thread_link_ops`), so the
+    * it elaborates the last memory of ``thread_id`` (``thread_link_ops``), so the
       link walk finds a thread's memories in order.
 
     Args:
         env: The layer's settings.
         user_id: The tenant.
-        profile: The profile of a memory that is not identity (see :func:`put_record`).
+        profile: The profile of a memory that is not identity (see ``put_record``).
         key: The memory's id.
         content: What it says.
         now: Its creation time.
         thread_id: The thread whose chain it joins (None: none).
         refs: References given with it (an extractor's, a caller's).
         thread_locked: The batch takes the thread's lock itself (see
-            :func:`thread_link_ops`).
-        **fields: The rest of :func:`new_record`'s fields (``kind`` required).
+            ``thread_link_ops``).
+        **fields: The rest of ``new_record``'s fields (``kind`` required).
 
     Returns:
         The record, and its ``PutOp`` followed by the thread link.
@@ -171,7 +171,7 @@ def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: 
              **fields: Any) -> Flow[Recalled]:
     """Write one memory directly (no extractor, no gate); returns it as Recalled.
 
-    Enriched as the write path's (:func:`memory_ops`). Without a ``kind`` it is an
+    Enriched as the write path's (``memory_ops``). Without a ``kind`` it is an
     episodic event: raw text kept as what was said, which does not fade like a fact.
     With ``thread_id`` the memory records its thread and is linked to the thread's
     previous memory (``link_thread_memories``).

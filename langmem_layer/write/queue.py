@@ -1,8 +1,8 @@
 """The durable extraction queue's side of the write path: leasing entries, ingesting
-each (:func:`langmem_layer.write.apply.ingest`), retrying, parking and releasing them.
+each (``langmem_layer.write.apply.ingest``), retrying, parking and releasing them.
 
-A worker leases queue entries (:func:`process_queue`, or as they are queued:
-:func:`ingest_leased`) and ingests each user's in order, the users side by side. A
+A worker leases queue entries (``process_queue``, or as they are queued:
+``ingest_leased``) and ingests each user's in order, the users side by side. A
 failed entry keeps its messages and is retried with exponential backoff, up to
 ``extraction_max_attempts``; past that, or when its input is invalid, it is parked. An
 outage (the database, the pool, the embedder) uses no attempt.
@@ -44,7 +44,7 @@ class ProcessResult:
     """What one pass over the queue did.
 
     ``failed`` holds every entry that failed this pass; ``parked``, those of them that
-    will not be retried (see :func:`process_queue`). ``drained``: the pass's claim took
+    will not be retried (see ``process_queue``). ``drained``: the pass's claim took
     fewer entries than it asked for, so nothing else was ready then (a turn queued
     later wakes the worker again).
     """
@@ -73,10 +73,10 @@ def process_queue(env: Env, *, now: datetime, limit: int, lease_seconds: float,
     ready (found by a statement spanning users first).
 
     An entry is parked instead (kept with its messages and error, listed by
-    :class:`~langmem_layer.store.ops.PendingOp` and
-    :class:`~langmem_layer.store.ops.ParkedEntriesOp`, never retried) when its attempt
+    ``PendingOp`` and
+    ``ParkedEntriesOp``, never retried) when its attempt
     was the ``extraction_max_attempts``-th, or when the database refused its input
-    (:class:`~langmem_layer.errors.InvalidInputError`): a retry would fail the same way.
+    (``InvalidInputError``): a retry would fail the same way.
 
     With ``leases`` (the worker's), the pass records what it holds, renews its leases
     between turns once a third of the lease has gone by (a heartbeat: a long batch keeps
@@ -96,7 +96,7 @@ def ingest_leased(env: Env, entries: Sequence[mops.QueueEntry], *, now: datetime
                   leased_at: datetime, lease_seconds: float, retry_base_seconds: float,
                   leases: Leases | None = None) -> Flow[ProcessResult]:
     """Ingest entries this process leased as it queued them (no claim), as
-    :func:`process_queue` ingests what it claims.
+    ``process_queue`` ingests what it claims.
 
     ``leased_at``: when the oldest was leased. Past a third of the lease the pass
     renews the leases before the first turn (a turn taken over meanwhile by another
@@ -111,7 +111,7 @@ def ingest_leased(env: Env, entries: Sequence[mops.QueueEntry], *, now: datetime
 def _ingest_held(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
                  lease_seconds: float, retry_base_seconds: float, leases: Leases | None,
                  renewed_at: datetime | None = None) -> Flow[ProcessResult]:
-    """:func:`_ingest_entries`, with ``entries`` recorded in ``leases`` while it runs."""
+    """``_ingest_entries``, with ``entries`` recorded in ``leases`` while it runs."""
     if leases is not None:
         leases.hold(entries)
     try:
@@ -129,7 +129,7 @@ def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
                     renewed_at: datetime | None = None) -> Flow[ProcessResult]:
     """Ingest ``entries``: each user's in order, the users side by side.
 
-    Side by side (:class:`~langmem_layer.flow.Concurrently`): under an async store, the
+    Side by side (``Concurrently``): under an async store, the
     users' recalls go out in one round trip, then their applies in one transaction,
     instead of a round trip per turn for each; under load, a worker that took one turn
     at a time made one turn's progress per coalesced batch while every served user made
@@ -167,7 +167,7 @@ def _ingest_entries(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
 def _ingest_user(env: Env, entries: Sequence[mops.QueueEntry], now: datetime,
                  lease_seconds: float, retry_base_seconds: float, leases: Leases | None,
                  renewed_at: datetime | None = None) -> Flow[ProcessResult]:
-    """Ingest one user's ``entries`` in order (see :func:`process_queue` for leases)."""
+    """Ingest one user's ``entries`` in order (see ``process_queue`` for leases)."""
     outcome = ProcessResult()
     if renewed_at is None:
         renewed_at = leases.now() if leases is not None else now
@@ -251,7 +251,7 @@ def _renew(entries: Sequence[mops.QueueEntry], lease_seconds: float, now: dateti
 
 
 class Leases(Protocol):
-    """What a pass tells its worker about the turns it holds (see :func:`process_queue`)."""
+    """What a pass tells its worker about the turns it holds (see ``process_queue``)."""
 
     def hold(self, entries: Sequence[mops.QueueEntry]) -> None:
         """The pass leased ``entries``."""

@@ -2,16 +2,16 @@
 agent routes. Needs the ``server`` extra (FastAPI, uvicorn); nothing here is imported by
 ``import langmem_layer``.
 
-- :mod:`langmem_layer.server.http.app`: :func:`~langmem_layer.server.http.app.create_app` and a
+- ``langmem_layer.server.http.app``: ``create_app`` and a
   module-level ``app`` for ``uvicorn langmem_layer.server.http.app:app``;
-- :mod:`langmem_layer.server.http.security`: who a request acts as (:func:`current_principal`);
-- :mod:`langmem_layer.server.http.routes`: the ``/v1`` memory routes;
-- :mod:`langmem_layer.server.http.models`: their request and response models;
-- :mod:`langmem_layer.server.http.problems`: errors as RFC 9457 problem documents;
-- :mod:`langmem_layer.server.http.agent_route`: the memory agent through LangServe;
-- :mod:`langmem_layer.server.http.lifespan`: the server's lifetime (store, layer,
+- ``langmem_layer.server.http.security``: who a request acts as (``current_principal``);
+- ``langmem_layer.server.http.routes``: the ``/v1`` memory routes;
+- ``langmem_layer.server.http.models``: their request and response models;
+- ``langmem_layer.server.http.problems``: errors as RFC 9457 problem documents;
+- ``langmem_layer.server.http.agent_route``: the memory agent through LangServe;
+- ``langmem_layer.server.http.lifespan``: the server's lifetime (store, layer,
   extraction worker);
-- :mod:`langmem_layer.server.http.serve`: uvicorn with a clean exit on SIGTERM;
-- :mod:`langmem_layer.server.http.panel`: the memory panel page at ``/panel`` (static files in
+- ``langmem_layer.server.http.serve``: uvicorn with a clean exit on SIGTERM;
+- ``langmem_layer.server.http.panel``: the memory panel page at ``/panel`` (static files in
   ``static/``, plain JavaScript over the ``/v1`` routes).
 """

@@ -1,6 +1,6 @@
 """The memory agent served through LangServe: ``/agent/invoke``, ``/batch``, ``/stream``...
 
-:func:`add_agent_routes` registers the compiled agent graph with ``langserve.add_routes``,
+``add_agent_routes`` registers the compiled agent graph with ``langserve.add_routes``,
 so LangServe's own client (``RemoteRunnable``) and playground work against it. The
 thread comes from the request's config (``configurable.thread_id``); the user never
 does: it is the authenticated principal's, set by the server on every run. A config
@@ -41,7 +41,7 @@ class Principal(Protocol):
 
 
 def principal_of(request: Request) -> Principal:
-    """The principal authenticated for ``request`` by :func:`add_agent_routes`' dependency.
+    """The principal authenticated for ``request`` by ``add_agent_routes``' dependency.
 
     Raises:
         HTTPException: 401 when no principal was authenticated for the request.
@@ -136,10 +136,10 @@ def add_agent_routes(app: FastAPI, graph: Runnable, *,
     Args:
         app: The FastAPI app.
         graph: The compiled agent graph (see
-            :func:`langmem_layer.layer.agent_graph.build_agent_graph`).
+            ``langmem_layer.layer.agent_graph.build_agent_graph``).
         principal_dependency: A FastAPI dependency (sync or async; it may take the
             ``Request`` and other dependencies) that returns the caller, an object with
-            ``user_id`` and ``admin`` (:class:`Principal`), or raises ``HTTPException``
+            ``user_id`` and ``admin`` (``Principal``), or raises ``HTTPException``
             (401) when the request carries no valid credentials.
         path: Where the routes go.
         playground: Serve LangServe's playground page at ``{path}/playground/``.

@@ -1,7 +1,7 @@
-"""The ASGI app: :func:`create_app`, and ``app`` for ``uvicorn langmem_layer.server.http.app:app``
+"""The ASGI app: ``create_app``, and ``app`` for ``uvicorn langmem_layer.server.http.app:app``
 (or ``langgraph.json``'s ``http.app``), configured from the ``LANGMEM_*`` environment.
 
-One app, one lifetime (:func:`~langmem_layer.server.http.lifespan.memory_lifespan`): at
+One app, one lifetime (``memory_lifespan``): at
 startup it opens the store (the one given, else an async pooled store on
 ``LANGMEM_DATABASE_URL``, else on the embedded PostgreSQL), runs ``setup()``, builds the
 layer, the memory agent and the extraction worker, and mounts the agent's LangServe
@@ -44,10 +44,10 @@ def create_app(*, store: Any = None, database_url: str | None = None,
                poll_seconds: float = 5.0) -> FastAPI:
     """The HTTP app: the memory agent through LangServe and the ``/v1`` memory REST API.
 
-    Both authenticate with :func:`~langmem_layer.server.http.security.current_principal` (API
+    Both authenticate with ``current_principal`` (API
     keys, then ``authenticate``, then dev mode) and work on one store and one layer,
-    opened by :func:`~langmem_layer.server.http.lifespan.memory_lifespan` with the extraction
-    worker; the :class:`~langmem_layer.server.http.lifespan.MemoryService` is
+    opened by ``memory_lifespan`` with the extraction
+    worker; the ``MemoryService`` is
     ``app.state.memory`` while the app runs.
 
     Args:
@@ -58,18 +58,18 @@ def create_app(*, store: Any = None, database_url: str | None = None,
         data_dir: The embedded server's directory when no URL is set.
         agent: Serve the memory agent at ``agent_path`` (False: the REST API only).
         graph_factory: Builds the agent for the layer; default
-            :func:`langmem_layer.layer.agent_graph.build_agent_graph`.
+            ``langmem_layer.layer.agent_graph.build_agent_graph``.
         agent_path: Where the agent's LangServe routes go.
         settings: The layer's settings; default from the ``LANGMEM_*`` environment.
         authenticate: Your own verification (JWT, OIDC): called with the request when
             it carries no API key of this library; returns a
-            :class:`~langmem_layer.server.keys.Principal` or None (may be a coroutine function).
+            ``Principal`` or None (may be a coroutine function).
         dev_user: Single-user demo mode: a request from loopback without credentials
             acts as this user; from any other address it is refused (401).
         max_body_bytes: Largest request body accepted (413 above).
         pool_size: Connections of the store opened at startup.
         store_options: Other arguments of the store opened at startup (``index``...).
-        layer_options: Arguments of the :class:`~langmem_layer.MemoryLayer`
+        layer_options: Arguments of the ``MemoryLayer``
             (``extractor``...).
         poll_seconds: Pause between the extraction worker's passes.
     """

@@ -1,6 +1,6 @@
 """The memory REST API under ``/v1``: thin adapters over
-:class:`~langmem_layer.MemoryLayer`'s async methods, always for the authenticated
-principal's user (:func:`~langmem_layer.server.http.security.current_principal`).
+``MemoryLayer``'s async methods, always for the authenticated
+principal's user (``current_principal``).
 
 Another user's memory id answers exactly as an id that does not exist (404): every
 call is scoped to the principal's user, so the library never finds it.

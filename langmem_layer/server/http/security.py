@@ -1,6 +1,6 @@
-"""Who a request acts as: :func:`current_principal`, the app's one auth dependency.
+"""Who a request acts as: ``current_principal``, the app's one auth dependency.
 
-In order: a bearer API key of :mod:`langmem_layer.server.keys`; else the caller's own hook
+In order: a bearer API key of ``langmem_layer.server.keys``; else the caller's own hook
 (``authenticate``, for JWT or OIDC); else, in dev mode, the dev user for a key-less
 request from loopback. Anything else is 401 with ``WWW-Authenticate: Bearer``. An
 admin principal may act on another user with ``?user_id=``; anyone else asking for

@@ -45,7 +45,7 @@ class ServerState:
 
 
 def state_of(request: Request) -> ServerState:
-    """The app's :class:`ServerState`."""
+    """The app's ``ServerState``."""
     state: ServerState = request.app.state.langmem
     return state
 

@@ -1,11 +1,11 @@
 """A batch's embedding inputs: truncation, the per-user cache, the retry policy.
 
-Free of I/O like the :class:`~langmem_layer.store.plan.Plan` that uses it: the plan
-collects every text its handlers need embedded into an :class:`EmbeddingWork`, which
+Free of I/O like the ``Plan`` that uses it: the plan
+collects every text its handlers need embedded into an ``EmbeddingWork``, which
 truncates them to the model's input limit, drops duplicates, asks for one cache
 lookup, and after the model ran hands back each text's vector plus one upsert of the
 new cache entries. The stores only run the queries and the model calls, each call
-under a :class:`Retry` (see :mod:`langmem_layer.store.driver`).
+under a ``Retry`` (see ``langmem_layer.store.driver``).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def truncate_input(text: str, max_tokens: int | None) -> str:
 def document_hash(text: str) -> str:
     """Cache key of a document: sha256 of the exact text.
 
-    Unlike :func:`langmem_layer.types.content_hash` nothing is folded: case and
+    Unlike ``langmem_layer.types.content_hash`` nothing is folded: case and
     spacing can change a vector, so only identical inputs may share one.
     """
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -104,7 +104,7 @@ def parse_vector(text: str) -> list[float]:
 class Retry:
     """The retry policy of one embedding call: 3 attempts, pauses of base, 2 x base.
 
-    The execution job of :mod:`langmem_layer.store.driver` uses it for both stores::
+    The execution job of ``langmem_layer.store.driver`` uses it for both stores::
 
         retry = Retry(self.embedding_retry_delay)
         while True:
@@ -228,7 +228,7 @@ class EmbeddingWork:
     def deliver(
         self, doc_vectors: Sequence[Sequence[float]], query_vectors: Sequence[Sequence[float]]
     ) -> tuple[list[list[float]], list[list[float]], Sql | None]:
-        """Vectors for :meth:`misses` and :meth:`unique_queries`, in their order.
+        """Vectors for ``misses`` and ``unique_queries``, in their order.
 
         Returns:
             Every document's vector and every query's, in the order they were added,

@@ -1,7 +1,7 @@
 """Handlers of LangGraph's ``BaseStore`` ops: get, put, search, list namespaces.
 
-Mixed into :class:`~langmem_layer.store.core.StoreCore`; like every handler they are
-generators that yield requests and never do I/O themselves. :meth:`ItemHandlers._write`
+Mixed into ``StoreCore``; like every handler they are
+generators that yield requests and never do I/O themselves. ``ItemHandlers._write``
 (items and their vectors) is shared with the import of a user's memory.
 """
 
@@ -140,7 +140,7 @@ class ItemHandlers(Registry, Tenancy):
         """Validate a value; return (value to store, is typed memory, full-text source).
 
         A value put under ``("memories", user_id, scope)`` whose ``kind`` is a memory
-        kind is a typed memory and must match :class:`MemoryRecord`; anything else is
+        kind is a typed memory and must match ``MemoryRecord``; anything else is
         a generic item and is stored as given.
         """
         if not isinstance(value, Mapping):
@@ -340,7 +340,7 @@ class ItemHandlers(Registry, Tenancy):
         return rows[0]["dims"]
 
     def _ann_lookup(self, user: str, ef_search: int) -> Sql:
-        """The statement :meth:`_ann_dims` sends: the index's dims, and the settings of
+        """The statement ``_ann_dims`` sends: the index's dims, and the settings of
         the walk that follows."""
         return vsql.prepare_search(user, self.model_id or "", ef_search=ef_search,
                                    vector_type=self.vector_type)

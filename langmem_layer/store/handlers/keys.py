@@ -1,6 +1,6 @@
-"""Handlers of the API key ops (:mod:`langmem_layer.store.ops.keys`).
+"""Handlers of the API key ops (``langmem_layer.store.ops.keys``).
 
-Mixed into :class:`~langmem_layer.store.core.StoreCore`; like every handler they are
+Mixed into ``StoreCore``; like every handler they are
 generators that yield requests and never do I/O themselves.
 """
 

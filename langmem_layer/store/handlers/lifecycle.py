@@ -1,9 +1,9 @@
 """Store handlers of the memory lifecycle: decay, transitions, purge,
 history and habit outcomes.
 
-Mixed into :class:`~langmem_layer.store.core.StoreCore`; like every handler they are
+Mixed into ``StoreCore``; like every handler they are
 generators that yield requests and never do I/O themselves. The SQL is in
-:mod:`langmem_layer.sql.lifecycle`.
+``langmem_layer.sql.lifecycle``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ __all__ = ["LifecycleHandlers"]
 
 
 class LifecycleHandlers(Registry):
-    """Handlers of the lifecycle ops of :mod:`langmem_layer.store.ops`; expects
+    """Handlers of the lifecycle ops of ``langmem_layer.store.ops``; expects
     ``now()`` from the core."""
 
     now: Callable[[], datetime]

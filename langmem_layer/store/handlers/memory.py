@@ -1,6 +1,6 @@
 """Handlers of the memory ops: recall, reinforcement, status, links, export and import.
 
-Mixed into :class:`~langmem_layer.store.core.StoreCore`; like every handler they are
+Mixed into ``StoreCore``; like every handler they are
 generators that yield requests and never do I/O themselves.
 """
 
@@ -29,7 +29,7 @@ __all__ = ["MemoryHandlers"]
 
 
 class MemoryHandlers(ItemHandlers):
-    """Handlers of the typed-memory ops of :mod:`langmem_layer.store.ops`."""
+    """Handlers of the typed-memory ops of ``langmem_layer.store.ops``."""
 
     @handles(mops.RecallOp)
     def _recall(self, op: mops.RecallOp) -> Handler:

@@ -1,6 +1,6 @@
 """Store handlers for the write path: the extraction queue, exactly-once apply, ingest log.
 
-Mixed into :class:`~langmem_layer.store.core.StoreCore`; like every handler they are
+Mixed into ``StoreCore``; like every handler they are
 generators that yield requests and never do I/O themselves.
 """
 

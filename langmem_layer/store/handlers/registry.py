@@ -1,6 +1,6 @@
 """The op → handler dispatch table, built once per class.
 
-A handler method is marked with :func:`handles`; :class:`Registry` collects the marked
+A handler method is marked with ``handles``; ``Registry`` collects the marked
 methods of a class and its bases into a class-level table when the class is defined,
 so dispatching an op is one dictionary lookup.
 """

@@ -1,6 +1,6 @@
-"""Handlers of the learned-trust ops (:mod:`langmem_layer.store.ops.trust`).
+"""Handlers of the learned-trust ops (``langmem_layer.store.ops.trust``).
 
-Mixed into :class:`~langmem_layer.store.core.StoreCore`; generators that yield requests
+Mixed into ``StoreCore``; generators that yield requests
 and never do I/O themselves.
 """
 

@@ -1,6 +1,6 @@
 """Store handlers for working memory: thread activity and the per-user message log.
 
-Mixed into :class:`~langmem_layer.store.core.StoreCore`; like every handler they are
+Mixed into ``StoreCore``; like every handler they are
 generators that yield requests and never do I/O themselves.
 """
 
@@ -16,7 +16,7 @@ __all__ = ["WorkingHandlers"]
 
 
 class WorkingHandlers(Registry):
-    """Handlers for the working-memory ops of :mod:`langmem_layer.store.ops`."""
+    """Handlers for the working-memory ops of ``langmem_layer.store.ops``."""
 
     @handles(mops.TouchThreadOp)
     def _touch_thread(self, op: mops.TouchThreadOp) -> Handler:

@@ -1,5 +1,5 @@
 """Store operations of the HTTP app's API keys; handled by
-:mod:`langmem_layer.store.handlers.keys`, used through :mod:`langmem_layer.server.keys`."""
+``langmem_layer.store.handlers.keys``, used through ``langmem_layer.server.keys``."""
 
 from __future__ import annotations
 

@@ -121,7 +121,7 @@ class RecallOp(NamedTuple):
         standing: How many preferences on how to answer (policy ``adapt``) join the
             candidates whatever the query (strategy ``"standing"``; 0: none).
         max_terms: The full-text search ORs at most this many distinct words of
-            ``query`` (its longest; see :func:`langmem_layer.sql.recall.cap_terms`).
+            ``query`` (its longest; see ``langmem_layer.sql.recall.cap_terms``).
         embed_text: The text embedded for the vector strategy (``None``: ``query``).
     """
 
@@ -150,12 +150,12 @@ class MatchOp(NamedTuple):
     """One page of a user's items that match a query by recall's relevance floor, best
     first (result: ``list[SearchItem]``, ``score`` the cosine similarity): a word shared
     with the query, or a similarity of at least ``floor`` (``episodic_floor`` for an
-    episodic memory). The memory panel's search (:func:`langmem_layer.control.browse`).
+    episodic memory). The memory panel's search (``langmem_layer.control.browse``).
 
     Attributes:
         user_id: The tenant (``namespace_prefix`` must be theirs).
         namespace_prefix: The user's namespace, or one scope of it.
-        filter: A search filter on the value, as :class:`~langgraph.store.base.SearchOp`'s.
+        filter: A search filter on the value, as ``SearchOp``'s.
         query: The text searched for.
         floor: The similarity a vector-only match needs.
         episodic_floor: The same for an episodic memory.
@@ -223,7 +223,7 @@ class LinkManyOp(NamedTuple):
     """Record many typed links of one user in one statement (result: None).
 
     ``links`` holds ``(src_key, link_type, dst_key)`` triples; a link already there (or
-    given twice) is a no-op, as with :class:`LinkOp`.
+    given twice) is a no-op, as with ``LinkOp``.
     """
 
     user_id: str
@@ -245,7 +245,7 @@ class ExportOp(NamedTuple):
 
 
 class ImportOp(NamedTuple):
-    """Restore a :class:`UserExport` into the store, re-embedding (result: int items)."""
+    """Restore a ``UserExport`` into the store, re-embedding (result: int items)."""
 
     user_id: str
     data: UserExport
@@ -371,7 +371,7 @@ class SummaryCandidatesOp(NamedTuple):
 
 
 class TurnReadsOp(NamedTuple):
-    """The reads a turn adds to its recall, in one statement (result: :class:`TurnReads`):
+    """The reads a turn adds to its recall, in one statement (result: ``TurnReads``):
     the user's learned trust and ``summaries``. ``summaries`` is ``user_id``'s."""
 
     user_id: str
@@ -380,7 +380,7 @@ class TurnReadsOp(NamedTuple):
 
 @dataclass
 class TurnReads:
-    """What a :class:`TurnReadsOp` read."""
+    """What a ``TurnReadsOp`` read."""
 
     learned: LearnedTrust
     summaries: list[Any]
@@ -390,7 +390,7 @@ class LockUserWritesOp(NamedTuple):
     """Wait until no other transaction applies memories for this user, and hold that
     until this batch's transaction ends (result: None). Put it first in the batch.
 
-    With ``thread_id`` it also takes the lock :class:`LinkThreadTailOp` takes for that
+    With ``thread_id`` it also takes the lock ``LinkThreadTailOp`` takes for that
     thread, in the same statement; the batch's links of that thread then say
     ``locked=True``.
     """
@@ -403,7 +403,7 @@ class AddMemoryOp(NamedTuple):
     """Write a new memory unless its scope holds an active memory with the same content
     hash; then reinforce that one instead (result: ``AddOutcome``).
 
-    Run under :class:`LockUserWritesOp`, the check sees every memory committed by a
+    Run under ``LockUserWritesOp``, the check sees every memory committed by a
     concurrent writer. ``then`` (links, status changes) runs only if the memory is
     written.
     """
@@ -417,7 +417,7 @@ class AddMemoryOp(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class AddOutcome:
-    """What an :class:`AddMemoryOp` did: ``key`` written (``created``) or reinforced."""
+    """What an ``AddMemoryOp`` did: ``key`` written (``created``) or reinforced."""
 
     key: str
     created: bool

@@ -1,7 +1,7 @@
 """Store operations of the write path: the extraction queue, exactly-once apply and the
 ingest log.
 
-Re-exported by :mod:`langmem_layer.store.ops`, where callers import them."""
+Re-exported by ``langmem_layer.store.ops``, where callers import them."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class EnqueueOp(NamedTuple):
 
 
 class RecordTurnOp(NamedTuple):
-    """A finished turn's writes in one statement (result: :class:`TurnRecorded`):
+    """A finished turn's writes in one statement (result: ``TurnRecorded``):
     ``enqueue``, the turn's messages logged (``log``) and the memories recalled for it
     reinforced (``touch``). Every part is ``user_id``'s. With ``lease_seconds`` the
     entry is leased as it is queued, for the process that queued it to extract without
@@ -63,7 +63,7 @@ class RecordTurnOp(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class TurnRecorded:
-    """What a :class:`RecordTurnOp` did.
+    """What a ``RecordTurnOp`` did.
 
     Attributes:
         entry_id: The queue entry, or None when the turn was queued before.
@@ -150,11 +150,11 @@ class ApplyOnceOp(NamedTuple):
 class MarkAppliedOp(NamedTuple):
     """Record ``op_id`` as applied, in the batch's transaction (result: None).
 
-    The optimistic twin of :class:`ApplyOnceOp`: the ops it stands for follow it in the
+    The optimistic twin of ``ApplyOnceOp``: the ops it stands for follow it in the
     same batch and go out in the same round trip, since nothing waits for the check.
     If ``op_id`` was applied before, the batch fails with
-    :class:`~langmem_layer.errors.OperationAppliedError` and is rolled back whole: run
-    it again with the ops under :class:`ApplyOnceOp`, which skips what was applied. For
+    ``OperationAppliedError`` and is rolled back whole: run
+    it again with the ops under ``ApplyOnceOp``, which skips what was applied. For
     operations that are rarely replayed (a turn's, replayed only after a crash), one
     round trip fewer. ``lock``: the user's write lock, taken by the same statement
     before it records (put it on the batch's first op).
@@ -168,7 +168,7 @@ class MarkAppliedOp(NamedTuple):
 
 class LogIngestOp(NamedTuple):
     """Keep one ingest's gate decisions (result: None); with ``complete``, also mark that
-    queue entry done, in the same statement (as :class:`CompleteEntryOp`, at ``now``)."""
+    queue entry done, in the same statement (as ``CompleteEntryOp``, at ``now``)."""
 
     user_id: str
     decisions: list[dict[str, Any]]
@@ -214,7 +214,7 @@ class IngestLogEntry:
 
 class ParkEntryOp(NamedTuple):
     """Stop retrying a queue entry: it keeps its messages and its error and is listed by
-    :class:`PendingOp` and :class:`ParkedEntriesOp` (result: None)."""
+    ``PendingOp`` and ``ParkedEntriesOp`` (result: None)."""
 
     user_id: str
     entry_id: int

@@ -1,5 +1,5 @@
 """Store operations of learned agent trust; handled by
-:mod:`langmem_layer.store.handlers.trust`."""
+``langmem_layer.store.handlers.trust``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class TrustCountOp(NamedTuple):
 
 
 class TrustOp(NamedTuple):
-    """A user's learned trust per agent (result: :class:`LearnedTrust`)."""
+    """A user's learned trust per agent (result: ``LearnedTrust``)."""
 
     user_id: str
 

@@ -1,6 +1,6 @@
 """Store operations of working memory: thread activity and the per-user message log.
 
-Re-exported by :mod:`langmem_layer.store.ops`, where callers import them."""
+Re-exported by ``langmem_layer.store.ops``, where callers import them."""
 
 from __future__ import annotations
 
