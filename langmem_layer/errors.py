@@ -1,6 +1,6 @@
 """Errors raised by langmem_layer.
 
-Every error derives from :class:`LangmemError`, and each also inherits the built-in
+Every error derives from ``LangmemError``, and each also inherits the built-in
 error a caller would naturally catch (``ValueError`` for bad input, ``LookupError``
 for a missing memory, ``ConnectionError`` for a database that went away), so code
 written against the built-ins keeps working.
@@ -16,6 +16,7 @@ __all__ = [
     "AccessDeniedError",
     "ConcurrencyError",
     "ConfigurationError",
+    "DatabaseNotFoundError",
     "DatabaseUnavailableError",
     "EmbeddingDimensionError",
     "EmbeddingError",
@@ -36,8 +37,21 @@ __all__ = [
 ]
 
 
+#: The longest message an error carries. The messages name what to fix and quote a
+#: short prefix of the input (``langmem_layer.sanitize.excerpt``); this bound keeps
+#: any that quotes more (a value PostgreSQL echoed) from carrying a whole input.
+MAX_MESSAGE = 2_000
+
+
 class LangmemError(Exception):
     """Root of every error raised by langmem_layer."""
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str) and len(args[0]) > MAX_MESSAGE:
+            text = args[0]
+            args = (f"{text[:MAX_MESSAGE]}… (message cut from {len(text):,} characters)",
+                    *args[1:])
+        super().__init__(*args)
 
 
 class InvalidNamespaceError(LangmemError, _LangGraphInvalidNamespace):
@@ -105,15 +119,20 @@ class ConcurrencyError(LangmemError, RuntimeError):
 
 
 class OperationAppliedError(LangmemError, RuntimeError):
-    """A :class:`~langmem_layer.store.ops.MarkAppliedOp` found its operation applied
+    """A ``MarkAppliedOp`` found its operation applied
     before; its batch was rolled back, so nothing of it was written. Run the batch again
-    with the operation under :class:`~langmem_layer.store.ops.ApplyOnceOp`, which skips
+    with the operation under ``ApplyOnceOp``, which skips
     what was applied instead of failing.
     """
 
 
 class PoolTimeoutError(LangmemError, TimeoutError):
     """No pooled connection became free in time: the pool is too small for the load."""
+
+
+class DatabaseNotFoundError(LangmemError, FileNotFoundError):
+    """No embedded database exists in the data directory a read-only command was given
+    (nothing was created there): a typo in the path, or ``setup`` never ran there."""
 
 
 class SchemaNotReadyError(LangmemError, RuntimeError):

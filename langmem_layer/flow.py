@@ -1,9 +1,9 @@
-"""The flow runner: requests a flow yields, what flows share, and :class:`Runner`.
+"""The flow runner: requests a flow yields, what flows share, and ``Runner``.
 
-Each flow is a generator that yields requests — :class:`StoreCall` (a batch of store
-ops), :class:`ExtractCall` (run the extractor), :class:`Concurrently` (run other flows
-side by side) or a :class:`Call` that a registered handler executes — and returns its
-result. A :class:`Runner` drives a flow with
+Each flow is a generator that yields requests — ``StoreCall`` (a batch of store
+ops), ``ExtractCall`` (run the extractor), ``Concurrently`` (run other flows
+side by side) or a ``Call`` that a registered handler executes — and returns its
+result. A ``Runner`` drives a flow with
 ``store.batch`` and ``extractor.extract`` in sync code, or with ``abatch`` /
 ``aextract`` in async code: every operation is written once, as a flow, and runs
 both ways.
@@ -22,6 +22,7 @@ from langchain_core.messages import BaseMessage
 from langmem_layer.errors import MissingUserError
 from langmem_layer.extract.base import Extractor
 from langmem_layer.extract.gate import WriteGate
+from langmem_layer.sanitize import excerpt
 from langmem_layer.settings import MemorySettings
 from langmem_layer.tokens import TokenCounter
 from langmem_layer.types import (
@@ -79,7 +80,7 @@ class Concurrently(NamedTuple):
 
 
 class Call:
-    """Base of the requests a handler executes (see :meth:`Runner.handle`).
+    """Base of the requests a handler executes (see ``Runner.handle``).
 
     The store and the extractor are the runner's own; anything else a flow needs done
     outside it (a checkpointer call, waking the extraction worker) is a ``Call``
@@ -93,7 +94,7 @@ Request: TypeAlias = StoreCall | ExtractCall | Concurrently | Call
 #: errors raised at the ``yield``).
 Flow: TypeAlias = Generator[Request, Any, T]
 
-#: Sync handlers of :class:`Call` types, and their async twins.
+#: Sync handlers of ``Call`` types, and their async twins.
 Handlers: TypeAlias = Mapping[type[Call], Callable[[Any], Any]]
 AsyncHandlers: TypeAlias = Mapping[type[Call], Callable[[Any], Awaitable[Any]]]
 
@@ -110,10 +111,15 @@ class Env:
     def trust_of(self, agent_id: str | None, learned: Any = None, kind: str | None = None
                  ) -> float:
         """An agent's trust: confirmed / total of its checkable writes when
-        ``learned`` (a :class:`~langmem_layer.store.ops.trust.LearnedTrust`) has a history
+        ``learned`` (a ``LearnedTrust``) has a history
         for it (per ``kind`` when known), else the configured trust, else 0.5."""
         default = self.trust.get(agent_id or "", 0.5)
         return default if learned is None else float(learned.of(agent_id, kind, default))
+
+
+#: The longest user id, in characters: every per-user index leads with it (PostgreSQL
+#: compresses a long one, but a whole text as an id fails there with a less clear error).
+MAX_USER_ID = 2_000
 
 
 def require_user(user_id: str | None) -> str:
@@ -131,15 +137,20 @@ def require_user(user_id: str | None) -> str:
         )
     if not isinstance(user_id, str):
         raise MissingUserError(
-            f"user_id must be a string, got {type(user_id).__name__} ({user_id!r}): "
+            f"user_id must be a string, got {type(user_id).__name__} ({excerpt(user_id)}): "
             f"pass str(user_id) if it is a number."
         )
     if not user_id.strip():
         raise MissingUserError(
-            f"user_id must not be blank, got {user_id!r}: pass the user's id, e.g. 'alice'."
+            f"user_id must not be blank, got {excerpt(user_id)}: pass the user's id, e.g. "
+            "'alice'."
         )
     if "." in user_id or "\x00" in user_id:
-        raise MissingUserError(f"user_id {user_id!r} must not contain '.' or NUL.")
+        raise MissingUserError(f"user_id {excerpt(user_id)} must not contain '.' or NUL.")
+    if len(user_id) > MAX_USER_ID:
+        raise MissingUserError(
+            f"user_id {excerpt(user_id)} is longer than {MAX_USER_ID} characters: pass the "
+            "user's id (an id, an email, a subject), not a text.")
     return user_id
 
 
@@ -168,7 +179,7 @@ class _Ended(NamedTuple):
 
 def _ended(ends: Sequence[_Ended], request: Concurrently) -> list[Any]:
     """The reply to ``request`` once its flows ran side by side: their results, or
-    the first one's error (see :class:`Concurrently`)."""
+    the first one's error (see ``Concurrently``)."""
     if request.return_exceptions:
         return [end.result if end.error is None else end.error for end in ends]
     for end in ends:
@@ -191,8 +202,8 @@ class Runner:
     """Executes flows against a store and an extractor, in sync or async code.
 
     Args:
-        store: Executes :class:`StoreCall` ops with ``batch`` / ``abatch``.
-        extractor: Executes :class:`ExtractCall` with ``extract`` / ``aextract``.
+        store: Executes ``StoreCall`` ops with ``batch`` / ``abatch``.
+        extractor: Executes ``ExtractCall`` with ``extract`` / ``aextract``.
 
     A failed request is raised inside the flow at its ``yield``; a flow that does not
     handle it fails with it.
@@ -206,8 +217,8 @@ class Runner:
 
     def handle(self, kind: type[Call], sync: Callable[[Any], Any],
                async_: Callable[[Any], Awaitable[Any]]) -> None:
-        """Execute requests of type ``kind`` with ``sync`` in :meth:`run`, ``async_`` in
-        :meth:`arun`."""
+        """Execute requests of type ``kind`` with ``sync`` in ``run``, ``async_`` in
+        ``arun``."""
         self._handlers[kind] = sync
         self._ahandlers[kind] = async_
 
@@ -230,7 +241,7 @@ class Runner:
         return step.value
 
     async def arun(self, flow: Flow[T], *, extra: AsyncHandlers | None = None) -> T:
-        """Async twin of :meth:`run` (``extra`` handlers are coroutine functions)."""
+        """Async twin of ``run`` (``extra`` handlers are coroutine functions)."""
         step = _resume(flow)
         while not isinstance(step, _Done):
             try:
@@ -271,7 +282,7 @@ class Runner:
         return await self._handler(request, extra, self._ahandlers)(request)
 
     def _outcome(self, flow: Flow[T], extra: Handlers | None) -> _Ended:
-        """How :meth:`run` of ``flow`` ended."""
+        """How ``run`` of ``flow`` ended."""
         try:
             return _Ended(self.run(flow, extra=extra))
         except Exception as e:

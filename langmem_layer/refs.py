@@ -1,7 +1,7 @@
 """References (entities) in free text, for exact-match lookup.
 
 One extractor shared by the write path (a memory's ``refs``) and the read path (the
-references of a question, see :mod:`langmem_layer.read.query`), so both sides produce the
+references of a question, see ``langmem_layer.read.query``), so both sides produce the
 same normalised strings and the GIN lookup on memories' references can match them.
 
 What counts as a reference: a run of capitalised words (``Caroline``, ``New York``,
@@ -9,7 +9,7 @@ What counts as a reference: a run of capitalised words (``Caroline``, ``New York
 line), minus pronouns, interjections and the names of weekdays and months; a
 possessive ``'s`` is dropped. A word opening a sentence is kept only when it shows
 capitals inside (``LGBTQ``, ``McDonald``) or digits (``R2D2``): casing alone says
-nothing there. Results are normalised with :func:`langmem_layer.types.normalize_ref`,
+nothing there. Results are normalised with ``langmem_layer.types.normalize_ref``,
 deduplicated, in order of first appearance.
 
 This is deliberately a cheap, model-free heuristic: it runs on every write and every
@@ -26,8 +26,11 @@ __all__ = ["extract_refs"]
 
 _WORD = r"[A-Z][\w'’&.-]*[\w]|[A-Z]"
 _RUN = re.compile(rf"(?:{_WORD})(?:[ \t]+(?:{_WORD}))*")
+#: Quotes and brackets that may stand, with spaces, between a sentence boundary and
+#: the sentence's first word.
+_OPENERS = frozenset("\"'“”‘’([")
 #: Sentence (or line, or ``Speaker:``) boundaries: what precedes a sentence-initial word.
-_BOUNDARY = re.compile(r"(?:^|[.!?:;\n…—–]|\s-)[\s\"'“”‘’(\[]*$")
+_ENDS = frozenset(".!?:;\n…—–")
 _POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
 
 _NOT_REFS = frozenset(re.findall(r"\S+", """
@@ -42,7 +45,22 @@ january february march april may june july august september october november dec
 
 
 def _sentence_initial(text: str, start: int) -> bool:
-    return _BOUNDARY.search(text[:start]) is not None
+    """Whether the word at ``start`` opens a sentence (or a line, or follows ``Speaker:``
+    or a spaced dash): only spaces, quotes and brackets between it and a boundary.
+
+    A scan backwards over those alone, so a text of any length costs linear time over
+    all its words (a regex over ``text[:start]`` cost the whole prefix at each
+    capitalised word: quadratic).
+    """
+    i = start - 1
+    while i >= 0:
+        ch = text[i]
+        if ch in _ENDS:
+            return True
+        if not (ch.isspace() or ch in _OPENERS):
+            return ch == "-" and i > 0 and text[i - 1].isspace()
+        i -= 1
+    return True
 
 
 def _distinctive(word: str) -> bool:

@@ -86,7 +86,7 @@ def test_bad_user_is_refused(store: PostgresMemoryStore) -> None:
         create_key(store, "a.b")
     # Too long to fit in a key: refused with the reason, rather than a key that never
     # verifies.
-    with pytest.raises(MissingUserError, match="too long for an API key"):
+    with pytest.raises(MissingUserError, match=r"too long for an API key|longer than"):
         create_key(store, "x" * 7000)
 
 

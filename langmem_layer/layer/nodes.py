@@ -1,9 +1,9 @@
 """The three graph nodes, the state they need, and `wire` to put them around an agent.
 
 Nodes are thin adapters: they read the run's identity from
-``config["configurable"]`` and call the layer's methods (any :class:`NodeTarget`).
+``config["configurable"]`` and call the layer's methods (any ``NodeTarget``).
 Each node is a ``RunnableLambda`` with a sync and an async body, so it works in
-``invoke`` and ``ainvoke`` graphs alike; it calls its body directly (:func:`node`), as
+``invoke`` and ``ainvoke`` graphs alike; it calls its body directly (``node``), as
 LangGraph traces each node's run itself.
 """
 
@@ -26,6 +26,7 @@ from langmem_layer.knowledge import dump_documents, load_documents
 from langmem_layer.layer.params import LoadThreadArgs, RecordTurnArgs
 from langmem_layer.message_log import short_term
 from langmem_layer.read.block import OPEN_THREADS, RELEVANT
+from langmem_layer.read.query import bounded
 from langmem_layer.read.recall import context_block as block_with_history
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
@@ -54,7 +55,7 @@ class MemoryFields(TypedDict, total=False):
     """The fields the memory nodes read and write besides ``messages``.
 
     Attributes:
-        memory_context: The memory block for this turn (see :mod:`langmem_layer.read.block`).
+        memory_context: The memory block for this turn (see ``langmem_layer.read.block``).
         recalled: What ``load_memory`` retrieved, then where ``assemble_context`` placed it.
         memory_spoken: Keys placed in "RELEVANT FOR THIS TURN" or "OPEN THREADS" in each of
             the last turns (speak memories and due loops go quiet on the third).
@@ -81,15 +82,16 @@ class MemoryState(MemoryFields, total=False):
 
     Attributes:
         messages: The conversation (LangGraph's ``add_messages`` reducer).
-        memory_context, recalled, memory_spoken, recent_history, knowledge,
-        memory_shown_at: See :class:`MemoryFields`.
+
+    The memory fields (``memory_context``, ``recalled``, ``memory_spoken``,
+    ``recent_history``, ``knowledge``, ``memory_shown_at``) are ``MemoryFields``'.
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
 
 
 class NodeTarget(Protocol):
-    """What the nodes call (:class:`~langmem_layer.MemoryLayer` is one).
+    """What the nodes call (``MemoryLayer`` is one).
 
     Defined here, where it is used, so this module needs nothing above it.
     """
@@ -111,7 +113,7 @@ class NodeTarget(Protocol):
     async def aload_thread(self, user_id: str, messages: Sequence[BaseMessage],
                            query: str | None = None, **kw: Unpack[LoadThreadArgs]
                            ) -> WorkingLoad:
-        """Async twin of :meth:`load_thread`."""
+        """Async twin of ``load_thread``."""
         ...
 
     def record_turn(self, user_id: str, messages: Sequence[BaseMessage],
@@ -126,17 +128,17 @@ class NodeTarget(Protocol):
 
     async def _abeside_knowledge(self, query: str | None, work: Awaitable[T]
                                 ) -> tuple[T, list[Document]]:
-        """Async twin of :meth:`_beside_knowledge`."""
+        """Async twin of ``_beside_knowledge``."""
         ...
 
     async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage],
                            **kw: Unpack[RecordTurnArgs]) -> int | None:
-        """Async twin of :meth:`record_turn`."""
+        """Async twin of ``record_turn``."""
         ...
 
 
 class Wirable(Protocol):
-    """What :func:`wire` puts into a graph: the three nodes (a MemoryLayer's)."""
+    """What ``wire`` puts into a graph: the three nodes (a MemoryLayer's)."""
 
     @property
     def load_memory(self) -> RunnableLambda:
@@ -175,7 +177,8 @@ def _last_human(messages: Sequence[BaseMessage]) -> int | None:
 def _query(state: MemoryState) -> str | None:
     messages = state.get("messages") or []
     i = _last_human(messages)
-    return messages[i].text if i is not None else None
+    # A pasted document is searched with its beginning and end (read.query.bounded).
+    return bounded(messages[i].text) if i is not None else None
 
 
 def _dump(recalled: Sequence[Recalled], placements: dict[str, str] | None = None, *,

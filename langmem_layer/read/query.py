@@ -1,10 +1,10 @@
 """Query understanding for recall: the references and the time window of a question.
 
-:func:`understand` reads a question (the user's last message) and returns what the
+``understand`` reads a question (the user's last message) and returns what the
 retrieval can use besides its words and its embedding:
 
 * ``refs``: the entities it names, normalised exactly like the ``refs`` the write path
-  stores (:func:`langmem_layer.refs.extract_refs`), for the exact-reference strategy;
+  stores (``langmem_layer.refs.extract_refs``), for the exact-reference strategy;
 * ``window``: the period it is about, when it names one, for the time strategy.
   Memories only exist in the past, so a date without a year means its most recent
   occurrence on or before ``now``.
@@ -22,8 +22,8 @@ Phrase                                     Period
                                            name that has begun by ``now``)
 ``summer 2021`` / ``in the spring``        that season (northern hemisphere months)
 ``in 2022``                                that year
-``yesterday`` / ``today`` / ``N days       that day, as :func:`~langmem_layer.write.
-ago`` / ``last Friday`` / ``N weeks ago``  dates.find_date` resolves it
+``yesterday`` / ``today`` / ``N days       that day, as ``
+ago``` / ``last Friday`` / ``N weeks ago``  dates.find_date` resolves it
 ``last week`` / ``this week``              the seven days around that day
 ``last month`` / ``this month`` / ``N      that calendar month
 months ago``
@@ -47,8 +47,8 @@ from langmem_layer.extract.dates import find_date
 from langmem_layer.refs import extract_refs
 from langmem_layer.sanitize import clean
 
-__all__ = ["QueryInfo", "TimeWindow", "asks_upcoming", "is_broad", "time_window",
-           "understand", "without_refs"]
+__all__ = ["MAX_QUERY_CHARS", "QueryInfo", "TimeWindow", "asks_upcoming", "bounded", "is_broad",
+           "time_window", "understand", "without_refs"]
 
 _MONTHS = {
     "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4,
@@ -143,6 +143,20 @@ class QueryInfo:
     window: TimeWindow | None
 
 
+#: The characters of a message recall searches with: its beginning and its end (where
+#: a question usually is). Embedding models read ~256-512 tokens anyway; beyond this a
+#: message only costs time (reference and date scans, full-text terms).
+MAX_QUERY_CHARS = 2_000
+
+
+def bounded(text: str, limit: int = MAX_QUERY_CHARS) -> str:
+    """``text``, or for a longer one its first and last ``limit // 2`` characters."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} … {text[-half:]}"
+
+
 def understand(text: str | None, now: datetime, *, slack_days: float = 7.0,
                refs: bool = True, window: bool = True) -> QueryInfo:
     """References and time window of a question.
@@ -154,7 +168,9 @@ def understand(text: str | None, now: datetime, *, slack_days: float = 7.0,
         refs: Extract references.
         window: Look for a time window.
     """
-    text = clean(text or "")  # PostgreSQL cannot store U+0000 (langmem_layer.sanitize)
+    # PostgreSQL cannot store U+0000 (langmem_layer.sanitize); a turn of any length is
+    # searched with a bounded text, so it is answered in the same time as a question.
+    text = bounded(clean(text or ""))
     return QueryInfo(
         text=text,
         refs=tuple(extract_refs(text)) if refs and text else (),

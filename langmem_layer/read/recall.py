@@ -15,7 +15,13 @@ from langmem_layer.knowledge import document_lines
 from langmem_layer.message_log import recent_lines, recent_op, short_term
 from langmem_layer.read.block import ContextBlock, build_context_block
 from langmem_layer.read.narrative import pick_summary, turn_ops, with_narrative
-from langmem_layer.read.query import asks_upcoming, is_broad, understand, without_refs
+from langmem_layer.read.query import (
+    asks_upcoming,
+    bounded,
+    is_broad,
+    understand,
+    without_refs,
+)
 from langmem_layer.read.rank import UNASKED_SOURCES, rank_candidates
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.trust import LearnedTrust
@@ -42,13 +48,13 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
               ) -> mops.RecallOp:
     """The candidate retrieval for ``query``, from the settings; every recall builds it here.
 
-    The query is read first (:func:`langmem_layer.read.query.understand`): the references
+    The query is read first (``langmem_layer.read.query.understand``): the references
     it names join ``refs`` for exact lookup, and a period it names ("in May 2023", "last
     week") adds the memories that occurred then; unless ``embed_query_refs``, the query is
     embedded without the references it names
-    (:func:`langmem_layer.read.query.without_refs`). ``per_source`` is always
+    (``langmem_layer.read.query.without_refs``). ``per_source`` is always
     ``candidates_per_source``: ranking places the end of a list there
-    (:func:`langmem_layer.read.rank.rank_candidates`).
+    (``langmem_layer.read.rank.rank_candidates``).
 
     Args:
         env: The layer's settings.
@@ -58,7 +64,7 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
         now: The time expiry, the period and decay are measured against.
         refs: References to look up besides those the query names.
         walk_links: Also walk one hop over links from the best hits (strategy
-            ``"link"``); its scores need a second round trip (:func:`rank`).
+            ``"link"``); its scores need a second round trip (``rank``).
     """
     st = env.settings
     info = understand(query, now, slack_days=st.temporal_slack_days, refs=st.query_refs,
@@ -67,7 +73,7 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
     return mops.RecallOp(
         require_user(user_id),
         scopes_for(env, profile),
-        query=query,
+        query=None if query is None else info.text,
         refs=tuple(r for r in wanted if r),
         per_source=st.candidates_per_source,
         now=now,
@@ -83,7 +89,7 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
         # the query (the lifecycle closes them after the grace period).
         # A question about what is coming up looks further ahead (UPCOMING_DAYS).
         due_window=(now - timedelta(days=st.lifecycle_loop_grace_days),
-                    now + (timedelta(days=UPCOMING_DAYS) if asks_upcoming(query)
+                    now + (timedelta(days=UPCOMING_DAYS) if asks_upcoming(info.text)
                            else timedelta(hours=st.due_window_hours))),
         due_limit=st.due_limit,
         max_terms=st.max_query_terms,
@@ -96,7 +102,7 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
 
 def broad_ops(env: Env, user_id: str, query: str | None, *, profile: str | None) -> list[Any]:
     """For a broad question about the user, one read per scope of their active memories
-    (see :func:`with_core_facts`); none for any other question."""
+    (see ``with_core_facts``); none for any other question."""
     if not is_broad(query):
         return []
     from langgraph.store.base import SearchOp
@@ -107,7 +113,7 @@ def broad_ops(env: Env, user_id: str, query: str | None, *, profile: str | None)
 
 def with_core_facts(env: Env, candidates: Sequence[mops.Candidate],
                     found: Sequence[Sequence[Any]]) -> list[mops.Candidate]:
-    """``candidates`` plus the user's core facts, as read by :func:`broad_ops`.
+    """``candidates`` plus the user's core facts, as read by ``broad_ops``.
 
     A broad question resembles no one memory, so vector and keyword search find little
     and the floor drops the rest. Its answer is who the user is: their facts and
@@ -134,14 +140,16 @@ def with_core_facts(env: Env, candidates: Sequence[mops.Candidate],
 
 def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit: int,
          now: datetime, reinforce: bool = True, learned: LearnedTrust | None = None,
-         names: Sequence[str] = ()) -> Flow[list[Recalled]]:
-    """Rank what a :func:`recall_op` found, and reinforce what is returned.
+         names: Sequence[str] = (), matching: bool = False) -> Flow[list[Recalled]]:
+    """Rank what a ``recall_op`` found, and reinforce what is returned.
 
     When the link walk found something, the links between the candidates spread a
     strong hit's score to the memories linked to it. The recall statement reads them
     with the candidates; only candidates added afterwards (a broad question's core
     facts) cost a round trip to read them. ``names``: the references the query names
-    (the subjects it asks about, for ``subject_focus``).
+    (the subjects it asks about, for ``subject_focus``). ``matching``: rank as a search
+    (only what matches the question; ``rank_candidates``'s
+    ``search_floor``).
     """
     st = env.settings
     links: dict[str, set[str]] = {}
@@ -160,21 +168,25 @@ def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit:
                 links.setdefault(dst, set()).add(src)
     ranked = rank_candidates(
         candidates, now=now, settings=st, limit=limit, trust=env.trust, links=links,
-        learned=learned, names=names)
+        learned=learned, names=names,
+        search_floor=st.search_similarity_floor if matching else None)
     if reinforce and ranked:
         yield StoreCall([mops.TouchOp(user_id, tuple(r.key for r in ranked), now)])
     return ranked
 
 
 def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, limit: int,
-           now: datetime, refs: Sequence[str] = (), reinforce: bool = True
-           ) -> Flow[list[Recalled]]:
+           now: datetime, refs: Sequence[str] = (), reinforce: bool = True,
+           matching: bool = False) -> Flow[list[Recalled]]:
     """Hybrid retrieval, ranking, and reinforcement of what is returned.
 
-    One round trip fetches the candidates of every strategy (:func:`recall_op`), a
-    second (only when the link walk found something) the links between them.
+    One round trip fetches the candidates of every strategy (``recall_op``), a
+    second (only when the link walk found something) the links between them. With
+    ``matching`` (a search) only what matches the question comes back, and a summary
+    only for a question that names a period.
     """
     user_id = require_user(user_id)
+    query = bounded(query) if query else query  # a question of any length: see bounded()
     op = recall_op(env, user_id, query, profile=profile, now=now, refs=refs)
     broad = broad_ops(env, user_id, query, profile=profile)
     extra = turn_ops(env, user_id, query, profile=profile, now=now)
@@ -182,8 +194,10 @@ def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, li
     if broad:
         candidates = with_core_facts(env, candidates, found)
     ranked = yield from rank(env, user_id, candidates, limit=limit, now=now,
-                             reinforce=reinforce, learned=reads.learned, names=op.refs)
-    ranked = with_narrative(ranked, pick_summary(reads.summaries, query, now))
+                             reinforce=reinforce, learned=reads.learned, names=op.refs,
+                             matching=matching and bool(query))
+    if not matching or op.window is not None:
+        ranked = with_narrative(ranked, pick_summary(reads.summaries, query, now))
     return ranked
 
 
@@ -199,7 +213,7 @@ def context_block(env: Env, recalled: Sequence[Recalled], *,
     the active thread's short-term window (``short_term``) is not repeated, nor one
     that is the source of a recalled ``avoid`` memory (the history query already drops
     turns that are the source of any stored one). ``documents`` retrieved from the
-    layer's knowledge source get their own section (see :mod:`langmem_layer.knowledge`).
+    layer's knowledge source get their own section (see ``langmem_layer.knowledge``).
     """
     st = env.settings
     avoided = {r.record.source.message_id for r in recalled
@@ -251,7 +265,7 @@ def context_block_flow(env: Env, user_id: str, query: str | None, *, profile: st
                        ) -> Flow[ContextBlock]:
     """The memory block ``assemble_context`` would render for ``query`` (no documents).
 
-    See :func:`block_inputs_flow`; the block is rendered by :func:`context_block`.
+    See ``block_inputs_flow``; the block is rendered by ``context_block``.
     """
     inputs = yield from block_inputs_flow(env, user_id, query, profile=profile,
                                           thread_id=thread_id, messages=messages, now=now)
@@ -276,7 +290,7 @@ def block_inputs_flow(env: Env, user_id: str, query: str | None, *, profile: str
 
     Reads what ``load_memory`` reads for the block — the recall and the user's recent
     messages outside ``thread_id`` — and takes the thread's short-term window from
-    ``messages``; :func:`context_block` renders them. Like ``load_memory`` it does
+    ``messages``; ``context_block`` renders them. Like ``load_memory`` it does
     not reinforce: the nodes reinforce with the finished turn, and rendering a block
     is no use of the memories in it.
 
@@ -291,6 +305,7 @@ def block_inputs_flow(env: Env, user_id: str, query: str | None, *, profile: str
     """
     user_id = require_user(user_id)
     st = env.settings
+    query = bounded(query) if query else query  # a question of any length: see bounded()
     op = recall_op(env, user_id, query, profile=profile, now=now)
     ops: list[Any] = [op]
     if st.recent_history_limit:

@@ -2,7 +2,7 @@
 
 Defaults come from the specification (R-numbers in the field descriptions). Any
 field can be overridden in code (``MemorySettings(similarity_floor=0.6)``) or from
-the environment with :meth:`MemorySettings.from_env` (``LANGMEM_SIMILARITY_FLOOR=0.6``).
+the environment with ``MemorySettings.from_env`` (``LANGMEM_SIMILARITY_FLOOR=0.6``).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class GateSettings(BaseModel):
 
 
 class MemorySettings(BaseModel):
-    """Settings of a :class:`~langmem_layer.MemoryLayer`."""
+    """Settings of a ``MemoryLayer``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -88,6 +88,12 @@ class MemorySettings(BaseModel):
         default=0.7, ge=-1, le=1, description="Vector hits below this are dropped."
     )
     episodic_similarity_floor: float = Field(default=0.72, ge=-1, le=1)
+    search_similarity_floor: float = Field(
+        default=0.7, ge=-1, le=1,
+        description="What a search shows (recall(), the memory tools, the REST and CLI "
+        "search): a memory found only by its embedding must reach this similarity. "
+        "Higher than the block's floors, which let weak hits fill a token budget: a "
+        "search for something the user never said shows nothing.")
     recall_limit: int = Field(
         default=10, ge=1, description="Memories recall() returns when no limit is passed.")
     block_target_tokens: int = Field(
@@ -151,6 +157,12 @@ class MemorySettings(BaseModel):
         "longest ones when it has more). No ordinary question has this many, and it stays "
         "two orders of magnitude under the ~17k terms whose tsquery exceeds PostgreSQL's "
         "stack depth, while each term costs an index probe.",
+    )
+    max_extract_chars: int = Field(
+        default=20_000, ge=1,
+        description="Characters of each message the extractor reads (the first ones). A "
+        "pasted document of megabytes stays whole in the queue and the message log, but "
+        "extracting from all of it would hold a CPU (or a model's context) for minutes.",
     )
     extract_every_n_turns: int = Field(
         default=1, ge=1, description="Background extraction runs after every N turns."

@@ -30,7 +30,7 @@ _ELIGIBLE = f"""i.user_id = %(user_id)s AND i.prefix = ANY(%(prefixes)s::text[])
           AND (i.expires_at IS NULL OR i.expires_at > %(now)s)"""
 
 
-#: The strategies' CTE names, which prefix their rank columns (see :mod:`.sources`).
+#: The strategies' CTE names, which prefix their rank columns (see ``sources``).
 _COLUMNS = tuple(s.column for s in RECALL_SOURCES)
 #: BM25 parameters of the keyword strategy (Robertson & Zaragoza's usual values).
 BM25_K1 = 1.2
@@ -70,18 +70,20 @@ _WORD = re.compile(r"\w+")
 
 
 def cap_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> str:
-    """``text``, or when it has more than ``max_terms`` distinct words, those of them that
-    are longest (the first seen among equals), in the order they first occur.
+    """``text``, or when it has more than ``max_terms`` words, its distinct words (at most
+    ``max_terms``, the longest, the first seen among equals) in the order they first occur.
 
     Longer words are rarer (and stop words short), so they are the ones BM25 weighs
     most; the vector search still embeds the whole message.
     """
-    firsts: dict[str, int] = {}
     words = _WORD.findall(text)
+    if len(words) <= max_terms:
+        return text
+    # Repeated words add nothing to the query's lexemes but size: a 3 MB message of a
+    # few words repeated made a tsquery over PostgreSQL's 1 MB limit.
+    firsts: dict[str, int] = {}
     for n, w in enumerate(words):
         firsts.setdefault(w.lower(), n)
-    if len(firsts) <= max_terms:
-        return text
     keep = sorted(firsts, key=lambda w: (-len(w), firsts[w]))[:max_terms]
     return " ".join(words[firsts[w]] for w in sorted(keep, key=firsts.__getitem__))
 
@@ -210,7 +212,7 @@ def recall_candidates(
     * ``vec``: vector similarity (exact cosine over the user's vectors; ``sims`` holds
       the similarity of every scored memory);
     * ``kw``: full-text, any query term (at most ``max_terms`` of them, see
-      :func:`cap_terms`). ``keyword="bm25"`` ranks by Okapi BM25 over
+      ``cap_terms``). ``keyword="bm25"`` ranks by Okapi BM25 over
       the user's memories (term frequency from the tsvector positions, document
       frequency among the matching memories, ``N`` the user's item count, length
       normalised by the matching memories' mean length), so a term most memories

@@ -59,6 +59,18 @@ _DATA_HINTS = {
 }
 
 
+#: Characters of the driver's message an error repeats: PostgreSQL quotes the value it
+#: refused (a 3 MB message in "value is too big in tsquery: ..."), which no error of
+#: ours may carry whole.
+_SAID = 300
+
+
+def _said(exc: BaseException) -> str:
+    """The driver's message for ``exc``, cut to ``_SAID`` characters."""
+    text = str(exc)
+    return text if len(text) <= _SAID else f"{text[:_SAID]}… ({len(text):,} characters)"
+
+
 def retryable(exc: BaseException) -> bool:
     """Whether re-running the whole transaction can succeed (deadlock, serialization)."""
     return isinstance(exc, psycopg.Error) and exc.sqlstate in _RETRYABLE
@@ -75,7 +87,7 @@ def concurrency_error(exc: BaseException, attempts: int) -> ConcurrencyError:
     sqlstate = getattr(exc, "sqlstate", None)
     return ConcurrencyError(
         f"The transaction lost to concurrent ones {attempts} times (SQLSTATE {sqlstate}: "
-        f"{exc}); it was rolled back each time and nothing was written. Run the batch "
+        f"{_said(exc)}); it was rolled back each time and nothing was written. Run the batch "
         "again, or write each user's data from one worker at a time."
     )
 
@@ -89,7 +101,7 @@ def translate(exc: BaseException, *, pool: Any = None) -> BaseException:
             message of a pool timeout.
 
     Returns:
-        A :class:`~langmem_layer.errors.LangmemError` to raise ``from exc``, or ``exc``
+        A ``LangmemError`` to raise ``from exc``, or ``exc``
         unchanged for errors that are neither the caller's nor the server's (bugs).
     """
     if isinstance(exc, LangmemError):
@@ -102,7 +114,7 @@ def translate(exc: BaseException, *, pool: Any = None) -> BaseException:
             f"No connection of the pool (max_size={size}) became free within {waited}: "
             "more calls ran at once than the pool has connections. Give the store a "
             "bigger pool (from_conn_string(..., pool_size=N)) or make fewer concurrent "
-            f"calls. ({exc})"
+            f"calls. ({_said(exc)})"
         )
     if not isinstance(exc, psycopg.Error):
         return exc
@@ -111,13 +123,13 @@ def translate(exc: BaseException, *, pool: Any = None) -> BaseException:
         return concurrency_error(exc, 1)
     if state.startswith(_INPUT_TOO_LARGE):
         return InvalidInputError(
-            f"The input is too large for PostgreSQL (SQLSTATE {state}: {exc}); shorten "
+            f"The input is too large for PostgreSQL (SQLSTATE {state}: {_said(exc)}); shorten "
             "the text or query, or split the value. Nothing was written."
         )
     # Client-side data errors (psycopg refusing a NUL byte in text) carry no SQLSTATE.
     if state.startswith(_INVALID_DATA) or (not state and isinstance(exc, psycopg.DataError)):
         return InvalidInputError(
-            f"PostgreSQL refused the input as invalid (SQLSTATE {state or 'n/a'}: {exc}); "
+            f"PostgreSQL refused the input as invalid (SQLSTATE {state or 'n/a'}: {_said(exc)}); "
             f"{_DATA_HINTS.get(state, _DATA_HINT)} Nothing was written."
         )
     if state == _UNIQUE_VIOLATION and exc.diag.constraint_name == APPLIED_KEY:
@@ -128,7 +140,7 @@ def translate(exc: BaseException, *, pool: Any = None) -> BaseException:
         )
     if state == _UNDEFINED_TABLE:
         return SchemaNotReadyError(
-            f"The store's tables do not exist in this database ({exc}): call "
+            f"The store's tables do not exist in this database ({_said(exc)}): call "
             "store.setup() (or run `langmem-layer setup`) first."
         )
     if (
@@ -137,6 +149,6 @@ def translate(exc: BaseException, *, pool: Any = None) -> BaseException:
         or (not state and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError))
     ):
         return DatabaseUnavailableError(
-            f"PostgreSQL went away; the batch was rolled back: {exc}"
+            f"PostgreSQL went away; the batch was rolled back: {_said(exc)}"
         )
     return exc

@@ -1,7 +1,7 @@
 """The write path, written once for sync and async.
 
-A turn is queued durably (:func:`enqueue_turn`); a worker leases queue entries
-(:mod:`langmem_layer.write.queue`) and runs :func:`ingest` on each: the extractor sees the new
+A turn is queued durably (``enqueue_turn``); a worker leases queue entries
+(``langmem_layer.write.queue``) and runs ``ingest`` on each: the extractor sees the new
 messages with the user's existing relevant memories, the gate decides, and the
 accepted operations are applied together with the entry's completion and the
 decision log in ONE transaction. Every operation carries an id derived from its
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ from langmem_layer.types import (
 )
 from langmem_layer.write.memory import links_thread, memory_ops
 from langmem_layer.write.profile import apply_explicit, explicit_preference
+
+logger = logging.getLogger("langmem_layer.write")
 
 __all__ = [
     "IngestResult",
@@ -107,7 +110,7 @@ def enqueue_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
                  now: datetime, dedupe_key: str | None = None) -> Flow[int | None]:
     """Queue a turn's messages for extraction; returns the entry id (None if queued before).
 
-    NUL characters are removed from the messages (:mod:`langmem_layer.sanitize`):
+    NUL characters are removed from the messages (``langmem_layer.sanitize``):
     PostgreSQL cannot store them, and the turn must not be lost for one.
     """
     op = enqueue_op(env, user_id, messages, profile=profile, thread_id=thread_id,
@@ -119,12 +122,26 @@ def enqueue_turn(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
 def enqueue_op(env: Env, user_id: str, messages: Sequence[BaseMessage], *,
                profile: str | None, thread_id: str | None, agent_id: str | None,
                now: datetime, dedupe_key: str | None = None) -> mops.EnqueueOp:
-    """The op queueing a turn (see :func:`enqueue_turn`), its messages cleaned of NULs."""
+    """The op queueing a turn (see ``enqueue_turn``), its messages cleaned of NULs."""
     user_id = require_user(user_id)
     messages = clean_messages(messages)
     key = dedupe_key or f"{thread_id or '-'}:{_turn_key(messages, now)}"
     return mops.EnqueueOp(user_id, key, profile or env.settings.default_profile,
                           messages_to_dict(list(messages)), now, thread_id, agent_id, now)
+
+
+def _readable(messages: Sequence[BaseMessage], limit: int) -> list[BaseMessage]:
+    """The messages as the extractor reads them: each text cut to its first ``limit``
+    characters (the turn itself is kept whole in the queue and the log)."""
+    out: list[BaseMessage] = []
+    for m in messages:
+        text = m.text
+        if len(text) > limit:
+            logger.info("extraction reads the first %d of %d characters of a message",
+                        limit, len(text))
+            m = m.model_copy(update={"content": text[:limit]})
+        out.append(m)
+    return out
 
 
 def _human_text(messages: Sequence[BaseMessage]) -> str:
@@ -180,7 +197,8 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     messages = clean_messages(messages)
     result = IngestResult(user_id, [])
     finish: list[Any] = [mops.CompleteEntryOp(user_id, entry_id, now)] if entry_id else []
-    text = _human_text(messages)
+    readable = _readable(messages, env.settings.max_extract_chars)
+    text = _human_text(readable)
     if not text.strip():
         if finish:
             yield StoreCall(finish)
@@ -199,7 +217,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     existing = rank_candidates(cands, now=now, settings=env.settings, limit=20)
     extracted: list[MemoryOperation] = (
         list(operations) if operations is not None
-        else (yield ExtractCall(messages, existing, now)))
+        else (yield ExtractCall(readable, existing, now)))
     proposed = [_clean_operation(p) for p in extracted]
     probes = [i for i, p in enumerate(proposed)
               if p.op in (OpType.ADD, OpType.UPDATE) and p.content]
@@ -277,7 +295,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
 def _apply_optimistic(user_id: str, planned: Sequence[_Planned], rest: Sequence[Any],
                       lock: mops.LockUserWritesOp, now: datetime) -> Flow[list[Any]]:
     """Apply ``planned`` and ``rest`` in one batch, each plan's ops after a record of its
-    id (:class:`~langmem_layer.store.ops.MarkAppliedOp`); each plan's results, in order.
+    id (``MarkAppliedOp``); each plan's results, in order.
 
     Raises:
         OperationAppliedError: A plan was applied before; nothing was written.
@@ -294,7 +312,7 @@ def _apply_optimistic(user_id: str, planned: Sequence[_Planned], rest: Sequence[
 
 def _clean_operation(op: MemoryOperation) -> MemoryOperation:
     """A model's operation without NUL characters in its text (PostgreSQL cannot store
-    them; see :mod:`langmem_layer.sanitize`)."""
+    them; see ``langmem_layer.sanitize``)."""
     fields = {name: getattr(op, name) for name in type(op).model_fields}
     update = {k: clean_deep(v) for k, v in fields.items() if isinstance(v, str | list | dict)}
     update = {k: v for k, v in update.items() if v != fields[k]}
@@ -326,7 +344,7 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
 
     A memory it writes joins the chain of ``thread_id``'s memories. It is written only if
     its scope holds no active memory with the same content when the transaction gets to
-    it (:class:`~langmem_layer.store.ops.AddMemoryOp`); else that one is reinforced.
+    it (``AddMemoryOp``); else that one is reinforced.
     """
     plan = _Planned(op_id)
     target = _resolve_target(op, known)
