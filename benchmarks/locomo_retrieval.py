@@ -14,7 +14,7 @@ PostgreSQL 18 + pgvector) and the same write ops the memory layer uses:
   image, ``occurred_at`` = its session's date and time; the benchmark maps each memory
   key back to the turn's ``dia_id``;
 * ``refs`` = the entities the write path's reference extractor
-  (:func:`langmem_layer.refs.extract_refs`) finds in the turn — what the write path
+  (``langmem_layer.refs.extract_refs``) finds in the turn — what the write path
   stores for every memory it adds;
 * the layer itself links each memory of a thread to the thread's previous one
   (``elaborates``; setting ``link_thread_memories``), as its write path does for
@@ -440,7 +440,7 @@ def run_layer(layer: MemoryLayer, questions: Sequence[Question], now_of: dict[st
     res = Result(name)
     for q in tqdm(questions, desc=name, unit="q", file=sys.stderr, leave=False, mininterval=2):
         t0 = time.perf_counter()
-        found = layer.recall(q.user, q.text, limit=limit, now=now_of[q.user])
+        found = layer.recall(q.user, q.text, limit=limit, now=now_of[q.user], matching=False)
         res.seconds.append(time.perf_counter() - t0)
         res.add(q, [dia_of[r.key] for r in found if not r.record.pinned])
     return res

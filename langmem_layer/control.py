@@ -40,7 +40,7 @@ CORRECTED = "corrected by the user"
 SURFACE_CHANGED = "changed by the user"
 FORGOTTEN = "forgotten at the user's request"
 
-#: The format marker of :func:`export`'s data, checked by :func:`import_`.
+#: The format marker of ``export``'s data, checked by ``import_``.
 EXPORT_FORMAT = "langmem_layer.export/1"
 
 
@@ -118,10 +118,13 @@ def browse(user_id: str, *, query: str | None, profile: str | None,
            ) -> Flow[list[Recalled]]:
     """One page of the user's memories across every scope (or one ``profile``), filtered
     by layer, kind and status; newest change first, or with ``query`` only those that
-    match it, best first (:class:`~langmem_layer.store.ops.MatchOp`): a word in common,
-    or a similarity reaching ``floors`` (recall's similarity floor, then its episodic
-    one), so a search shows what matches rather than every memory reordered. Each
-    result's ``similarity`` is its similarity to ``query`` (None without a vector)."""
+    match it, best first (``MatchOp``): a word in common,
+    or a similarity reaching ``floors`` (a search's floor, then the one for episodic
+    memories), so a search shows what matches rather than every memory reordered. In
+    a search a memory's history comes after what is current: active and stale memories
+    first, then archived, then contradicted ones, so a superseded memory never ranks
+    above the one that replaced it. Each result's ``similarity`` is its similarity to
+    ``query`` (None without a vector)."""
     from langgraph.store.base import SearchOp
 
     user_id = require_user(user_id)
@@ -253,9 +256,10 @@ def export(user_id: str) -> Flow[dict[str, Any]]:
     }
 
 
-def delete_user(user_id: str) -> Flow[mops.UserDeletion]:
-    """Erase everything stored for the user, in every per-user table, in one transaction."""
-    (deleted,) = yield StoreCall([mops.DeleteUserOp(require_user(user_id))])
+def delete_user(user_id: str, *, keep_keys: bool = False) -> Flow[mops.UserDeletion]:
+    """Erase everything stored for the user, in every per-user table, in one transaction
+    (their API keys excepted with ``keep_keys``)."""
+    (deleted,) = yield StoreCall([mops.DeleteUserOp(require_user(user_id), keep_keys)])
     return deleted
 
 
@@ -323,14 +327,14 @@ def _parse_link(raw: Any, n: int) -> mops.Link:
 
 def import_(user_id: str, data: Mapping[str, Any], *, max_content_chars: int | None = None
             ) -> Flow[int]:
-    """Load an :func:`export` into the store for ``user_id``; returns the item count.
+    """Load an ``export`` into the store for ``user_id``; returns the item count.
 
     The whole file is checked before anything is written: its format, every item and
     link, keys unique, and every link between memories of the file or already stored.
 
     Args:
         user_id: The user to load it for.
-        data: What :func:`export` returned.
+        data: What ``export`` returned.
         max_content_chars: A memory with longer content refuses the file.
 
     Raises:

@@ -2,7 +2,7 @@
 
 Two formats are read: LoCoMo (a JSON list of samples with ``conversation`` and ``qa``;
 see ``../shared/data/README.md``) and the evaluation fixtures' retrieval expectations
-(:mod:`langmem_layer.evals.fixtures`: ``expect.retrieve`` probes). Either is split by
+(``langmem_layer.evals.fixtures``: ``expect.retrieve`` probes). Either is split by
 conversation (LoCoMo sample / fixture) into a calibration part and a held-out part, so a
 profile is never tuned on the questions it is reported on.
 """
@@ -114,8 +114,9 @@ def measure(layer: Any, queries: Sequence[LabelledQuery], k: int, *, desc: str =
     with progress(len(queries), desc, show) as bar:
         for q in queries:
             t0 = time.perf_counter()
+            # The retrieval the block is filled from (what the settings tune).
             found: list[Recalled] = layer.recall(q.user, q.text, profile=q.profile,
-                                                 limit=max(k, 20), now=q.now)
+                                                 limit=max(k, 20), now=q.now, matching=False)
             out.seconds.append(time.perf_counter() - t0)
             keys = [r.key for r in found if not r.record.pinned]
             out.scores.append(q.score(keys, k))

@@ -233,8 +233,9 @@ def _play(run: _Run) -> None:
 
 
 def _recall(run: _Run, probe: Probe, limit: int = _TOP) -> list[Recalled]:
+    # The retrieval the agent's block is filled from, which hit@3 measures.
     return list(run.layer.recall(run.uid(probe.user), probe.query, profile=probe.profile,
-                                 limit=limit, now=probe.at))
+                                 limit=limit, now=probe.at, matching=False))
 
 
 def _extraction(run: _Run, result: FixtureResult) -> None:
@@ -320,7 +321,7 @@ def _isolation(run: _Run, result: FixtureResult) -> None:
     for probe in fx.expect.retrieve:
         uid = run.uid(stranger)
         found = run.layer.recall(uid, probe.query, profile=probe.profile, limit=10,
-                                 now=probe.at)
+                                 now=probe.at, matching=False)
         block = run.layer.context_block(uid, probe.query, profile=probe.profile, now=probe.at)
         if found or block.placements:
             result.leaks += 1
@@ -361,7 +362,7 @@ def run_fixture(layer: Any, fixture: Fixture, *, prefix: str | None = None,
     """Run one fixture's three phases on ``layer`` (which must extract inline).
 
     Args:
-        layer: A :class:`~langmem_layer.MemoryLayer` with ``extraction="inline"``.
+        layer: A ``MemoryLayer`` with ``extraction="inline"``.
         fixture: The fixture.
         prefix: User ids are ``prefix + alias``; default: a fresh ``eval-<hex>-<name>-``.
         keep: Leave the users' data in the store (default: deleted afterwards).
@@ -390,10 +391,10 @@ def run_fixtures(store: Any, fixtures: Sequence[Fixture], *,
     """Run every fixture on ``store``, each with a layer of its own (its agents' trust).
 
     Args:
-        store: An open :class:`~langmem_layer.PostgresMemoryStore` with an embedding index.
-        fixtures: What to run (:func:`~langmem_layer.evals.fixtures.load_fixtures`).
-        extractor: Default: the offline :class:`~langmem_layer.extract.rules.RuleExtractor`.
-        settings: The layer's :class:`~langmem_layer.MemorySettings` (default: defaults).
+        store: An open ``PostgresMemoryStore`` with an embedding index.
+        fixtures: What to run (``load_fixtures``).
+        extractor: Default: the offline ``RuleExtractor``.
+        settings: The layer's ``MemorySettings`` (default: defaults).
         label: How the report names the extractor (default: its class name, or ``rules``).
         progress: Show a progress bar on standard error (when it is a terminal).
     """

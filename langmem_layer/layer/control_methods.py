@@ -1,8 +1,8 @@
-"""The memory-panel half of :class:`~langmem_layer.MemoryLayer`'s control API: browse a
+"""The memory-panel half of ``MemoryLayer``'s control API: browse a
 user's memories page by page, and pin them or change how they surface.
 
-A mixin, like :mod:`langmem_layer.layer.working_methods`: every method is a one-line call into
-the layer's :class:`~langmem_layer.flow.Runner` over a flow built once.
+A mixin, like ``langmem_layer.layer.working_methods``: every method is a one-line call into
+the layer's ``Runner`` over a flow built once.
 """
 
 from __future__ import annotations
@@ -27,23 +27,23 @@ def _choices(values: Any, enum: Any, name: str) -> tuple[str, ...]:
 
 
 class ControlMethods(LayerBase):
-    """Browse and surface-policy methods of :class:`~langmem_layer.MemoryLayer`."""
+    """Browse and surface-policy methods of ``MemoryLayer``."""
 
     def browse(self, user_id: str, **kw: Unpack[BrowseArgs]) -> builtins.list[Recalled]:
         """One page of the user's memories, filtered; for a memory panel or an export UI.
 
-        Unlike :meth:`~langmem_layer.MemoryLayer.recall` it sees every status and
+        Unlike ``recall`` it sees every status and
         scope, and it changes nothing (no reinforcement).
 
         Args:
             user_id: The user.
-            **kw: See :class:`~langmem_layer.layer.params.BrowseArgs`.
+            **kw: See ``BrowseArgs``.
         """
         return self._runner.run(self._browse(user_id, **kw))
 
     async def abrowse(self, user_id: str, **kw: Unpack[BrowseArgs]
                       ) -> builtins.list[Recalled]:
-        """Async twin of :meth:`browse`."""
+        """Async twin of ``browse``."""
         return await self._runner.arun(self._browse(user_id, **kw))
 
     def set_surface(self, user_id: str, memory_id: str, **kw: Unpack[SurfaceArgs]
@@ -53,7 +53,7 @@ class ControlMethods(LayerBase):
         Args:
             user_id: The user.
             memory_id: The memory.
-            **kw: See :class:`~langmem_layer.layer.params.SurfaceArgs`.
+            **kw: See ``SurfaceArgs``.
 
         Raises:
             MemoryNotFoundError: No such memory for the user.
@@ -62,7 +62,7 @@ class ControlMethods(LayerBase):
 
     async def aset_surface(self, user_id: str, memory_id: str, **kw: Unpack[SurfaceArgs]
                            ) -> Recalled:
-        """Async twin of :meth:`set_surface`."""
+        """Async twin of ``set_surface``."""
         return await self._runner.arun(self._set_surface(user_id, memory_id, **kw))
 
     # -- the flows behind the methods --------------------------------------------------
@@ -80,8 +80,8 @@ class ControlMethods(LayerBase):
             user_id, query=query, profile=profile, layers=_choices(layers, Layer, "layer"),
             kinds=_choices(kinds, Kind, "kind") or tuple(k.value for k in Kind),
             statuses=checks.check_statuses(statuses), limit=checks.check_limit(limit) or 50,
-            offset=offset, floors=(self.settings.similarity_floor,
-                                   self.settings.episodic_similarity_floor))
+            offset=offset, floors=(self.settings.search_similarity_floor,
+                                   self.settings.search_similarity_floor))
 
     def _set_surface(self, user_id: str, memory_id: str, *, pinned: bool | None = None,
                      policy: Policy | str | None = None, now: datetime | None = None

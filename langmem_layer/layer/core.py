@@ -1,9 +1,9 @@
 """`MemoryLayer`: the façade a LangGraph user holds — three nodes and a direct API.
 
 Every method exists in sync and async form (``recall`` / ``arecall``). Each operation
-is written once, as a flow (:mod:`langmem_layer.flow`); its keyword parameters are
+is written once, as a flow (``langmem_layer.flow``); its keyword parameters are
 declared once, as a ``TypedDict`` both twins unpack. The twins differ only in the
-:class:`~langmem_layer.flow.Runner` method that executes the flow.
+``Runner`` method that executes the flow.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from langgraph.store.base import BaseStore
 
 from langmem_layer import checks, control
 from langmem_layer.environment import default_extractor
-from langmem_layer.errors import ConfigurationError
+from langmem_layer.errors import ConfigurationError, InvalidInputError
 from langmem_layer.extract.base import Extractor
 from langmem_layer.extract.gate import WriteGate
 from langmem_layer.flow import Env, Flow, Runner
@@ -69,10 +69,10 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
     """Long-term memory for a LangGraph agent.
 
     Args:
-        store: A :class:`~langmem_layer.PostgresMemoryStore` (or its async twin; any
-            store that executes the ops of :mod:`langmem_layer.store.ops`).
+        store: A ``PostgresMemoryStore`` (or its async twin; any
+            store that executes the ops of ``langmem_layer.store.ops``).
         settings: Thresholds, weights and budgets; fields left unset take the calibration
-            profile of the store's embedding model (:mod:`langmem_layer.calibration`),
+            profile of the store's embedding model (``langmem_layer.calibration``),
             else the specification's defaults.
         extractor: Proposes memory operations. Default: an LLM extractor on
             ``chat_model`` (or OpenAI when ``OPENAI_API_KEY`` is set), else the rules.
@@ -84,7 +84,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         trust: Per-agent trust in [0, 1] used in ranking.
         knowledge: A knowledge source queried beside memory on each turn: any LangChain
             ``BaseRetriever`` or ``VectorStore`` (a store is asked for
-            ``settings.knowledge_k`` documents), e.g. :func:`~langmem_layer.knowledge_store`
+            ``settings.knowledge_k`` documents), e.g. ``knowledge_store``
             on the same database. Its documents get their own block section; a failing
             source is logged and the turn goes on without them.
 
@@ -96,19 +96,19 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
 
     The methods, by what a caller is doing (each with an ``a``-prefixed async twin):
 
-    - wiring a graph: ``wire`` and the three nodes (:mod:`.nodes`);
+    - wiring a graph: ``wire`` and the three nodes (``nodes``);
     - remembering and recalling: ``remember``, ``recall``, ``context_block``,
       ``ingest``, ``submit``, ``process_pending``, ``drain``, ``close``;
     - reviewing and correcting a user's memory: ``get``, ``list``, ``correct``,
       ``forget``, ``history``, ``decisions``, ``export``, ``import_``, ``delete_user``
-      (here), ``browse``, ``set_surface`` (:mod:`.control_methods`);
+      (here), ``browse``, ``set_surface`` (``control_methods``);
     - the thread: ``load_thread``, ``record_turn``, ``recent_history``,
-      ``clear_history``, ``sweep_sessions`` (:mod:`.working_methods`);
+      ``clear_history``, ``sweep_sessions`` (``working_methods``);
     - prebuilt agents and tools: ``react_hooks``, ``middleware``, ``tools``,
-      ``import_langmem`` (:mod:`.agent_methods`);
-    - knowledge: ``as_retriever``, ``retrieve_knowledge`` (:mod:`.knowledge_methods`);
-    - trust and feedback: ``feedback``, ``record_outcome`` (:mod:`.trust_methods`);
-    - flows of your own: ``run``, ``now`` (:mod:`.base`).
+      ``import_langmem`` (``agent_methods``);
+    - knowledge: ``as_retriever``, ``retrieve_knowledge`` (``knowledge_methods``);
+    - trust and feedback: ``feedback``, ``record_outcome`` (``trust_methods``);
+    - flows of your own: ``run``, ``now`` (``base``).
     """
 
     def __init__(
@@ -169,11 +169,11 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         Args:
             user_id: The user.
             content: The memory's text.
-            **kw: See :class:`~langmem_layer.layer.params.RememberArgs`.
+            **kw: See ``RememberArgs``.
 
         Raises:
             InvalidContentError: ``content`` breaks the content rule every way in applies
-                (:func:`~langmem_layer.extract.gate.content_problem`): empty, shorter than
+                (``content_problem``): empty, shorter than
                 ``settings.gate.min_content_chars`` or longer than ``max_content_chars``
                 once stripped, or holding a NUL character.
         """
@@ -181,23 +181,29 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
 
     async def aremember(self, user_id: str, content: str, **kw: Unpack[RememberArgs]
                         ) -> Recalled:
-        """Async twin of :meth:`remember`."""
+        """Async twin of ``remember``."""
         return await self._runner.arun(self._remember(user_id, content, **kw))
 
     def recall(self, user_id: str, query: str | None, **kw: Unpack[RecallArgs]
                ) -> list[Recalled]:
-        """Retrieve the user's most relevant active memories (pinned first).
+        """Retrieve the user's most relevant active memories (pinned first): what the
+        memory block is filled from.
+
+        ``matching=True`` makes it a search (what the memory tools, the CLI's ``search``
+        and the REST API's ``q`` do): only what shares a word, a reference or a period
+        with the query, or reaches ``settings.search_similarity_floor``, so a query
+        about nothing the user said returns nothing.
 
         Args:
             user_id: The user.
             query: What to recall for; ``None`` ranks without a query.
-            **kw: See :class:`~langmem_layer.layer.params.RecallArgs`.
+            **kw: See ``RecallArgs``.
         """
         return self._runner.run(self._recall(user_id, query, **kw))
 
     async def arecall(self, user_id: str, query: str | None, **kw: Unpack[RecallArgs]
                       ) -> list[Recalled]:
-        """Async twin of :meth:`recall`."""
+        """Async twin of ``recall``."""
         return await self._runner.arun(self._recall(user_id, query, **kw))
 
     def ingest(self, user_id: str, messages: Sequence[BaseMessage], **kw: Unpack[TurnArgs]
@@ -207,13 +213,13 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         Args:
             user_id: The user.
             messages: The turn.
-            **kw: See :class:`~langmem_layer.layer.params.TurnArgs`.
+            **kw: See ``TurnArgs``.
         """
         return self._runner.run(self._ingest(user_id, messages, **kw))
 
     async def aingest(self, user_id: str, messages: Sequence[BaseMessage],
                       **kw: Unpack[TurnArgs]) -> IngestResult:
-        """Async twin of :meth:`ingest`."""
+        """Async twin of ``ingest``."""
         return await self._runner.arun(self._ingest(user_id, messages, **kw))
 
     def context_block(self, user_id: str, query: str | None,
@@ -229,13 +235,13 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         Args:
             user_id: The user.
             query: What to recall for.
-            **kw: See :class:`~langmem_layer.layer.params.ContextBlockArgs`.
+            **kw: See ``ContextBlockArgs``.
         """
         return self._block_beside_knowledge(user_id, query, kw)
 
     async def acontext_block(self, user_id: str, query: str | None,
                              **kw: Unpack[ContextBlockArgs]) -> ContextBlock:
-        """Async twin of :meth:`context_block`."""
+        """Async twin of ``context_block``."""
         return await self._ablock_beside_knowledge(user_id, query, kw)
 
     def get(self, user_id: str, memory_id: str) -> Recalled:
@@ -247,7 +253,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         return self._runner.run(control.get(user_id, memory_id))
 
     async def aget(self, user_id: str, memory_id: str) -> Recalled:
-        """Async twin of :meth:`get`."""
+        """Async twin of ``get``."""
         return await self._runner.arun(control.get(user_id, memory_id))
 
     def list(self, user_id: str, **kw: Unpack[ListArgs]) -> builtins.list[Recalled]:
@@ -255,12 +261,12 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
 
         Args:
             user_id: The user.
-            **kw: See :class:`~langmem_layer.layer.params.ListArgs`.
+            **kw: See ``ListArgs``.
         """
         return self._runner.run(self._list(user_id, **kw))
 
     async def alist(self, user_id: str, **kw: Unpack[ListArgs]) -> builtins.list[Recalled]:
-        """Async twin of :meth:`list`."""
+        """Async twin of ``list``."""
         return await self._runner.arun(self._list(user_id, **kw))
 
     def correct(self, user_id: str, memory_id: str, content: str, **kw: Unpack[NowArgs]
@@ -271,18 +277,18 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             user_id: The user.
             memory_id: The memory.
             content: Its new text.
-            **kw: See :class:`~langmem_layer.layer.params.NowArgs`.
+            **kw: See ``NowArgs``.
 
         Raises:
             MemoryNotFoundError: No such memory for the user.
             InvalidContentError: ``content`` breaks the content rule (as for
-                :meth:`remember`).
+                ``remember``).
         """
         return self._runner.run(self._correct(user_id, memory_id, content, **kw))
 
     async def acorrect(self, user_id: str, memory_id: str, content: str,
                        **kw: Unpack[NowArgs]) -> Recalled:
-        """Async twin of :meth:`correct`."""
+        """Async twin of ``correct``."""
         return await self._runner.arun(self._correct(user_id, memory_id, content, **kw))
 
     def forget(self, user_id: str, memory_id: str, **kw: Unpack[ForgetArgs]) -> bool:
@@ -291,12 +297,12 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         Args:
             user_id: The user.
             memory_id: The memory.
-            **kw: See :class:`~langmem_layer.layer.params.ForgetArgs`.
+            **kw: See ``ForgetArgs``.
         """
         return self._runner.run(self._forget(user_id, memory_id, **kw))
 
     async def aforget(self, user_id: str, memory_id: str, **kw: Unpack[ForgetArgs]) -> bool:
-        """Async twin of :meth:`forget`."""
+        """Async twin of ``forget``."""
         return await self._runner.arun(self._forget(user_id, memory_id, **kw))
 
     def history(self, user_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
@@ -309,7 +315,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         return self._runner.run(control.history(user_id, memory_id))
 
     async def ahistory(self, user_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
-        """Async twin of :meth:`history`."""
+        """Async twin of ``history``."""
         return await self._runner.arun(control.history(user_id, memory_id))
 
     def record_outcome(self, user_id: str, memory_id: str, **kw: Unpack[OutcomeArgs]
@@ -320,7 +326,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         Args:
             user_id: The user.
             memory_id: A procedural memory.
-            **kw: See :class:`~langmem_layer.layer.params.OutcomeArgs` (``success`` required).
+            **kw: See ``OutcomeArgs`` (``success`` required).
 
         Returns:
             The habit's (successes, failures) after counting this one.
@@ -333,15 +339,15 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
 
     async def arecord_outcome(self, user_id: str, memory_id: str, **kw: Unpack[OutcomeArgs]
                               ) -> tuple[int, int]:
-        """Async twin of :meth:`record_outcome`."""
+        """Async twin of ``record_outcome``."""
         return await self._runner.arun(self._record_outcome(user_id, memory_id, **kw))
 
     def export(self, user_id: str) -> dict[str, Any]:
-        """Everything stored for the user, as JSON-ready data that :meth:`import_` accepts."""
+        """Everything stored for the user, as JSON-ready data that ``import_`` accepts."""
         return self._runner.run(control.export(user_id))
 
     async def aexport(self, user_id: str) -> dict[str, Any]:
-        """Async twin of :meth:`export`."""
+        """Async twin of ``export``."""
         return await self._runner.arun(control.export(user_id))
 
     def import_(self, user_id: str, data: Mapping[str, Any]) -> int:
@@ -350,11 +356,11 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             user_id, data, max_content_chars=self.settings.gate.max_content_chars))
 
     async def aimport_(self, user_id: str, data: Mapping[str, Any]) -> int:
-        """Async twin of :meth:`import_`."""
+        """Async twin of ``import_``."""
         return await self._runner.arun(control.import_(
             user_id, data, max_content_chars=self.settings.gate.max_content_chars))
 
-    def delete_user(self, user_id: str) -> UserDeletion:
+    def delete_user(self, user_id: str, *, keep_keys: bool = False) -> UserDeletion:
         """Erase everything stored for the user, in one transaction.
 
         Every per-user table loses the user's rows: memories with their vectors and
@@ -365,15 +371,16 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
 
         Args:
             user_id: The user.
+            keep_keys: Keep the user's API keys (reset their memory, not their access).
 
         Returns:
             Rows deleted per table.
         """
-        return self._runner.run(control.delete_user(user_id))
+        return self._runner.run(control.delete_user(user_id, keep_keys=keep_keys))
 
-    async def adelete_user(self, user_id: str) -> UserDeletion:
-        """Async twin of :meth:`delete_user`."""
-        return await self._runner.arun(control.delete_user(user_id))
+    async def adelete_user(self, user_id: str, *, keep_keys: bool = False) -> UserDeletion:
+        """Async twin of ``delete_user``."""
+        return await self._runner.arun(control.delete_user(user_id, keep_keys=keep_keys))
 
     def decisions(self, user_id: str, **kw: Unpack[DecisionsArgs]
                   ) -> builtins.list[IngestLogEntry]:
@@ -381,17 +388,17 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
 
         Args:
             user_id: The user.
-            **kw: See :class:`~langmem_layer.layer.params.DecisionsArgs`.
+            **kw: See ``DecisionsArgs``.
         """
         return self._runner.run(self._decisions(user_id, **kw))
 
     async def adecisions(self, user_id: str, **kw: Unpack[DecisionsArgs]
                          ) -> builtins.list[IngestLogEntry]:
-        """Async twin of :meth:`decisions`."""
+        """Async twin of ``decisions``."""
         return await self._runner.arun(self._decisions(user_id, **kw))
 
     def wire(self, builder: StateGraph, agent: str = "agent") -> StateGraph:
-        """Put the three nodes around ``agent`` (see :func:`langmem_layer.layer.nodes.wire`)."""
+        """Put the three nodes around ``agent`` (see ``langmem_layer.layer.nodes.wire``)."""
         return nodes.wire(self, builder, agent)
 
     # -- the extraction queue -----------------------------------------------------------
@@ -407,25 +414,25 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         Args:
             user_id: The user.
             messages: The turn.
-            **kw: See :class:`~langmem_layer.layer.params.TurnArgs`.
+            **kw: See ``TurnArgs``.
         """
         return self._runner.run(self._submit(user_id, messages, **kw))
 
     async def asubmit(self, user_id: str, messages: Sequence[BaseMessage],
                       **kw: Unpack[TurnArgs]) -> int | None:
-        """Async twin of :meth:`submit`: extraction runs as a task on the running loop."""
+        """Async twin of ``submit``: extraction runs as a task on the running loop."""
         return await self._runner.arun(self._submit(user_id, messages, **kw))
 
     def process_pending(self, **kw: Unpack[PendingArgs]) -> ProcessResult:
         """Extract every queue entry ready now (all users, or one); returns what happened.
 
         Args:
-            **kw: See :class:`~langmem_layer.layer.params.PendingArgs`.
+            **kw: See ``PendingArgs``.
         """
         return self._runner.run(self._worker.process_pending(**kw))
 
     async def aprocess_pending(self, **kw: Unpack[PendingArgs]) -> ProcessResult:
-        """Async twin of :meth:`process_pending`."""
+        """Async twin of ``process_pending``."""
         return await self._runner.arun(self._worker.process_pending(**kw))
 
     def drain(self, timeout: float | None = None) -> ProcessResult:
@@ -440,7 +447,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         return self._worker.drain(timeout)
 
     async def adrain(self, timeout: float | None = None) -> ProcessResult:
-        """Async twin of :meth:`drain`; also awaits this loop's extraction tasks."""
+        """Async twin of ``drain``; also awaits this loop's extraction tasks."""
         return await self._worker.adrain(timeout)
 
     def close(self) -> None:
@@ -454,7 +461,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             self.drain()
 
     async def aclose(self) -> None:
-        """Async twin of :meth:`close`: also awaits this loop's extraction tasks; call it
+        """Async twin of ``close``: also awaits this loop's extraction tasks; call it
         before closing the store."""
         await self.adrain()
         await asyncio.to_thread(self.close)
@@ -488,7 +495,7 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             thread_id=thread_id)
 
     def _recall(self, user_id: str, query: str | None, *, profile: str | None = None,
-                limit: int | None = None, refs: Sequence[str] = (),
+                limit: int | None = None, refs: Sequence[str] = (), matching: bool = False,
                 now: datetime | None = None) -> Flow[builtins.list[Recalled]]:
         if query is not None and not isinstance(query, str):
             checks.check_content_text(query, "query")  # raises: a query is text
@@ -497,9 +504,11 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         limit = checks.check_limit(limit)
         refs = checks.check_strings(refs, "refs")
         checks.check_time(now, "now")
+        if not isinstance(matching, bool):
+            raise InvalidInputError(f"matching must be True or False, got {matching!r}.")
         return read.recall(
             self.env, user_id, query, profile=profile, limit=limit or self.settings.recall_limit,
-            now=now or self.now(), refs=refs)
+            now=now or self.now(), refs=refs, matching=matching)
 
     def _ingest(self, user_id: str, messages: Sequence[BaseMessage], *,
                 profile: str | None = None, thread_id: str | None = None,

@@ -1,4 +1,4 @@
-"""Keyword parameters of :class:`~langmem_layer.MemoryLayer`'s operations.
+"""Keyword parameters of ``MemoryLayer``'s operations.
 
 One ``TypedDict`` per operation, unpacked (``**kw: Unpack[...]``) by both its sync and
 its async method, so the twins declare their keyword parameters once and type
@@ -40,7 +40,7 @@ __all__ = [
 
 
 class RememberArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.remember`.
+    """Keyword parameters of ``MemoryLayer.remember``.
 
     Attributes:
         profile: Where a non-identity memory goes (default ``settings.default_profile``).
@@ -75,24 +75,31 @@ class RememberArgs(TypedDict, total=False):
 
 
 class RecallArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.recall`.
+    """Keyword parameters of ``MemoryLayer.recall``.
 
     Attributes:
         profile: The profile searched besides identity (default ``default_profile``).
         limit: At least 1; ``None``: ``settings.recall_limit``.
         refs: References to look up exactly, besides those the query names (one
             string is one reference).
+        matching: A search: only the memories that match ``query`` (a word, a
+            reference or a period it names, or a similarity of at least
+            ``settings.search_similarity_floor``), so a query about nothing the user
+            said returns nothing. Default False: the retrieval the memory block is
+            filled from, which also returns weaker similarities, pinned memories, due
+            open loops and standing preferences whatever the query.
         now: Default: the layer's clock.
     """
 
     profile: str | None
     limit: int | None
     refs: Sequence[str]
+    matching: bool
     now: datetime | None
 
 
 class TurnArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.ingest` and :meth:`MemoryLayer.submit`.
+    """Keyword parameters of ``MemoryLayer.ingest`` and ``MemoryLayer.submit``.
 
     Attributes:
         profile: The run's profile (default ``default_profile``).
@@ -108,7 +115,7 @@ class TurnArgs(TypedDict, total=False):
 
 
 class RecordTurnArgs(TurnArgs, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.record_turn`: :class:`TurnArgs`, plus:
+    """Keyword parameters of ``MemoryLayer.record_turn``: ``TurnArgs``, plus:
 
     Attributes:
         reinforce: Keys of the memories recalled for the turn (default none).
@@ -118,7 +125,7 @@ class RecordTurnArgs(TurnArgs, total=False):
 
 
 class LoadThreadArgs(TurnArgs, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.load_thread`: :class:`TurnArgs`, plus:
+    """Keyword parameters of ``MemoryLayer.load_thread``: ``TurnArgs``, plus:
 
     Attributes:
         limit: Memories recalled for the block; default ``settings.block_memory_limit``
@@ -131,10 +138,10 @@ class LoadThreadArgs(TurnArgs, total=False):
 
 
 class ContextBlockArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.context_block`.
+    """Keyword parameters of ``MemoryLayer.context_block``.
 
     Attributes:
-        profile: As for :class:`RecallArgs`.
+        profile: As for ``RecallArgs``.
         thread_id: The active thread: its messages are not repeated as recent history.
         messages: The active thread's messages (its short-term window).
         recently_spoken: Keys surfaced as ``speak`` in the last two turns (demoted to
@@ -150,10 +157,10 @@ class ContextBlockArgs(TypedDict, total=False):
 
 
 class ListArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.list`.
+    """Keyword parameters of ``MemoryLayer.list``.
 
     Attributes:
-        profile: As for :class:`RecallArgs`.
+        profile: As for ``RecallArgs``.
         statuses: Default ``("active",)``; ``None``: every status; one string is one
             status (``statuses="archived"``).
         limit: At least 1; default 100.
@@ -165,7 +172,7 @@ class ListArgs(TypedDict, total=False):
 
 
 class NowArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.correct`.
+    """Keyword parameters of ``MemoryLayer.correct``.
 
     Attributes:
         now: Default: the layer's clock.
@@ -175,7 +182,7 @@ class NowArgs(TypedDict, total=False):
 
 
 class ForgetArgs(NowArgs, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.forget`: :class:`NowArgs`, plus:
+    """Keyword parameters of ``MemoryLayer.forget``: ``NowArgs``, plus:
 
     Attributes:
         hard: Delete instead of archiving (default False).
@@ -185,7 +192,7 @@ class ForgetArgs(NowArgs, total=False):
 
 
 class OutcomeArgs(TypedDict):
-    """Keyword parameters of :meth:`MemoryLayer.record_outcome`.
+    """Keyword parameters of ``MemoryLayer.record_outcome``.
 
     Attributes:
         success: Required: whether following the habit worked this time.
@@ -197,7 +204,7 @@ class OutcomeArgs(TypedDict):
 
 
 class DecisionsArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.decisions`.
+    """Keyword parameters of ``MemoryLayer.decisions``.
 
     Attributes:
         thread_id: One thread's decisions only.
@@ -209,11 +216,11 @@ class DecisionsArgs(TypedDict, total=False):
 
 
 class RecentHistoryArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.recent_history`.
+    """Keyword parameters of ``MemoryLayer.recent_history``.
 
     Attributes:
         thread_id: The thread left out (the current one).
-        profile: As for :class:`RecallArgs`.
+        profile: As for ``RecallArgs``.
         hours: Default ``settings.recent_history_hours``.
         limit: Default ``settings.recent_history_limit``.
         now: Default: the layer's clock.
@@ -227,7 +234,7 @@ class RecentHistoryArgs(TypedDict, total=False):
 
 
 class ClearHistoryArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.clear_history`.
+    """Keyword parameters of ``MemoryLayer.clear_history``.
 
     Attributes:
         thread_id: That thread's messages only (default: all).
@@ -237,7 +244,7 @@ class ClearHistoryArgs(TypedDict, total=False):
 
 
 class SweepArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.sweep_sessions`.
+    """Keyword parameters of ``MemoryLayer.sweep_sessions``.
 
     Attributes:
         now: The time to sweep at (tests move it); default: the layer's clock.
@@ -255,7 +262,7 @@ class SweepArgs(TypedDict, total=False):
 
 
 class PendingArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.process_pending`.
+    """Keyword parameters of ``MemoryLayer.process_pending``.
 
     Attributes:
         user_id: One user's entries only (default: all users').
@@ -265,7 +272,7 @@ class PendingArgs(TypedDict, total=False):
 
 
 class LangmemImportArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.import_langmem`.
+    """Keyword parameters of ``MemoryLayer.import_langmem``.
 
     Attributes:
         namespace: LangMem's namespace prefix (default ``("memories", user_id)``, its
@@ -282,7 +289,7 @@ class LangmemImportArgs(TypedDict, total=False):
 
 
 class BrowseArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.browse`.
+    """Keyword parameters of ``MemoryLayer.browse``.
 
     Attributes:
         query: Only the memories that match this text, best first: a word in common,
@@ -307,7 +314,7 @@ class BrowseArgs(TypedDict, total=False):
 
 
 class SurfaceArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.set_surface` (at least one of the first two).
+    """Keyword parameters of ``MemoryLayer.set_surface`` (at least one of the first two).
 
     Attributes:
         pinned: Pin (always recalled first) or unpin; default: unchanged.
@@ -321,7 +328,7 @@ class SurfaceArgs(TypedDict, total=False):
 
 
 class FeedbackArgs(TypedDict, total=False):
-    """Keyword parameters of :meth:`MemoryLayer.feedback` (one of the first two).
+    """Keyword parameters of ``MemoryLayer.feedback`` (one of the first two).
 
     Attributes:
         memory_id: The memory the feedback is about: it counts for or against the agent

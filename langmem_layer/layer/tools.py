@@ -7,19 +7,19 @@ arguments is dropped by the schema before the tool runs, so a model can never re
 write another user's memory.
 
 Writes go through the write path as an extractor's proposals do
-(:func:`langmem_layer.write.apply.ingest` with the tool's operation): the gate decides
+(``langmem_layer.write.apply.ingest`` with the tool's operation): the gate decides
 (a repeated fact reinforces the memory it repeats), the decision is logged
 (``MemoryLayer.decisions``), a correction supersedes its memory (which keeps its
 history, contradicted, linked to the new one) and forgetting archives it.
 
 Content is checked by the one rule every way in applies
-(:func:`langmem_layer.extract.gate.content_problem`), so a tool refuses exactly what
+(``langmem_layer.extract.gate.content_problem``), so a tool refuses exactly what
 ``remember`` and the REST API refuse, with the same message. A call the model can fix
 (content the rule refuses, an unknown or retired id, a write the gate refuses) is a
 tool error: the model reads ``"Error: ..."`` (``"Not stored: ..."`` for the gate) in a
 ``ToolMessage`` whose ``status`` is ``"error"``, and an MCP client gets ``isError``.
 
-Each tool is one flow (:mod:`langmem_layer.flow`) run by the layer's runner in sync
+Each tool is one flow (``langmem_layer.flow``) run by the layer's runner in sync
 (``invoke``) or async (``ainvoke``) code.
 """
 
@@ -90,7 +90,7 @@ class ForgetInput(BaseModel):
 
 
 class ToolTarget(Protocol):
-    """What the tools run on (a :class:`~langmem_layer.MemoryLayer`)."""
+    """What the tools run on (a ``MemoryLayer``)."""
 
     @property
     def env(self) -> Env:
@@ -147,7 +147,7 @@ def _remember(layer: ToolTarget, who: MemoryConfig, args: RememberInput) -> Flow
 def _recall(layer: ToolTarget, who: MemoryConfig, args: RecallInput) -> Flow[str]:
     found = yield from read.recall(layer.env, who["user_id"], args.query,
                                    profile=who.get("profile"), limit=args.limit,
-                                   now=layer.now(), refs=())
+                                   now=layer.now(), refs=(), matching=True)
     if not found:
         return "No memories found."
     return "\n".join(_line(r) for r in found)
@@ -230,7 +230,7 @@ def create_memory_tools(layer: ToolTarget) -> list[BaseTool]:
         ...              {"configurable": {"user_id": "alice", "thread_id": "t1"}})
 
     Args:
-        layer: The memory (a :class:`~langmem_layer.MemoryLayer`).
+        layer: The memory (a ``MemoryLayer``).
     """
     correct = ("Correct a memory that is wrong or outdated: it is replaced by the new "
                "text (the old one is kept in its history). Use the id recall shows.")

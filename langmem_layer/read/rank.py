@@ -16,8 +16,8 @@ Here they are:
    mediocre hit adds nearly nothing, at any k;
    then focused on the subjects the query names: a memory about someone (its typed
    ``subject``) the query does not name, when the query names another candidate's
-   subject, keeps ``subject_focus`` of its score (:func:`subject_focus`);
-4. scored with the weighted composite (:class:`~langmem_layer.settings.RankingWeights`;
+   subject, keeps ``subject_focus`` of its score (``subject_focus``);
+4. scored with the weighted composite (``RankingWeights``;
    relevance = the above over its maximum), multiplied by the decay weight and the
    authoring agent's trust. Pinned memories bypass ranking; open questions, open loops due
    now (source ``due``) and standing preferences (source ``standing``) are added after
@@ -62,12 +62,16 @@ __all__ = [
     "urgency",
 ]
 
-#: Strategies fused by RRF; "link" is spread separately (see :func:`link_scores`).
+#: Strategies fused by RRF; "link" is spread separately (see ``link_scores``).
 _FUSED_SOURCES = tuple(s.name for s in RECALL_SOURCES if s.fused)
 #: Evidence of relevance besides the embedding: such a candidate skips the floor.
 _LEXICAL_SOURCES = frozenset(s.name for s in RECALL_SOURCES if s.lexical)
 #: Strategies whose memories come back whatever the question, after the ranked ones.
 UNASKED_SOURCES = frozenset(s.name for s in RECALL_SOURCES if s.unasked)
+#: What shows that a memory matches the question itself (a search's test): a word or a
+#: reference it names, its period, an open question it answers. Not a link: the walk
+#: brings a hit's conversational neighbours, which a search did not ask for.
+_MATCHING_SOURCES = frozenset({"keyword", "ref", "time", "open_question"})
 DEFAULT_SOURCE_WEIGHTS: Mapping[str, float] = {
     s.name: s.default_weight for s in RECALL_SOURCES if s.default_weight is not None
 }
@@ -76,7 +80,7 @@ MIN_DECAY_WEIGHT = 0.25
 
 
 class Rankable(Protocol):
-    """What ranking reads of a memory: a :class:`MemoryRecord` or its :class:`Facts`."""
+    """What ranking reads of a memory: a ``MemoryRecord`` or its ``Facts``."""
 
     @property
     def kind(self) -> Kind: ...
@@ -105,7 +109,7 @@ class Facts:
     """The fields ranking reads, taken from a stored value without validating the rest.
 
     Ranking scores every candidate but returns a few, so only the returned ones are
-    validated into a :class:`MemoryRecord` (pydantic validation of each candidate was
+    validated into a ``MemoryRecord`` (pydantic validation of each candidate was
     most of ranking's time).
     """
 
@@ -153,7 +157,7 @@ def decay_score(record: Rankable, now: datetime, *, half_life_days: float = 180.
     """The decay score (1.0 means no decay).
 
     The lifecycle job stores the same score, computed in SQL
-    (:func:`langmem_layer.sql.lifecycle.decay_expression`); tests hold the two equal.
+    (``langmem_layer.sql.lifecycle.decay_expression``); tests hold the two equal.
 
     Semantic, procedural and identity memories: ``confidence × e^(−t/S)`` with ``t``
     days since last access and ``S = 1 + 0.5 × access_count``. Summaries and
@@ -217,13 +221,13 @@ def link_scores(
     """What each memory inherits from its linked neighbours (one hop).
 
     ``weight × max(fused[n] − floor)`` over the neighbours ``n`` with a fused score
-    above ``floor``. :func:`rank_candidates` passes as ``floor`` the score of the last
+    above ``floor``. ``rank_candidates`` passes as ``floor`` the score of the last
     place of one list, ``1 / (rrf_k + candidates_per_source)``: what a neighbour passes
     on is its margin over a barely-found memory, so that with a large RRF constant
     (flat scores) being next to any candidate is not worth half a hit.
 
     Args:
-        fused: Fused scores of the candidates (see :func:`rrf_scores`).
+        fused: Fused scores of the candidates (see ``rrf_scores``).
         links: For each memory, the keys it is linked to (either direction).
         weight: The share inherited (``source_weights["link"]``).
         floor: The score that passes nothing on.
@@ -240,7 +244,7 @@ def link_scores(
 
 def subject_of(value: Mapping[str, Any]) -> str | None:
     """A memory's typed ``subject`` (whom it is about, or who said it), normalised as
-    references are (:func:`~langmem_layer.types.normalize_ref`); ``None`` without one."""
+    references are (``normalize_ref``); ``None`` without one."""
     subject = value.get("subject")
     return normalize_ref(subject) if isinstance(subject, str) and subject.strip() else None
 
@@ -277,6 +281,7 @@ def rank_candidates(
     links: Mapping[str, Iterable[str]] | None = None,
     learned: Any = None,
     names: Iterable[str] = (),
+    search_floor: float | None = None,
 ) -> list[Recalled]:
     """Filter, fuse and score candidates; pinned first, then by composite score.
 
@@ -288,7 +293,7 @@ def rank_candidates(
     after them.
 
     Args:
-        candidates: From a :class:`~langmem_layer.store.ops.RecallOp`.
+        candidates: From a ``RecallOp``.
         now: Time for decay, urgency and recency.
         settings: Weights, floors, RRF constant, source weights.
         limit: How many non-pinned memories to return (pinned are always included,
@@ -296,11 +301,15 @@ def rank_candidates(
         trust: Per-agent trust in [0, 1] as configured; an agent with no history
             counts 0.5.
         learned: The user's learned trust
-            (:class:`~langmem_layer.store.ops.trust.LearnedTrust`): where it has a
+            (``LearnedTrust``): where it has a
             history for an agent (per kind when known), it replaces ``trust``.
         links: For each candidate key, the keys it is linked to (for the link spread).
         names: The references the query names (normalised): the subjects it asks
             about, whose memories ``subject_focus`` favours.
+        search_floor: Rank as a search: only memories that match the question come
+            back (a keyword, reference, period or open-question hit, or a similarity
+            of at least this), pinned ones, linked ones and those that come back
+            whatever the question (due open loops, standing preferences) included.
     """
     w = settings.weights
     weights = _weights(settings.source_weights)
@@ -311,6 +320,9 @@ def rank_candidates(
     kept: list[tuple[Candidate, Facts]] = []
     for c in candidates:
         facts = Facts.of(c.value)
+        if search_floor is not None and _MATCHING_SOURCES.isdisjoint(c.ranks) and (
+                c.similarity is None or c.similarity < search_floor):
+            continue
         if facts.pinned:
             pinned.append((c, facts))
             continue

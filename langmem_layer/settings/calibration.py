@@ -4,8 +4,8 @@ The specification's relevance floors (0.70 / 0.72) and RRF k = 60 assume an
 embedder whose cosines between a question and the memory answering it are high. They
 are not for the default local model: all-MiniLM-L6-v2 gives such pairs 0.25-0.65 (median
 0.48), so the 0.70 floor drops almost every real hit. A profile holds the values that
-fit one model; :class:`~langmem_layer.MemoryLayer` picks it from the store's embedding
-model id (:func:`profile_for`) and fills it into the settings (:func:`apply_profile`).
+fit one model; ``MemoryLayer`` picks it from the store's embedding
+model id (``profile_for``) and fills it into the settings (``apply_profile``).
 
 Explicit settings always win: a field the caller set (pydantic's ``model_fields_set``:
 passed to ``MemorySettings(...)``, or read from a ``LANGMEM_*`` variable by
@@ -15,7 +15,7 @@ left unset, the profile's weight overrides apply over the spec's weights. Pass
 ``MemorySettings(calibration="spec")`` to use the specification's values whatever the
 model (or name another profile to force it).
 
-The figures behind each profile are in :data:`PROFILES` and the docs
+The figures behind each profile are in ``PROFILES`` and the docs
 (``docs/reading.md``, "Defaults that fit the embedder"); ``langmem-layer calibrate``
 derives one from a user's own labelled queries.
 """
@@ -60,6 +60,7 @@ PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
         name="minilm",
         models=("all-minilm-l6-v2",),
         values={"rrf_k": 5, "similarity_floor": 0.10, "episodic_similarity_floor": 0.10,
+                "search_similarity_floor": 0.30,
                 "candidates_per_source": 40, "weights": {"recency": 0.0}},
         basis="LoCoMo calibration split (conv-26, conv-30; `langmem-layer calibrate` from "
         "the spec's values): RRF k 60 -> 5 and recency 0.10 -> 0 take recall@10 from 0.643 to "
@@ -74,12 +75,15 @@ PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
         "LoCoMo the evidence in block is unchanged (0.814 / 0.812), and in the fixture eval, "
         "where a user has a handful of memories, a question that shares no word with the "
         "memory answering it (jogging -> asthma, cosine 0.14; the office -> the employer, "
-        "0.22) is answered: hit@3 92 % -> 98 %, every 'miss' check still met.",
+        "0.22) is answered: hit@3 92 % -> 98 %, every 'miss' check still met. The search "
+        "floor stays at 0.30: unrelated text reaches 0.25 with this model ('zebra quantum "
+        "bicycle' against 'Works at Acme Robotics.'), and a search must show nothing then.",
     ),
     CalibrationProfile(
         name="openai-3-small",
         models=("text-embedding-3-small",),
-        values={"rrf_k": 10, "similarity_floor": 0.25, "episodic_similarity_floor": 0.25},
+        values={"rrf_k": 10, "similarity_floor": 0.25, "episodic_similarity_floor": 0.25,
+                "search_similarity_floor": 0.25},
         basis="Not measured here (no key). text-embedding-3 models spread cosines lower "
         "than ada-002: related question/passage pairs are typically 0.3-0.6 and unrelated "
         "text 0.0-0.2, so a 0.70 floor would drop most real hits; 0.25 sits above the "
@@ -89,7 +93,8 @@ PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
     CalibrationProfile(
         name="openai-3-large",
         models=("text-embedding-3-large",),
-        values={"rrf_k": 10, "similarity_floor": 0.22, "episodic_similarity_floor": 0.22},
+        values={"rrf_k": 10, "similarity_floor": 0.22, "episodic_similarity_floor": 0.22,
+                "search_similarity_floor": 0.22},
         basis="Not measured here (no key). text-embedding-3-large's cosines run slightly "
         "lower than -small's for the same pairs (related ~0.25-0.55); floor 0.22, else as "
         "for text-embedding-3-small.",

@@ -1,7 +1,7 @@
 """SQL for the generic BaseStore operations: get, put, delete, search, list namespaces.
 
 Every builder returns ``(sql, params)`` and does no I/O. Every statement binds the
-tenant (``user_id``) in its WHERE clause, except :func:`list_prefixes` without a
+tenant (``user_id``) in its WHERE clause, except ``list_prefixes`` without a
 tenant, which reads only namespace names (never values) for namespace browsing.
 """
 
@@ -42,8 +42,8 @@ def _live(now: datetime, omit_expired: bool) -> Sql:
     return (_LIVE, {"now": now}) if omit_expired else ("TRUE", {})
 
 #: An item's value as every reader sees it (alias ``i``): reinforcement keeps the access
-#: fields in the ``access`` column (migration 13, see :func:`~langmem_layer.sql.memory.touch`),
-#: the lifecycle's moves their keys in the ``moved`` column (:mod:`~langmem_layer.sql.moved`),
+#: fields in the ``access`` column (migration 13, see ``touch``),
+#: the lifecycle's moves their keys in the ``moved`` column (``moved``),
 #: and a write of the value clears both. Their keys never overlap, so one merge of the
 #: value does (``||`` merges top-level keys, and is associative); most rows have neither.
 VALUE = "(i.value || coalesce(i.moved || i.access, i.moved, i.access, '{}'::jsonb))"
@@ -62,7 +62,7 @@ def prefix_condition(prefix: str, *, column: str = "i.prefix") -> Sql:
 
 
 def prefix_args(prefix: str) -> tuple[str | None, str | None]:
-    """:func:`prefix_condition` as plain values: (namespace, LIKE pattern)."""
+    """``prefix_condition`` as plain values: (namespace, LIKE pattern)."""
     if not prefix:
         return None, None
     return prefix, _escape_like(prefix) + ".%"
@@ -75,7 +75,7 @@ def get_items(
     """Fetch items of one namespace by key (live ones only, unless ``omit_expired=False``).
 
     With ``refresh_ttl`` the same statement restarts the TTL clock of those that have
-    one (see :func:`_refreshing`); the rows returned are as they were read.
+    one (see ``_refreshing``); the rows returned are as they were read.
     """
     live_sql, live_params = _live(now, omit_expired)
     refresh = (f"WITH {_refreshing('SELECT %(prefix)s::text, unnest(%(keys)s::text[])')}\n"
@@ -234,7 +234,7 @@ def replace_embeddings(
     dims: int,
     now: datetime,
 ) -> Sql:
-    """:func:`delete_embeddings` of ``triples`` and :func:`insert_embeddings` of ``rows``
+    """``delete_embeddings`` of ``triples`` and ``insert_embeddings`` of ``rows``
     in one statement: the re-written items' vectors of fields they no longer have go,
     the others are replaced. The two parts touch different rows (a field with a new
     vector is upserted, not deleted), so neither sees the other's change."""
@@ -275,15 +275,15 @@ def search_items(
     refresh_ttl: bool = False,
 ) -> Sql:
     """Filter items under a namespace prefix; with a query vector, rank by ``distance``
-    (scored as :data:`~langmem_layer.sql.vector.SCORES`, higher first).
+    (scored as ``SCORES``, higher first).
     ``vector_type`` is that of the tenant's HNSW index (``indexed_dims``).
 
     Expired items not swept yet are left out unless ``omit_expired=False``. The vector
     branch searches only this tenant's vectors (exactly, or through the
-    tenant's own HNSW index when it has one, see :mod:`langmem_layer.sql.vector`), so a
+    tenant's own HNSW index when it has one, see ``langmem_layer.sql.vector``), so a
     search inside one user's namespace returns ``limit`` results when that many match.
     With ``refresh_ttl`` the same statement restarts the TTL clock of the items found
-    that have one (see :func:`_refreshing`).
+    that have one (see ``_refreshing``).
     """
     ns_sql, ns_params = prefix_condition(prefix)
     f_sql, f_params = filter_sql
@@ -335,6 +335,12 @@ def search_items(
             merge(read[1], {"user_id": user_id, "now": now}))
 
 
+#: A search's first sort key: current memories (active, stale; and items that are not
+#: memories) first, then archived ones, then contradicted (superseded) ones.
+_HISTORY_LAST = ("CASE i.value->>'status' WHEN 'archived' THEN 1 "
+                 "WHEN 'contradicted' THEN 2 ELSE 0 END")
+
+
 def match_items(
     user_id: str,
     prefix: str,
@@ -356,7 +362,9 @@ def match_items(
     episodic memory). ``score`` is the similarity (NULL for an item without a vector).
 
     Every vector of the user under the prefix is scored exactly: a search for a
-    person's memory panel, not a turn's recall.
+    person's memory panel, not a turn's recall. A memory's history comes after what is
+    current (``_HISTORY_LAST``), so a superseded memory never ranks above the one
+    that replaced it.
     """
     ns_sql, ns_params = prefix_condition(prefix)
     f_sql, f_params = filter_sql
@@ -384,7 +392,7 @@ def match_items(
                {score} AS score
         FROM langmem_items i {join}
         WHERE i.user_id = %(user_id)s AND {ns_sql} AND {live_sql} AND {f_sql} AND {match}
-        ORDER BY score DESC NULLS LAST, {UPDATED} DESC, i.prefix, i.key
+        ORDER BY {_HISTORY_LAST}, score DESC NULLS LAST, {UPDATED} DESC, i.prefix, i.key
         LIMIT %(limit)s OFFSET %(offset)s""",
         merge(near_params, {"user_id": user_id, "limit": limit, "offset": offset},
               ns_params, live_params, f_params, match_params),
