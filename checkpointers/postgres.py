@@ -1,8 +1,8 @@
 """Working-memory checkpointer wiring (LangGraph's own PostgreSQL checkpointer).
 
-Thin: the database is the one :mod:`langmem_layer.environment` resolves (LANGMEM_DATABASE_URL,
-else the embedded one in LANGMEM_DATA_DIR, default `.langmem`). Nothing connects at
-import. The logic is in :mod:`langmem_layer.working.sessions`.
+Thin: the database is the one ``langmem_layer.environment`` resolves (LANGMEM_DATABASE_URL,
+else the embedded one in LANGMEM_DATA_DIR, default the per-user data directory). Nothing connects at
+import. The logic is in ``langmem_layer.working.sessions``.
 
 From code::
 
@@ -45,7 +45,7 @@ def checkpointer() -> Iterator[PostgresSaver]:
 async def acheckpointer() -> AsyncIterator[AsyncPostgresSaver]:
     """A set-up async PostgresSaver on the memory database (``langgraph.json``).
 
-    It holds the embedded server with the store (:func:`langmem_layer.server.served.database`):
+    It holds the embedded server with the store (``langmem_layer.server.served.database``):
     the server stops when both are closed.
     """
     async with serving.database() as url, apostgres_checkpointer(url) as saver:

@@ -78,8 +78,10 @@ def main() -> None:
         checkpointer.setup()
         layer = MemoryLayer(store, settings=settings_from_env())
         if not args.keep:  # start from an empty memory, so every run shows the same story
+            print("resetting the demo users alice and bob: their memories are cleared, "
+                  "their API keys kept (--keep keeps their memories too)")
             for user in ("alice", "bob"):
-                layer.delete_user(user)
+                layer.delete_user(user, keep_keys=True)
         run_id = time.strftime("%Y%m%d%H%M%S")
         graph = build_agent_graph(layer).compile(store=store, checkpointer=checkpointer)
         shown: dict[str, set[str]] = {thread: set() for _, thread, _ in SCRIPT}

@@ -1,7 +1,7 @@
 """langmem_layer: durable, typed long-term memory for LangGraph agents.
 
 Add three nodes to a graph (``load_memory``, ``assemble_context``,
-``extract_after_turn``), compile it with a :class:`PostgresMemoryStore`, and the agent
+``extract_after_turn``), compile it with a ``PostgresMemoryStore``, and the agent
 remembers each user across threads, agents and months.
 
 This namespace holds what a LangGraph user's code needs: the stores, the façade and the
@@ -15,10 +15,12 @@ ranking settings, calibration profiles), ``langmem_layer.store.options`` and
 ``langmem_layer.layer.*`` and ``langmem_layer.server.*``.
 """
 
+from langmem_layer.environment import aopen_store, open_store
 from langmem_layer.errors import (
     AccessDeniedError,
     ConcurrencyError,
     ConfigurationError,
+    DatabaseNotFoundError,
     DatabaseUnavailableError,
     EmbeddingDimensionError,
     EmbeddingError,
@@ -56,6 +58,7 @@ __all__ = [
     "ConcurrencyError",
     "ConfigurationError",
     "ContextBlock",
+    "DatabaseNotFoundError",
     "DatabaseUnavailableError",
     "EmbeddingDimensionError",
     "EmbeddingError",
@@ -85,11 +88,13 @@ __all__ = [
     "SchemaNotReadyError",
     "Status",
     "SyncCallOnEventLoopError",
+    "aopen_store",
     "apostgres_checkpointer",
     "build_agent_graph",
     "create_memory_tools",
     "knowledge_store",
     "memory_prompt",
+    "open_store",
     "postgres_checkpointer",
     "wire",
 ]

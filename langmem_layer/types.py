@@ -2,7 +2,7 @@
 
 A typed memory is a store item in the namespace ``("memories", user_id, scope)``,
 where ``scope`` is a profile name (``"work"``, ``"personal"``, ``"project:x"``) or
-``"identity"`` for memories global to the user. Its value is a :class:`MemoryRecord`
+``"identity"`` for memories global to the user. Its value is a ``MemoryRecord``
 serialised to JSON; the store validates it on write, so every typed memory in the
 database matches this schema.
 """
@@ -152,7 +152,7 @@ class Source(BaseModel):
 
 
 class HistoryEntry(BaseModel):
-    """One change in a memory's life, kept in :attr:`MemoryRecord.history`.
+    """One change in a memory's life, kept in ``MemoryRecord.history``.
 
     Attributes:
         at: When it happened.
@@ -185,7 +185,7 @@ class HistoryEntry(BaseModel):
 class MemoryRecord(BaseModel):
     """The stored schema of one typed memory.
 
-    Timestamps are serialised as fixed-width UTC strings (see :func:`utc_iso`).
+    Timestamps are serialised as fixed-width UTC strings (see ``utc_iso``).
     Unknown keys are rejected so a typo never silently becomes metadata; free-form
     data belongs in ``metadata``.
     """
@@ -286,8 +286,28 @@ class Recalled:
     relevance: float | None = None
 
     @property
+    def content(self) -> str:
+        """The memory's text (``record.content``)."""
+        return self.record.content
+
+    @property
+    def kind(self) -> Kind:
+        """What it is (``record.kind``)."""
+        return self.record.kind
+
+    @property
+    def status(self) -> Status:
+        """Whether it is current (``record.status``)."""
+        return self.record.status
+
+    @property
+    def profile(self) -> str:
+        """The profile it belongs to, or ``"identity"`` (the user's global memories)."""
+        return self.namespace[2]
+
+    @property
     def scope(self) -> str:
-        """The profile name, or ``"identity"``."""
+        """The profile name, or ``"identity"`` (the same as ``profile``)."""
         return self.namespace[2]
 
 

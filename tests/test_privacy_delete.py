@@ -137,6 +137,18 @@ def test_adelete_user(layer: MemoryLayer, store: PostgresMemoryStore, pg_uri: st
     assert not any(_rows(pg_uri, "dave").values())
 
 
+def test_delete_user_can_keep_the_keys(layer: MemoryLayer, store: PostgresMemoryStore,
+                                       pg_uri: str) -> None:
+    _fill(layer, store, "bob")
+    before = _rows(pg_uri, "bob")
+    assert before["langmem_api_keys"] == 1
+    deleted = layer.delete_user("bob", keep_keys=True)
+    assert "langmem_api_keys" not in deleted.counts
+    assert _rows(pg_uri, "bob") == {**dict.fromkeys(before, 0), "langmem_api_keys": 1}
+    assert main(["--database-url", pg_uri, "delete-user", "bob", "--yes"]) == 0
+    assert not any(_rows(pg_uri, "bob").values())
+
+
 def test_cli_delete_user_needs_yes(layer: MemoryLayer, pg_uri: str, capsys) -> None:
     layer.remember("erin", "Erin keeps bees.")
     assert main(["--database-url", pg_uri, "delete-user", "erin"]) == 1

@@ -1,5 +1,5 @@
-"""What a subcommand is: :class:`Command`, the table entry every command module adds to
-:data:`langmem_layer.cli.main.COMMANDS`, and the one-line failure a handler raises."""
+"""What a subcommand is: ``Command``, the table entry every command module adds to
+``langmem_layer.cli.main.COMMANDS``, and the one-line failure a handler raises."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from langmem_layer.jobs import JobContext
 
-__all__ = ["Command", "Failure", "always", "never", "user_id"]
+__all__ = ["Command", "Failure", "always", "never", "positive", "user_id"]
 
 
 def always(args: argparse.Namespace) -> bool:
@@ -33,6 +33,9 @@ class Command:
         needs_embeddings: Whether the store needs its embedding index for these
             arguments (opening without one loads no model).
         uses_store: False for commands that never touch the database.
+        creates_database: True for the commands that set the schema up (``setup``,
+            ``eval``); any other command pointed at a data directory without an
+            embedded database says so instead of creating one there.
     """
 
     help: str
@@ -40,6 +43,7 @@ class Command:
     handler: Callable[[argparse.Namespace, JobContext | None], int]
     needs_embeddings: Callable[[argparse.Namespace], bool] = never
     uses_store: bool = True
+    creates_database: bool = False
 
 
 class Failure(Exception):
@@ -52,3 +56,14 @@ def user_id(text: str) -> str:
         raise argparse.ArgumentTypeError(
             "the user id is empty: pass the user's id, e.g. `alice`")
     return text
+
+
+def positive(text: str) -> int:
+    """A count argument (``--limit``): a whole number of at least 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value

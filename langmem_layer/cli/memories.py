@@ -1,6 +1,6 @@
 """A user's memories from the shell: ``list``, ``get``, ``search``, ``remember``, ``forget``.
 
-Thin adapters over :class:`~langmem_layer.MemoryLayer`'s methods of the same names;
+Thin adapters over ``MemoryLayer``'s methods of the same names;
 each prints a readable listing, or JSON with ``--json``.
 """
 
@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from langmem_layer.cli.commands import Command, user_id
+from langmem_layer.cli.commands import Command, Failure, positive, user_id
 from langmem_layer.jobs import JobContext
 from langmem_layer.types import Kind, Recalled, Status
 
@@ -23,7 +25,8 @@ _LINE = 72
 
 def _row(found: Recalled) -> dict[str, Any]:
     rec = found.record
-    return {"id": found.key, "scope": found.namespace[-1], "kind": rec.kind.value,
+    # "profile", as the REST API names it (identity memories: profile "identity").
+    return {"id": found.key, "profile": found.namespace[-1], "kind": rec.kind.value,
             "layer": rec.layer.value, "status": rec.status.value, "policy": rec.policy.value,
             "pinned": rec.pinned, "confidence": rec.confidence,
             "occurred_at": rec.occurred_at.isoformat(),
@@ -35,7 +38,9 @@ def _short(text: str) -> str:
     return text if len(text) <= _LINE else text[: _LINE - 1] + "…"
 
 
-def _print(found: Sequence[Recalled], args: argparse.Namespace, *, empty: str) -> None:
+def _print(found: Sequence[Recalled], args: argparse.Namespace, *, empty: str,
+           status: bool = False) -> None:
+    """A listing: id, kind, (status, when ``status``: a listing of several) and text."""
     if args.json:
         print(json.dumps([_row(f) for f in found], indent=2, ensure_ascii=False))
         return
@@ -44,7 +49,8 @@ def _print(found: Sequence[Recalled], args: argparse.Namespace, *, empty: str) -
         return
     for f in found:
         score = f"  {f.score:.3f}" if f.score else ""
-        print(f"{f.key}  {f.record.kind.value:<14} {_short(f.record.content)}{score}")
+        shown = f"{f.record.status.value:<13}" if status else ""
+        print(f"{f.key}  {f.record.kind.value:<14} {shown}{_short(f.record.content)}{score}")
 
 
 def _user(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +64,7 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only memories of this status (repeatable; default: active)")
     parser.add_argument("--all", action="store_true", help="memories of every status")
     parser.add_argument("--profile", help="the profile besides identity (default: work)")
-    parser.add_argument("--limit", type=int, default=100, help="at most this many (100)")
+    parser.add_argument("--limit", type=positive, default=100, help="at most this many (100)")
 
 
 def _list(args: argparse.Namespace, ctx: JobContext | None) -> int:
@@ -66,7 +72,8 @@ def _list(args: argparse.Namespace, ctx: JobContext | None) -> int:
     statuses = None if args.all else (args.status or ["active"])
     found = ctx.layer.list(args.user_id, statuses=statuses, profile=args.profile,
                            limit=args.limit)
-    _print(found, args, empty=f"no memories for user {args.user_id!r}")
+    _print(found, args, empty=f"no memories for user {args.user_id!r}",
+           status=statuses is None or len(statuses) > 1)
     return 0
 
 
@@ -90,7 +97,7 @@ def _search_arguments(parser: argparse.ArgumentParser) -> None:
     _user(parser)
     parser.add_argument("query", metavar="QUERY", help="what to recall")
     parser.add_argument("--profile", help="the profile besides identity (default: work)")
-    parser.add_argument("--limit", type=int, default=None,
+    parser.add_argument("--limit", type=positive, default=None,
                         help="at most this many (default: the settings' recall_limit)")
     parser.add_argument("--no-embeddings", action="store_true",
                         help="load no embedding model: full-text and reference recall only")
@@ -98,14 +105,19 @@ def _search_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _search(args: argparse.Namespace, ctx: JobContext | None) -> int:
     assert ctx is not None
-    found = ctx.layer.recall(args.user_id, args.query, profile=args.profile, limit=args.limit)
+    found = ctx.layer.recall(args.user_id, args.query, profile=args.profile, limit=args.limit,
+                             matching=True)
     _print(found, args, empty=f"nothing recalled for {args.query!r}")
     return 0
 
 
 def _remember_arguments(parser: argparse.ArgumentParser) -> None:
     _user(parser)
-    parser.add_argument("text", metavar="TEXT", help="the memory, as it should be kept")
+    parser.add_argument("text", metavar="TEXT", nargs="?",
+                        help="the memory, as it should be kept; - reads it from standard "
+                        "input (a long or multi-line text)")
+    parser.add_argument("--file", metavar="PATH",
+                        help="read the memory's text from this file instead")
     parser.add_argument("--kind", choices=[k.value for k in Kind], default=None,
                         help="what it is (default: episodic_event, what was said; "
                         "profile_fact or preference for a fact)")
@@ -115,13 +127,29 @@ def _remember_arguments(parser: argparse.ArgumentParser) -> None:
                         "re-embedded)")
 
 
+def _text(args: argparse.Namespace) -> str:
+    """The memory's text: TEXT, standard input for ``-``, or ``--file``."""
+    if (args.text is None) == (args.file is None):
+        raise Failure("give the memory's text as TEXT, as - (standard input) or with "
+                      "--file PATH, one of them")
+    if args.file is not None:
+        try:
+            return Path(args.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise Failure(f"cannot read --file {args.file}: {e}") from None
+    if args.text == "-":
+        return sys.stdin.read()
+    return str(args.text)
+
+
 def _remember(args: argparse.Namespace, ctx: JobContext | None) -> int:
     assert ctx is not None
+    text = _text(args)
     if args.kind:
-        found = ctx.layer.remember(args.user_id, args.text, profile=args.profile,
+        found = ctx.layer.remember(args.user_id, text, profile=args.profile,
                                    kind=Kind(args.kind))
     else:
-        found = ctx.layer.remember(args.user_id, args.text, profile=args.profile)
+        found = ctx.layer.remember(args.user_id, text, profile=args.profile)
     if args.json:
         print(json.dumps(_row(found), indent=2, ensure_ascii=False))
     else:
@@ -147,7 +175,7 @@ def _embeds(args: argparse.Namespace) -> bool:
     return not args.no_embeddings
 
 
-#: The memory commands, merged into :data:`langmem_layer.cli.main.COMMANDS`.
+#: The memory commands, merged into ``langmem_layer.cli.main.COMMANDS``.
 COMMANDS: dict[str, Command] = {
     "list": Command("list a user's memories (default: the active ones)", _list_arguments,
                     _list),

@@ -1,5 +1,5 @@
 """The rule table's row type, and the rows for how people state facts about themselves
-beyond the core table of :mod:`langmem_layer.extract.rules`.
+beyond the core table of ``langmem_layer.extract.rules``.
 
 =========================================  ===============================  ============  =====
 Phrase (``X``: rest of the clause)         Kind / layer / policy            Predicate     Conf.
@@ -25,12 +25,16 @@ I don't/can't eat/drink X                  preference / identity / fact.    avoi
 I'm learning/studying X; I've been ...     profile_fact / semantic / speak  learning      0.85
 I stopped/quit/gave up X                   profile_fact / semantic / speak  stopped       0.85
 I no longer X (not live/work/speak)        profile_fact / semantic / speak  stopped       0.85
+I play (the) X (an instrument, a sport)    profile_fact / semantic / speak  hobby         0.85
+I <verb> ... every/each/on Sundays/twice   profile_fact / semantic / speak  routine       0.85
+a week/daily (a routine)
 =========================================  ===============================  ============  =====
 
 Facts drop a trailing time phrase ("We moved to Porto last spring" -> "Lives in Porto.");
 a relative's facts are about the relative (``subject`` is "sister"), never the user's
 single-valued facts. Learning and possessions refuse figures of speech ("I'm learning a
-lot", "I have a question").
+lot", "I have a question"). A routine needs a frequency ("every morning", "on Sundays",
+"twice a week"), so "I went running" is not one.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ class Rule(NamedTuple):
 
 def rule(name: str, pattern: str, kind: Kind, layer: Layer, policy: Policy, confidence: float,
          predicate: str | None, template: str, salience: float, flags: str = "") -> Rule:
-    """A :class:`Rule` with its pattern compiled case-insensitively."""
+    """A ``Rule`` with its pattern compiled case-insensitively."""
     return Rule(name, re.compile(pattern, re.IGNORECASE), kind, layer, policy, confidence,
                 predicate, template, salience, frozenset(flags.split()))
 
@@ -119,6 +123,17 @@ _DIET = (r"vegetarian|vegan|pescatarian|lactose[-\s]intolerant|gluten[-\s]intole
          r"gluten[-\s]free|diabetic|celiac|coeliac|epileptic|asthmatic|pregnant|sober|"
          r"colou?r[-\s]?blind|deaf|hard\s+of\s+hearing|halal|kosher|teetotal|dyslexic|autistic")
 _FIGURATIVE = r"(?:a\s+lot|so\s+much|that|this|it|how|from|about|with|more|a\s+thing|the\s+hard)\b"
+_DAYS = (r"mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends|"
+         r"weekdays|the\s+weekends?|weekend\s+mornings")
+#: How often, which makes "I <verb> ..." a routine rather than something that happened.
+_FREQ = (rf"(?:every|each)\s+\w+|on\s+(?:{_DAYS})|(?:once|twice|three\s+times|\d+\s+times)"
+         r"\s+a\s+(?:day|week|month|year)|daily|weekly|monthly|most\s+(?:days|mornings|"
+         r"evenings|nights|weekends)|at\s+(?:the\s+)?weekends?|in\s+the\s+(?:mornings|evenings)")
+#: What does not open a routine: auxiliaries, states of mind, and what other rows take.
+_NOT_ROUTINE = (r"[a-z]+ed|am|was|were|will|would|have|has|had|do\s+not|did|don|can|could|"
+                r"should|must|might|"
+                r"may|need|want|think|thought|guess|know|feel|felt|mean|hope|wish|love|like|"
+                r"hate|prefer|always|never|work|live|speak|play|went|got|said|told|asked")
 _FACT, _PREF = Kind.PROFILE_FACT, Kind.PREFERENCE
 _ID, _SEM = Layer.IDENTITY, Layer.SEMANTIC
 _SPEAK, _CHECK = Policy.SPEAK, Policy.FACTCHECK
@@ -186,4 +201,11 @@ STATEMENT_RULES: tuple[Rule, ...] = (
          _FACT, _SEM, _SPEAK, 0.9, "stopped", "Has stopped {x}.", 0.7),
     rule("stopped", r"\bI\s+no\s+longer\s+(?!(?:live|work|speak|want|need|have\s+to)\b)" + _X,
          _FACT, _SEM, _SPEAK, 0.9, "stopped", "No longer {x}.", 0.7, "verb"),
+    rule("hobby", r"\bI\s+(?:also\s+|still\s+|usually\s+|often\s+|regularly\s+)?play\s+"
+         r"(?!(?:a\s+(?:role|part|lot|bit)|it|along|around|with|games?\s+with|dumb|nice|hard|"
+         r"safe|fair|down|up|out|back|by)\b)" + _X,
+         _FACT, _SEM, _SPEAK, 0.85, "hobby", "Plays {x}.", 0.6),
+    rule("routine", r"\bI\s+(?:also\s+|still\s+|usually\s+|often\s+|regularly\s+|normally\s+|"
+         rf"typically\s+)?(?P<x>(?!(?:{_NOT_ROUTINE})\b)[a-z]+\b.*?\b(?:{_FREQ})\b.*)",
+         _FACT, _SEM, _SPEAK, 0.85, "routine", "{X}.", 0.6, "verb"),
 )

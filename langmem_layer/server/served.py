@@ -3,19 +3,19 @@
 A LangGraph server (``langgraph dev``, a deployment) enters the context manager named
 by ``langgraph.json``'s ``"store": {"path": ...}`` once at startup and leaves it at
 shutdown; graph factories are called per run. So the store, the layer and the
-background extraction worker belong here, opened once by :func:`langgraph_store`, and
-the factories in ``graphs/`` only ask for them with :func:`current`. Opening the store
+background extraction worker belong here, opened once by ``langgraph_store``, and
+the factories in ``graphs/`` only ask for them with ``current``. Opening the store
 in a factory instead ties it to one run: the run ends, the store closes, and the
 worker's extraction of that run fails on a closed connection.
 
 The memory REST API the server mounts (``"http": {"app": "./graphs/http.py:app"}``) is
-built at import, before the store is open, by :func:`memory_app`: its store is a
-:class:`ServedStore`, which reads :func:`current` when used, so it shares this store
+built at import, before the store is open, by ``memory_app``: its store is a
+``ServedStore``, which reads ``current`` when used, so it shares this store
 rather than opening a second one (and a second embedded PostgreSQL) on the same data.
 
 At shutdown the worker's pending extraction is finished (bounded by
 ``drain_timeout``), the stores are closed and the embedded PostgreSQL this process
-started is stopped once the checkpointer is closed too (see :func:`database`), so
+started is stopped once the checkpointer is closed too (see ``database``), so
 nothing outlives the server.
 """
 
@@ -57,7 +57,7 @@ class Served:
 
     Attributes:
         store: The async store the server uses (its store API, Studio, every run).
-        layer: The memory layer on :attr:`store`; its worker extracts in the background.
+        layer: The memory layer on ``store``; its worker extracts in the background.
         sync_store: A sync store on the same database, for code that runs in threads
             (the job graph's node).
         database_url: The database both stores use.
@@ -73,7 +73,7 @@ _current: Served | None = None
 
 
 def current() -> Served:
-    """The server's store and layer, while :func:`serve` runs.
+    """The server's store and layer, while ``serve`` runs.
 
     Raises:
         ConfigurationError: Nothing is served: the server was not given our store.
@@ -95,7 +95,7 @@ async def serve(url: str | None = None, *, data_dir: str | Path | None = None,
 
     Args:
         url: A PostgreSQL URL; default ``LANGMEM_DATABASE_URL``, else the embedded
-            server in ``data_dir`` (default ``LANGMEM_DATA_DIR``, else ``.langmem``).
+            server in ``data_dir`` (see ``langmem_layer.environment.data_dir``).
         data_dir: The embedded server's directory when no URL is set.
         settings: Layer settings (default: from the ``LANGMEM_*`` environment).
         drain_timeout: Seconds the shutdown waits for queued extraction.
@@ -126,14 +126,14 @@ async def serve(url: str | None = None, *, data_dir: str | Path | None = None,
                 await asyncio.to_thread(stack.close)
 
 
-#: Holders of each embedded server in this process (see :func:`database`).
+#: Holders of each embedded server in this process (see ``database``).
 _holds: dict[Path, int] = {}
 
 
 @asynccontextmanager
 async def database(url: str | None = None, *, data_dir: str | Path | None = None
                    ) -> AsyncIterator[str]:
-    """The database URL (as :func:`langmem_layer.environment.database_url`), held for the block.
+    """The database URL (as ``langmem_layer.environment.database_url``), held for the block.
 
     With the embedded server, every block using it counts: when the last one in the
     process ends (the store and the checkpointer of a LangGraph server, which it
@@ -188,7 +188,7 @@ async def langgraph_store() -> AsyncIterator[AsyncPostgresMemoryStore]:
     Honours the section's ``ttl`` (LangGraph's ``TTLConfig``; with
     ``sweep_interval_minutes`` the store sweeps expired items itself, as the server
     does not sweep a custom store). ``index`` must be left out: the store embeds with
-    the model :mod:`langmem_layer.environment` picks (OpenAI when configured, else local).
+    the model ``langmem_layer.environment`` picks (OpenAI when configured, else local).
 
     Raises:
         ConfigurationError: The section sets ``index``.
@@ -217,7 +217,7 @@ class ServedStore:
     (and its embedded PostgreSQL) instead of opening a second one on the same data.
 
     Raises:
-        ConfigurationError: On use, when nothing is served (see :func:`current`).
+        ConfigurationError: On use, when nothing is served (see ``current``).
     """
 
     @property
@@ -237,11 +237,11 @@ class ServedStore:
 def memory_app(**options: Any) -> FastAPI:
     """The memory REST API on the server's store, for ``langgraph.json``'s ``http.app``.
 
-    :func:`langmem_layer.server.http.app.create_app` with ``store=ServedStore()``: nothing
+    ``langmem_layer.server.http.app.create_app`` with ``store=ServedStore()``: nothing
     connects when it is built; its lifespan, which the server runs after entering the
-    ``store`` (so after :func:`serve` started), takes the served store, and leaves it
-    open at shutdown for :func:`serve` to close. Authentication is the app's own
-    (:func:`langmem_layer.server.http.security.current_principal`: the API keys the server's
+    ``store`` (so after ``serve`` started), takes the served store, and leaves it
+    open at shutdown for ``serve`` to close. Authentication is the app's own
+    (``langmem_layer.server.http.security.current_principal``: the API keys the server's
     ``auth`` handler verifies, against the same table).
 
     Args:

@@ -1,8 +1,8 @@
 """SQL for erasing a user: every per-user table, and a deleted memory's traces.
 
 Builders return ``(sql, params)`` and do no I/O; each binds ``user_id`` with an
-equality predicate. :data:`USER_TABLES` is the one list of per-user tables that
-:func:`delete_user_rows` erases; a test reads the catalog and fails when a table with
+equality predicate. ``USER_TABLES`` is the one list of per-user tables that
+``delete_user_rows`` erases; a test reads the catalog and fails when a table with
 a ``user_id`` column is missing from it, so a new table cannot be forgotten.
 """
 
@@ -15,6 +15,7 @@ from psycopg import sql
 from langmem_layer.sql import Sql
 
 __all__ = [
+    "KEYS_TABLE",
     "USER_TABLES",
     "delete_user_rows",
     "drop_index",
@@ -45,11 +46,15 @@ USER_TABLES: tuple[str, ...] = (
 )
 
 
+#: The per-user table of API keys (kept by a reset that keeps the user's access).
+KEYS_TABLE = "langmem_api_keys"
+
+
 def delete_user_rows(table: str, user_id: str) -> Sql:
-    """Delete the user's rows of one of :data:`USER_TABLES`; returns a ``deleted`` count.
+    """Delete the user's rows of one of ``USER_TABLES``; returns a ``deleted`` count.
 
     Raises:
-        ValueError: ``table`` is not in :data:`USER_TABLES` (table names are never
+        ValueError: ``table`` is not in ``USER_TABLES`` (table names are never
             taken from input).
     """
     if table not in USER_TABLES:

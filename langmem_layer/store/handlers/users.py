@@ -1,6 +1,6 @@
 """Handlers of the ops that erase a user and keep turns for re-extraction.
 
-Mixed into :class:`~langmem_layer.store.core.StoreCore`; like every handler they are
+Mixed into ``StoreCore``; like every handler they are
 generators that yield requests and never do I/O themselves.
 """
 
@@ -19,7 +19,7 @@ __all__ = ["UserHandlers"]
 
 
 class UserHandlers(Registry):
-    """Handlers of :class:`~langmem_layer.store.ops.DeleteUserOp` and the fallback ops."""
+    """Handlers of ``DeleteUserOp`` and the fallback ops."""
 
     now: Callable[[], datetime]
     _index_dims: dict[str, int | None]
@@ -35,6 +35,8 @@ class UserHandlers(Registry):
             yield Query(*usql.drop_index(name + "_kw"))
         counts: dict[str, int] = {}
         for table in usql.USER_TABLES:
+            if op.keep_keys and table == usql.KEYS_TABLE:
+                continue
             (row,) = yield Query(*usql.delete_user_rows(table, op.user_id))
             counts[table] = int(row["deleted"])
         return mops.UserDeletion(op.user_id, counts, dropped)

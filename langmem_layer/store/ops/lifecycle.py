@@ -1,7 +1,7 @@
 """Store operations of a memory's life: the lifecycle, erasing a user, and
 the turns the LLM extractor could not handle.
 
-Re-exported by :mod:`langmem_layer.store.ops`, where callers import them."""
+Re-exported by ``langmem_layer.store.ops``, where callers import them."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ __all__ = [
 
 class LifecycleOp(NamedTuple):
     """Run the lifecycle over one user's memories: decay, then every transition of
-    :func:`langmem_layer.sql.lifecycle.transitions` (result: ``dict[str, int]``, the
+    ``langmem_layer.sql.lifecycle.transitions`` (result: ``dict[str, int]``, the
     number of memories per outcome).
 
     Attributes:
@@ -36,7 +36,7 @@ class LifecycleOp(NamedTuple):
         now: The time the lifecycle runs at.
         half_life_days: The user's half-life of summaries and reflections.
         flag_below: Decay below this counts as ``flagged``.
-        thresholds: Keyword arguments of :func:`~langmem_layer.sql.lifecycle.transitions`.
+        thresholds: Keyword arguments of ``transitions``.
         dry_run: Count what would change, change nothing.
     """
 
@@ -81,14 +81,16 @@ class RecordOutcomeOp(NamedTuple):
 
 class DeleteUserOp(NamedTuple):
     """Delete every row the user has, in every per-user table, in one transaction
-    (result: :class:`UserDeletion`)."""
+    (result: ``UserDeletion``). ``keep_keys`` keeps the user's API keys: a reset
+    of their memory that leaves their access as it was."""
 
     user_id: str
+    keep_keys: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class UserDeletion:
-    """What :class:`DeleteUserOp` deleted: rows per table (tables with none included)."""
+    """What ``DeleteUserOp`` deleted: rows per table (tables with none included)."""
 
     user_id: str
     counts: dict[str, int]
