@@ -8,7 +8,7 @@ memories with ``GET /v1/memories``. Each user authenticates with its own API key
 (``Authorization: Bearer``), made before the run as ``keys create`` does. Then the
 same conversations are driven in-process (``graph.ainvoke`` on the same lifespan,
 same store options) for the same time, with the same reads through the call the route
-makes (``layer.abrowse``), so the HTTP overhead is a ratio of like work. Prints
+makes (``layer.admin.abrowse``), so the HTTP overhead is a ratio of like work. Prints
 requests/s, p50/p95/p99 per route and errors, and the serving process's CPU per
 request in each phase (the server's from ``/proc``; in-process, this process's): the
 load client shares the machine's cores with the server, so the turns/s ratio counts
@@ -196,7 +196,7 @@ async def _inprocess_phase(uri: str, args: argparse.Namespace, run_id: str,
 
         async def read(u: int) -> None:
             # What GET /v1/memories runs for its caller (the route's default page).
-            await service.layer.abrowse(f"{run_id}-proc-{u}", limit=51)
+            await service.layer.admin.abrowse(f"{run_id}-proc-{u}", limit=51)
 
         before = time.process_time()
         await _drive(phase, args.users, args.duration, args.max_requests, turn,

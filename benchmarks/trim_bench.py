@@ -113,7 +113,7 @@ def main() -> int:
                     handoff_ms.append((time.perf_counter() - t0) * 1000)
 
                 t0 = time.perf_counter()
-                loaded = layer.load_thread(user, state, turn[0].text, thread_id="bench")
+                loaded = layer.threads.load_thread(user, state, turn[0].text, thread_id="bench")
                 load_ms.append((time.perf_counter() - t0) * 1000)
 
                 state = [*loaded.trim.kept, *turn[1:]]  # the removals applied, the reply added

@@ -9,7 +9,7 @@ and ``assemble_context`` renders them in their own block section,
 ``PGVectorStore`` on the memory's own database.
 
 ``MemoryRetriever`` goes the other way: the user's recalled memories as a
-``BaseRetriever`` for LCEL chains (``memory.as_retriever(user_id=...)``).
+``BaseRetriever`` for LCEL chains (``memory.agents.as_retriever(user_id=...)``).
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def memory_document(memory: Recalled) -> Document:
 
 
 class MemoryRetriever(BaseRetriever):
-    """A user's memories as a LangChain retriever (``memory.as_retriever(user_id=...)``).
+    """A user's memories as a LangChain retriever (``memory.agents.as_retriever(user_id=...)``).
 
     Each query is a ``MemoryLayer.recall`` (hybrid retrieval and ranking); the
     documents are the recalled memories, best first (``memory_document``).

@@ -440,7 +440,7 @@ class ExtractionLoop:
     ``extract_every_n_turns``.
 
     Args:
-        process: One pass over the queue (``MemoryLayer.aprocess_pending``).
+        process: One pass over the queue (``memory.admin.aprocess_pending``).
         poll_seconds: Pause between passes.
     """
 

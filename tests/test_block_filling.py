@@ -83,9 +83,9 @@ def test_the_graph_state_carries_only_what_the_block_can_place(store: PostgresMe
     now = T0 + timedelta(days=2)
     query = "sailing on the lake with a friend"
     every = MemoryLayer(store, settings=MemorySettings(block_target_tokens=0, **wide))
-    assert len(every.load_thread("u", [], query, now=now, reinforce=False).recalled) == 30
+    assert len(every.threads.load_thread("u", [], query, now=now, reinforce=False).recalled) == 30
     small = MemoryLayer(store, settings=MemorySettings(block_target_tokens=100, **wide))
-    loaded = small.load_thread("u", [], query, now=now, reinforce=False).recalled
+    loaded = small.threads.load_thread("u", [], query, now=now, reinforce=False).recalled
     block = small.context_block("u", query, now=now)
     # What load_memory hands on is bounded by the target, and holds all the block places.
     assert len(block.placements) <= len(loaded) < 30

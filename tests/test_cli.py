@@ -41,7 +41,7 @@ def test_worker_once_extracts_queued_turns(pg_uri: str, store, capsys, monkeypat
     from langmem_layer import MemorySettings
 
     queued = MemoryLayer(store, settings=MemorySettings(extract_every_n_turns=1000))
-    queued.submit("u1", [HumanMessage("I live in Lisbon.", id="w1")], thread_id="t")
+    queued.admin.submit("u1", [HumanMessage("I live in Lisbon.", id="w1")], thread_id="t")
     monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
                         lambda: store.index_config)
     assert main(["--database-url", pg_uri, "worker", "--once"]) == 0

@@ -33,7 +33,7 @@ def test_langmem_items_become_typed_memories_once(store, clock: Clock) -> None:
 
     memory = MemoryLayer(store, extraction="inline", clock=clock)
     memory.remember("alice", "User works at Acme Robotics.", kind=Kind.PROFILE_FACT)  # typed
-    result = memory.import_langmem("alice")
+    result = memory.agents.import_langmem("alice")
     assert result.found == 5 and len(result.written) == 3 and len(result.reinforced) == 1
     assert result.skipped == ["memories/alice/x: no text"]
 
@@ -46,7 +46,7 @@ def test_langmem_items_become_typed_memories_once(store, clock: Clock) -> None:
     block = memory.context_block("alice", "What editor theme do I like, dark mode?")
     assert "User prefers dark mode in every editor." in block.text
 
-    again = memory.import_langmem("alice")  # idempotent
+    again = memory.agents.import_langmem("alice")  # idempotent
     assert (again.written, again.reinforced, again.replayed) == ([], [], 4)
     assert len(memory.list("alice")) == 4
     assert memory.list("bob") == []  # only the user asked for
@@ -55,14 +55,14 @@ def test_langmem_items_become_typed_memories_once(store, clock: Clock) -> None:
     # An item LangMem changed since is imported as its new text.
     store.put(("memories", "alice"), "m1",
               {"kind": "Memory", "content": {"content": "User speaks Portuguese fluently."}})
-    changed = memory.import_langmem("alice")
+    changed = memory.agents.import_langmem("alice")
     assert len(changed.written) == 1 and changed.replayed == 3
 
 
 async def test_async_import_and_a_namespace_of_another_user(astore, clock: Clock) -> None:
     await astore.aput(("memories", "alice", "langmem"), "k", {"content": "Owns a cat, Miso."})
     memory = MemoryLayer(astore, extraction="inline", clock=clock)
-    result = await memory.aimport_langmem(
+    result = await memory.agents.aimport_langmem(
         "alice", namespace=("memories", "alice", "langmem"), profile="personal")
     assert len(result.written) == 1
     (cat,) = await memory.alist("alice", profile="personal")
@@ -72,7 +72,7 @@ async def test_async_import_and_a_namespace_of_another_user(astore, clock: Clock
                                 profile="personal")
     assert cat.key not in done.written
     with pytest.raises(InvalidNamespaceError, match="not user 'alice'"):
-        await memory.aimport_langmem("alice", namespace=("memories", "bob"))
+        await memory.agents.aimport_langmem("alice", namespace=("memories", "bob"))
 
 
 def test_langmem_text_shapes() -> None:

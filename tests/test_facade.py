@@ -15,27 +15,68 @@ import langmem_layer
 from langmem_layer import MemoryLayer
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.flow import Call, Concurrently, Flow, Runner, StoreCall
+from langmem_layer.layer.admin import Admin
+from langmem_layer.layer.agents import Agents
+from langmem_layer.layer.core import _Moved
+from langmem_layer.layer.threads import Threads
+from langmem_layer.layer.trust_part import Trust
 
 PACKAGE = Path(langmem_layer.__file__).parent
 
-#: Every public operation of the façade has an ``a``-prefixed async twin.
-OPERATIONS = {
+#: The façade's own operations, each with an ``a``-prefixed async twin: one screen.
+FACADE = {
     "remember", "recall", "ingest", "context_block", "get", "list", "correct", "forget",
-    "export", "import_", "decisions", "load_thread", "record_turn", "submit",
-    "recent_history", "clear_history", "sweep_sessions", "process_pending", "drain",
-    "close", "run", "delete_user",
+    "export", "import_", "delete_user", "drain", "close", "run",
+}
+#: The parts' operations (``memory.threads``, ``.admin``, ``.trust``, ``.agents``).
+PARTS = {
+    Threads: {"load_thread", "record_turn", "recent_history", "clear_history",
+              "sweep_sessions"},
+    Admin: {"browse", "set_surface", "history", "decisions", "submit", "process_pending"},
+    Trust: {"feedback", "agent_trust", "record_outcome"},
+    Agents: {"import_langmem", "retrieve_knowledge", "beside_knowledge"},
 }
 
 
 def _twins() -> list[tuple[str, Any, Any]]:
-    return [(name, getattr(MemoryLayer, name), getattr(MemoryLayer, "a" + name))
-            for name in sorted(dir(MemoryLayer))
-            if not name.startswith("_") and callable(getattr(MemoryLayer, name))
-            and hasattr(MemoryLayer, "a" + name)]
+    found = []
+    for cls in (MemoryLayer, *PARTS):
+        for name in sorted(dir(cls)):
+            static = inspect.getattr_static(cls, name, None)
+            if (not name.startswith("_") and callable(static)
+                    and not isinstance(static, type) and hasattr(cls, "a" + name)
+                    and not isinstance(inspect.getattr_static(cls, "a" + name), _Moved)):
+                found.append((f"{cls.__name__}.{name}", getattr(cls, name),
+                              getattr(cls, "a" + name)))
+    return found
 
 
 def test_every_operation_has_an_async_twin() -> None:
-    assert {name for name, _, _ in _twins()} >= OPERATIONS
+    names = {name for name, _, _ in _twins()}
+    assert {f"MemoryLayer.{n}" for n in FACADE} <= names
+    for cls, ops in PARTS.items():
+        assert {f"{cls.__name__}.{n}" for n in ops} <= names
+
+
+def test_the_facade_is_one_screen_of_method_pairs() -> None:
+    methods = {n for n in dir(MemoryLayer) if not n.startswith("_")
+               and callable(inspect.getattr_static(MemoryLayer, n))
+               and not isinstance(inspect.getattr_static(MemoryLayer, n), _Moved)}
+    pairs = {n for n in methods if "a" + n in methods}
+    assert pairs == FACADE
+    # Besides the pairs: wiring and the prebuilt agents, and the layer's clock.
+    assert methods - pairs - {"a" + n for n in pairs} == {
+        "wire", "react_hooks", "middleware", "tools", "now"}
+
+
+@pytest.mark.parametrize("old, part", sorted({
+    "browse": "admin", "adecisions": "admin", "load_thread": "threads",
+    "feedback": "trust", "as_retriever": "agents"}.items()))
+def test_an_old_name_still_works_and_says_the_new_one(old: str, part: str, store) -> None:
+    layer = MemoryLayer(store)
+    with pytest.warns(DeprecationWarning, match=rf"use memory\.{part}\.{old}"):
+        moved = getattr(layer, old)
+    assert moved == getattr(getattr(layer, part), old)
 
 
 @pytest.mark.parametrize(("name", "sync", "twin"), _twins(), ids=[t[0] for t in _twins()])
@@ -47,11 +88,14 @@ def test_async_twin_has_the_same_signature_and_a_docstring(name: str, sync: Any,
     assert list(ours.parameters) == list(theirs.parameters)
     for p, q in zip(ours.parameters.values(), theirs.parameters.values(), strict=True):
         assert (p.kind, p.default) == (q.kind, q.default), p.name
-        if not (name == "run" and p.name == "extra"):  # sync vs async handlers, by design
+        # Sync vs async handlers and work, by design.
+        if (name.rsplit(".", 1)[-1], p.name) not in {("run", "extra"),
+                                                     ("beside_knowledge", "work")}:
             assert p.annotation == q.annotation, p.name
     assert ours.return_annotation == theirs.return_annotation
     assert sync.__doc__ and sync.__doc__.strip()
-    assert twin.__doc__ and twin.__doc__.startswith(f"Async twin of :meth:`{name}`")
+    short = name.rsplit(".", 1)[-1]
+    assert twin.__doc__ and twin.__doc__.startswith(f"Async twin of ``{short}``")
 
 
 def _imports(path: Path) -> set[str]:

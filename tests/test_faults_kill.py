@@ -121,15 +121,15 @@ def test_killed_during_background_extraction_the_worker_reconnects_and_finishes(
     # The turns wait in the queue until the worker is woken below.
     layer = MemoryLayer(store, extractor=RuleExtractor(), extraction="background",
                         settings=MemorySettings(extract_every_n_turns=1000))
-    layer._worker.min_retry_seconds, layer._worker.max_retry_seconds = 0.05, 0.5
+    layer.worker.min_retry_seconds, layer.worker.max_retry_seconds = 0.05, 0.5
     for i in range(TURNS):
-        layer.submit(f"user-{i:02d}", [HumanMessage(f"My favourite band is Band{i}.")])
+        layer.admin.submit(f"user-{i:02d}", [HumanMessage(f"My favourite band is Band{i}.")])
     assert queue_counts(uri)["queued"] == TURNS
     fault = KillAt(store, data_dir, n=TURNS // 2)
 
-    layer._worker._wake_thread(WakeWorker())
+    layer.worker._wake_thread(WakeWorker())
     wait_for(fault.killed.is_set, "the server was killed mid-extraction")
-    wait_for(lambda: layer._worker._outages > 0, "the worker saw the outage")
+    wait_for(lambda: layer.worker._outages > 0, "the worker saw the outage")
     uri = embedded.embedded_uri(data_dir)  # start it again on the same data directory
     wait_for(lambda: queue_counts(uri)["done"] == TURNS, "every turn extracted")
 
@@ -139,7 +139,7 @@ def test_killed_during_background_extraction_the_worker_reconnects_and_finishes(
           f"memories {memories} ({distinct} distinct)")
     assert counts == {"queued": TURNS, "done": TURNS, "parked": 0, "max_attempts": 1}
     assert (memories, distinct) == (TURNS, TURNS)  # nothing lost, nothing twice
-    assert layer._worker._thread is not None and layer._worker._thread.is_alive()
+    assert layer.worker._thread is not None and layer.worker._thread.is_alive()
     layer.close()
 
 

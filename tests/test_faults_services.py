@@ -73,7 +73,7 @@ def _embedder_outage(store: PostgresMemoryStore, pg_uri: str, clock: Clock,
                         settings=MemorySettings(extraction_max_attempts=2,
                                                 extract_every_n_turns=1000), clock=clock)
     for i in range(USERS):
-        layer.submit(f"user-{i}", [HumanMessage(f"My favourite band is Band{i}.")])
+        layer.admin.submit(f"user-{i}", [HumanMessage(f"My favourite band is Band{i}.")])
     passes = 5  # more passes than the attempt limit: an outage must not park a turn
     for _ in range(passes):
         layer.drain()
@@ -107,7 +107,7 @@ from langmem_layer.extract.rules import RuleExtractor
 with PostgresMemoryStore.from_conn_string(sys.argv[1]) as store:
     layer = MemoryLayer(store, extractor=RuleExtractor(), extraction="background")
     for i in range(40):
-        layer.submit("closer", [HumanMessage(f"My favourite band is Band{i}.")],
+        layer.admin.submit("closer", [HumanMessage(f"My favourite band is Band{i}.")],
                      thread_id=f"t{i}")
 print("exited")
 """
@@ -218,7 +218,7 @@ def test_a_faulty_chat_model_loses_no_turn_and_duplicates_none(
     layer = MemoryLayer(store, extractor=LLMExtractor(model), extraction="background",
                         settings=MemorySettings(extract_every_n_turns=1000), clock=clock)
     for i in range(USERS):
-        layer.submit(f"user-{i}", [HumanMessage(f"My favourite band is Band{i}.")])
+        layer.admin.submit(f"user-{i}", [HumanMessage(f"My favourite band is Band{i}.")])
     layer.drain()
     with psycopg.connect(pg_uri) as conn:
         kept = conn.execute("SELECT count(*) FROM langmem_reextract").fetchone()

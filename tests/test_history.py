@@ -76,20 +76,20 @@ def test_recent_history_api_limits_and_order(store, clock: Clock) -> None:
     layer = MemoryLayer(store, clock=clock, extraction="inline")
     for n in range(30):
         clock.advance(minutes=1)
-        layer.record_turn("cy", [HumanMessage(f"message {n}", id=f"cy-h{n}"),
+        layer.threads.record_turn("cy", [HumanMessage(f"message {n}", id=f"cy-h{n}"),
                                  AIMessage(f"reply {n}", id=f"cy-a{n}")],
                           thread_id=f"t{n % 3}")
-    recent = layer.recent_history("cy", thread_id="t0")
+    recent = layer.threads.recent_history("cy", thread_id="t0")
     assert len(recent) == 20
     assert [m.text for m in recent][-2:] == ["message 29", "reply 29"]
     assert all(m.thread_id != "t0" for m in recent)
     assert [m.at for m in recent] == sorted(m.at for m in recent)
-    assert layer.recent_history("cy", limit=3, hours=0.01)[-1].text == "reply 29"
+    assert layer.threads.recent_history("cy", limit=3, hours=0.01)[-1].text == "reply 29"
     # logging is once per message
-    layer.record_turn("cy", [HumanMessage("message 29", id="cy-h29")], thread_id="t2")
-    assert len(layer.recent_history("cy", limit=100, hours=48)) == 60
-    assert layer.clear_history("cy", thread_id="t1") == 20
-    assert layer.clear_history("cy") == 40
+    layer.threads.record_turn("cy", [HumanMessage("message 29", id="cy-h29")], thread_id="t2")
+    assert len(layer.threads.recent_history("cy", limit=100, hours=48)) == 60
+    assert layer.threads.clear_history("cy", thread_id="t1") == 20
+    assert layer.threads.clear_history("cy") == 40
 
 
 def test_a_boundary_never_comes_back_as_recent_history(store, saver, clock: Clock) -> None:
@@ -103,25 +103,26 @@ def test_a_boundary_never_comes_back_as_recent_history(store, saver, clock: Cloc
     lines = recent_section(out["memory_context"])
     assert "user: I like jazz on Sundays." in lines
     assert not any("divorce" in line for line in lines)  # nor the reply that echoed it
-    assert not any("divorce" in m.text for m in layer.recent_history("dee"))
+    assert not any("divorce" in m.text for m in layer.threads.recent_history("dee"))
 
 
 def test_retention_purge_by_the_sweep_job(store, saver, pg_uri: str, clock: Clock) -> None:
     layer = MemoryLayer(store, clock=clock, extraction="inline")
     t0 = clock.now
-    layer.record_turn("eve", [HumanMessage("old news", id="e1"), AIMessage("ok", id="e2")],
+    layer.threads.record_turn("eve", [HumanMessage("old news", id="e1"), AIMessage("ok", id="e2")],
                       thread_id="t")
     clock.advance(days=89)
-    layer.record_turn("fay", [HumanMessage("recent", id="f1")], thread_id="t")
-    assert layer.sweep_sessions(saver, now=t0 + timedelta(days=89)).purged_messages == 0
-    result = layer.sweep_sessions(saver, now=t0 + timedelta(days=90, minutes=1))
+    layer.threads.record_turn("fay", [HumanMessage("recent", id="f1")], thread_id="t")
+    assert layer.threads.sweep_sessions(saver, now=t0 + timedelta(days=89)).purged_messages == 0
+    result = layer.threads.sweep_sessions(saver, now=t0 + timedelta(days=90, minutes=1))
     assert result.purged_messages == 2
     with psycopg.connect(pg_uri) as conn:
         left = conn.execute("SELECT user_id, message_id FROM langmem_messages").fetchall()
     assert left == [("fay", "f1")]
     short = MemoryLayer(store, clock=clock, settings=MemorySettings(
         message_log_retention_days=1))
-    assert short.sweep_sessions(saver, now=clock.now + timedelta(days=2)).purged_messages == 1
+    swept = short.threads.sweep_sessions(saver, now=clock.now + timedelta(days=2))
+    assert swept.purged_messages == 1
 
 
 def test_recent_history_only_gets_what_the_memories_leave() -> None:

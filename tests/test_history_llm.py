@@ -79,7 +79,8 @@ def test_a_loop_reported_done_is_closed_by_the_llm_extractor(store: PostgresMemo
     record = layer.get("u1", loop.key).record
     assert (record.status, record.loop_status) == (Status.ARCHIVED, LoopStatus.CLOSED)
     reason = "closed: the user reported it done"
-    assert [(h.at, h.event, h.old, h.new, h.reason) for h in layer.history("u1", loop.key)] == [
+    changes = layer.admin.history("u1", loop.key)
+    assert [(h.at, h.event, h.old, h.new, h.reason) for h in changes] == [
         (at, "status", "active", "archived", reason),
         (at, "loop_status", "open", "closed", reason)]
     # Closed, it is out of retrieval and is not offered to the model again.

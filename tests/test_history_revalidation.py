@@ -99,7 +99,7 @@ def test_the_lifecycle_flags_the_block_asks_and_a_restatement_clears(
     layer.ingest("u1", [HumanMessage("Yes, I still work at Acme.")], now=later)
     record = layer.get("u1", job.key).record
     assert "needs_revalidation" not in record.metadata
-    assert [(h.event, h.old, h.new, h.at) for h in layer.history("u1", job.key)] == [
+    assert [(h.event, h.old, h.new, h.at) for h in layer.admin.history("u1", job.key)] == [
         ("flag", None, "needs_revalidation", flagged_at),
         ("flag", "needs_revalidation", None, later)]
     block = layer.context_block("u1", "Where do I work?", now=later)

@@ -77,23 +77,23 @@ def test_every_write_path_status_change_is_in_the_history(layer: MemoryLayer,
     closed = layer.get("u1", loop.key).record
     assert closed.status == Status.ARCHIVED and closed.loop_status == LoopStatus.CLOSED
     reason = "closed: the user reported it done"
-    assert _changes(layer.history("u1", loop.key)) == [
+    assert _changes(layer.admin.history("u1", loop.key)) == [
         ("status", "active", "archived", reason), ("loop_status", "open", "closed", reason)]
-    assert _changes(layer.history("u1", wrong.key)) == [
+    assert _changes(layer.admin.history("u1", wrong.key)) == [
         ("status", "active", "contradicted", "contradicted by a later turn")]
-    assert _changes(layer.history("u1", told.key)) == [
+    assert _changes(layer.admin.history("u1", told.key)) == [
         ("status", "active", "archived", "forgotten at the user's request")]
-    assert _changes(layer.history("u1", old.key)) == [
+    assert _changes(layer.admin.history("u1", old.key)) == [
         ("status", "active", "contradicted", f"superseded by a correction (memory {new_key})")]
     assert {h.at for key in (loop.key, wrong.key, told.key, old.key)
-            for h in layer.history("u1", key)} == {at}
-    assert layer.history("u1", new_key) == []
+            for h in layer.admin.history("u1", key)} == {at}
+    assert layer.admin.history("u1", new_key) == []
     # Only an open loop's loop_status is closed by close_open_loop.
     fact = layer.remember("u1", "Works from home on Fridays.", kind=Kind.PROFILE_FACT)
     _scripted(layer, [MemoryOperation(op=OpType.CLOSE_OPEN_LOOP, target_id=fact.key)]).ingest(
         "u1", [HumanMessage("(scripted)", id="m2")])
     assert layer.get("u1", fact.key).record.loop_status is None
-    assert [h.event for h in layer.history("u1", fact.key)] == ["status"]
+    assert [h.event for h in layer.admin.history("u1", fact.key)] == ["status"]
 
 
 def test_a_single_valued_fact_replaced_says_by_what(layer: MemoryLayer) -> None:
@@ -104,7 +104,7 @@ def test_a_single_valued_fact_replaced_says_by_what(layer: MemoryLayer) -> None:
                             subject="user", predicate="lives_in", object="Porto")
     result = _scripted(layer, [moved]).ingest("u1", [HumanMessage("(scripted)", id="m1")])
     assert len(result.written) == 1 and result.changed == [old.key]
-    assert _changes(layer.history("u1", old.key)) == [
+    assert _changes(layer.admin.history("u1", old.key)) == [
         ("status", "active", "contradicted",
          f"superseded by a later value (memory {result.written[0]})")]
 
@@ -117,7 +117,7 @@ def test_a_loop_reported_done_by_the_rules_is_closed_with_its_history(layer: Mem
     assert loop.key in result.changed
     record = layer.get("u1", loop.key).record
     assert (record.status, record.loop_status) == (Status.ARCHIVED, LoopStatus.CLOSED)
-    assert [(h.event, h.new, h.at) for h in layer.history("u1", loop.key)] == [
+    assert [(h.event, h.new, h.at) for h in layer.admin.history("u1", loop.key)] == [
         ("status", "archived", at), ("loop_status", "closed", at)]
 
 
@@ -130,14 +130,14 @@ def test_correct_keeps_the_previous_text_and_forget_says_why(layer: MemoryLayer,
     t2 = clock.advance(hours=1)
     assert layer.forget("u1", mem.key)
     assert layer.forget("u1", mem.key)  # already archived: no second entry
-    entries = layer.history("u1", mem.key)
+    entries = layer.admin.history("u1", mem.key)
     assert [(h.at, *c) for h, c in zip(entries, _changes(entries), strict=True)] == [
         (t1, "content", "Lives in Lisbon.", "Lives in Porto.", "corrected by the user"),
         (t2, "status", "active", "archived", "forgotten at the user's request")]
     assert layer.get("u1", mem.key).record.content == "Lives in Porto."
     layer.forget("u1", mem.key, hard=True)
     with pytest.raises(MemoryNotFoundError):
-        layer.history("u1", mem.key)
+        layer.admin.history("u1", mem.key)
 
 
 def test_status_changes_append_atomically(store: PostgresMemoryStore, clock: Clock,
@@ -152,7 +152,7 @@ def test_status_changes_append_atomically(store: PostgresMemoryStore, clock: Clo
     now = clock.advance(days=1)
     store.batch([ReinforceOp("u1", (mem.key,), now),
                  SetStatusOp("u1", (mem.key,), Status.ARCHIVED, now, "by hand")])
-    assert [(h.old, h.new, h.reason) for h in layer.history("u1", mem.key)] == [
+    assert [(h.old, h.new, h.reason) for h in layer.admin.history("u1", mem.key)] == [
         ("active", "stale", "seed"), ("stale", "active", "reactivated: matched again by a turn"),
         ("active", "archived", "by hand")]
 
@@ -174,33 +174,33 @@ def test_reinforcement_confirms_a_fact_flagged_for_revalidation(
     assert back.history[0].at == now
     # Reinforcing it again records nothing more: the flag is gone.
     store.batch([ReinforceOp("u1", ("job",), clock.advance(days=1))])
-    assert len(layer.history("u1", "job")) == 1
+    assert len(layer.admin.history("u1", "job")) == 1
 
 
 def test_history_is_per_user(layer: MemoryLayer) -> None:
     mem = layer.remember("u1", "Lives in Lisbon.", kind=Kind.PROFILE_FACT)
     with pytest.raises(MemoryNotFoundError):
-        layer.history("u2", mem.key)
+        layer.admin.history("u2", mem.key)
     with pytest.raises(MemoryNotFoundError):
-        layer.history("u1", "no-such-memory")
+        layer.admin.history("u1", "no-such-memory")
     with pytest.raises(MemoryNotFoundError):
-        layer.record_outcome("u2", mem.key, success=True)
+        layer.trust.record_outcome("u2", mem.key, success=True)
 
 
 def test_record_outcome_counts_a_habits_successes_and_failures(layer: MemoryLayer) -> None:
     habit = layer.remember("u1", "Send the weekly summary on Friday mornings.",
                            kind=Kind.PROTOCOL, layer=Layer.PROCEDURAL)
-    assert layer.record_outcome("u1", habit.key, success=True) == (1, 0)
-    assert layer.record_outcome("u1", habit.key, success=False) == (1, 1)
-    assert asyncio.run(layer.arecord_outcome("u1", habit.key, success=False)) == (1, 2)
+    assert layer.trust.record_outcome("u1", habit.key, success=True) == (1, 0)
+    assert layer.trust.record_outcome("u1", habit.key, success=False) == (1, 1)
+    assert asyncio.run(layer.trust.arecord_outcome("u1", habit.key, success=False)) == (1, 2)
     record = layer.get("u1", habit.key).record
     assert (record.success_count, record.failure_count) == (1, 2)
 
     fact = layer.remember("u1", "Lives in Lisbon.", kind=Kind.PROFILE_FACT)
     with pytest.raises(NotProceduralError, match=r"semantic memory.*procedural"):
-        layer.record_outcome("u1", fact.key, success=True)
+        layer.trust.record_outcome("u1", fact.key, success=True)
     with pytest.raises(InvalidInputError, match="success must be True or False"):
-        layer.record_outcome("u1", habit.key, success="yes")  # type: ignore[typeddict-item]
+        layer.trust.record_outcome("u1", habit.key, success="yes")  # type: ignore[typeddict-item]
     assert layer.get("u1", fact.key).record.success_count == 0
 
 
@@ -208,9 +208,9 @@ async def test_async_history(store: PostgresMemoryStore, clock: Clock) -> None:
     layer = MemoryLayer(store, extraction="inline", clock=clock)
     mem = await layer.aremember("u1", "Lives in Lisbon.", kind=Kind.PROFILE_FACT)
     await layer.aforget("u1", mem.key, now=clock.advance(hours=1))
-    assert [h.new for h in await layer.ahistory("u1", mem.key)] == ["archived"]
+    assert [h.new for h in await layer.admin.ahistory("u1", mem.key)] == ["archived"]
     with pytest.raises(MemoryNotFoundError):
-        await layer.ahistory("u2", mem.key)
+        await layer.admin.ahistory("u2", mem.key)
 
 
 def test_export_then_import_keeps_the_history(layer: MemoryLayer, clock: Clock) -> None:
@@ -219,14 +219,14 @@ def test_export_then_import_keeps_the_history(layer: MemoryLayer, clock: Clock) 
     layer.correct("u1", mem.key, "Lives in Porto.")
     clock.advance(hours=1)
     layer.forget("u1", mem.key)
-    before = layer.history("u1", mem.key)
+    before = layer.admin.history("u1", mem.key)
     assert len(before) == 2
     data = layer.export("u1")
     (item,) = [i for i in data["items"] if i["key"] == mem.key]
     assert [h["event"] for h in item["value"]["history"]] == ["content", "status"]
     assert layer.import_("u2", data) == len(data["items"])
-    assert layer.history("u2", mem.key) == before
+    assert layer.admin.history("u2", mem.key) == before
     layer.delete_user("u1")
     assert layer.import_("u1", data) == len(data["items"])
-    assert layer.history("u1", mem.key) == before
+    assert layer.admin.history("u1", mem.key) == before
     assert layer.get("u1", mem.key).record.status == Status.ARCHIVED

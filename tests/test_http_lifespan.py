@@ -105,7 +105,7 @@ def test_sigterm_after_the_last_turn_exits_cleanly_and_loses_no_turn(pg_uri: str
     index = {"embed": BagOfWordsEmbeddings(dims=64), "dims": 64, "model_id": "bow-64"}
     with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as store:
         layer = MemoryLayer(store, extractor=RuleExtractor())
-        layer.process_pending(user_id=user)
+        layer.admin.process_pending(user_id=user)
         layer.close()
         contents = {r.record.content for r in layer.list(user)}
     assert all(done for _, done, _ in _queue(pg_uri, user))
@@ -117,7 +117,7 @@ async def test_the_worker_extracts_turns_queued_before_the_server_started(
     user = f"pre-{uuid.uuid4().hex[:8]}"
     quiet = MemoryLayer(astore, extractor=RuleExtractor(),
                         settings=MemorySettings(extract_every_n_turns=100))
-    await quiet.asubmit(user, [HumanMessage("I live in Lisbon"), AIMessage("Noted.")],
+    await quiet.admin.asubmit(user, [HumanMessage("I live in Lisbon"), AIMessage("Noted.")],
                         thread_id="t")
 
     async with memory_lifespan(store=astore, graph_factory=offline_agent, poll_seconds=0.05,

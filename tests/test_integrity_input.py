@@ -125,7 +125,7 @@ def test_a_queue_entry_that_always_fails_is_parked_with_its_messages(
     settings = MemorySettings(extraction_max_attempts=3, extraction_retry_base_seconds=60)
     layer = MemoryLayer(store, extractor=extractor, settings=settings, clock=clock,
                         extraction="inline")
-    entry = layer.submit("u1", [HumanMessage("I play chess on Tuesdays.", id="m1")],
+    entry = layer.admin.submit("u1", [HumanMessage("I play chess on Tuesdays.", id="m1")],
                          thread_id="t")
     for _ in range(10):
         layer.drain()
@@ -144,7 +144,7 @@ def test_an_entry_the_database_refuses_is_parked_at_once(store: PostgresMemorySt
                                                         clock: Clock) -> None:
     extractor = Scripted(error=InvalidInputError("value out of range"))
     layer = MemoryLayer(store, extractor=extractor, clock=clock, extraction="inline")
-    entry = layer.submit("u1", [HumanMessage("I play chess on Tuesdays.", id="m1")])
+    entry = layer.admin.submit("u1", [HumanMessage("I play chess on Tuesdays.", id="m1")])
     layer.drain()
     clock.advance(hours=7)
     layer.drain()

@@ -154,17 +154,17 @@ def _workload(layer: MemoryLayer, store: PostgresMemoryStore, user: str) -> None
     first = layer.remember(user, "Visited Lisbon in May.", thread_id="t1")
     layer.remember(user, "Met Ana at the conference in Lisbon.", thread_id="t1")
     store.batch([mops.LinksOp(user, (first.key,))])  # type: ignore[list-item]
-    layer.load_thread(user, [HumanMessage("Where did I go?", id=f"{user}-q")],
+    layer.threads.load_thread(user, [HumanMessage("Where did I go?", id=f"{user}-q")],
                       "Where did I go?", thread_id="t2")
-    layer.record_turn(user, [HumanMessage("Where did I go?", id=f"{user}-q"),
+    layer.threads.record_turn(user, [HumanMessage("Where did I go?", id=f"{user}-q"),
                              AIMessage("Lisbon.")], thread_id="t2")
-    layer.submit(user, [HumanMessage("I moved to Porto.", id=f"{user}-p")], thread_id="t3")
-    layer.process_pending()
-    layer.process_pending(user_id=user)
+    layer.admin.submit(user, [HumanMessage("I moved to Porto.", id=f"{user}-p")], thread_id="t3")
+    layer.admin.process_pending()
+    layer.admin.process_pending(user_id=user)
     layer.recall(user, "Lisbon")
     layer.context_block(user, "what do I know about Ana?")
     layer.list(user)
-    layer.decisions(user)
+    layer.admin.decisions(user)
     layer.correct(user, first.key, "Visited Lisbon in June.")
     store.put(("memories", user, "notes"), "n1", {"text": "a note"})
     store.search(("memories", user), query="note")

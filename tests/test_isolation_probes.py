@@ -150,7 +150,7 @@ def _build(layer: MemoryLayer, store: PostgresMemoryStore, users: list[str],
         keys.append(key)
         layer.ingest(user, [HumanMessage(f"I prefer {secret} tea.", id=f"m{key}")],
                      thread_id="t")
-        layer.record_turn(user, [HumanMessage(f"Tell Ana about {secret}.", id=f"h{key}"),
+        layer.threads.record_turn(user, [HumanMessage(f"Tell Ana about {secret}.", id=f"h{key}"),
                                  AIMessage(f"Noted {secret}.")], thread_id="t")
         for k in keys:
             LEDGER.owner[k] = user
@@ -192,9 +192,9 @@ def _probe(layer: MemoryLayer, store: PostgresMemoryStore, made: dict[str, dict[
         assert exported["user_id"] == user
         assert all(i["namespace"][1] == user for i in exported["items"])
         clean(user, "export", [i["key"] for i in exported["items"]], repr(exported))
-        clean(user, "decisions", text=repr(layer.decisions(user)))
-        clean(user, "recent_history", text=repr(layer.recent_history(user)))
-        clean(user, "history", text=repr(layer.history(user, mine["keys"][0])))
+        clean(user, "decisions", text=repr(layer.admin.decisions(user)))
+        clean(user, "recent_history", text=repr(layer.threads.recent_history(user)))
+        clean(user, "history", text=repr(layer.admin.history(user, mine["keys"][0])))
         for other in others:
             # Each of the other user's keys, asked for under this user's namespaces
             # (theirs, and the scopes this user has): one get each, in one batch.
@@ -209,7 +209,7 @@ def _probe(layer: MemoryLayer, store: PostgresMemoryStore, made: dict[str, dict[
             with pytest.raises(LangmemError):
                 layer.get(user, other["keys"][0])
             try:
-                entries = layer.history(user, other["keys"][0])
+                entries = layer.admin.history(user, other["keys"][0])
             except LangmemError:
                 entries = []
             assert entries == []

@@ -47,7 +47,7 @@ def two_users(store: PostgresMemoryStore, clock: Clock) -> Iterator[PostgresMemo
         layer.ingest(user, [HumanMessage("I am allergic to penicillin.", id=f"{user}-1"),
                             AIMessage("Noted.")], thread_id="t1")
         layer.remember(user, "Visited Lisbon in May.", thread_id="t1")
-        layer.record_turn(user, [HumanMessage("Where did I go?", id=f"{user}-2"),
+        layer.threads.record_turn(user, [HumanMessage("Where did I go?", id=f"{user}-2"),
                                  AIMessage("Lisbon.")], thread_id="t2")
         store.put(("memories", user, "notes"), "n1", {"text": "same note"})
     store.put(("shared", "docs"), "d1", {"text": "shared note"})

@@ -126,7 +126,7 @@ def test_index_large_users_takes_a_threshold(store, clock: Clock) -> None:
 
 def test_extract_is_one_pass_of_the_queue(store, clock: Clock) -> None:
     queued = MemoryLayer(store, settings=MemorySettings(extract_every_n_turns=1000), clock=clock)
-    queued.submit("u1", [HumanMessage("I live in Lisbon.", id="j1")], thread_id="t")
+    queued.admin.submit("u1", [HumanMessage("I live in Lisbon.", id="j1")], thread_id="t")
     ctx = JobContext(store)  # builds its own layer, inline, from the environment
     result = JOBS["extract"].run(ctx)
     assert (result.summary(), result.failed) == ("extracted 1 turns, 0 failed (kept for retry)", 0)

@@ -201,7 +201,7 @@ def test_memory_as_a_retriever_in_an_lcel_chain(store: PostgresMemoryStore,
     kept = memory.remember("alice", "Works at Acme Robotics.")
     memory.remember("alice", "Do not bring up their divorce.", policy="avoid")
     memory.remember("bob", "Works at Globex.")
-    retriever = memory.as_retriever(user_id="alice", k=5)
+    retriever = memory.agents.as_retriever(user_id="alice", k=5)
     assert isinstance(retriever, MemoryRetriever)
 
     def format_docs(docs: list[Document]) -> str:
@@ -222,7 +222,7 @@ async def test_memory_as_a_retriever_async(astore: AsyncPostgresMemoryStore,
                                            clock: Clock) -> None:
     memory = MemoryLayer(astore, clock=clock)
     await memory.aremember("alice", "Works at Acme Robotics.")
-    docs = await memory.as_retriever(user_id="alice").ainvoke("Where do I work?")
+    docs = await memory.agents.as_retriever(user_id="alice").ainvoke("Where do I work?")
     assert [d.page_content for d in docs] == ["Works at Acme Robotics."]
     await memory.aclose()
 

@@ -215,7 +215,7 @@ def test_every_reader_sees_the_moves_and_a_write_folds_them(
     assert [(h.event, h.old, h.new) for h in event.history] == [("status", "active", "stale")]
     loop = layer.get("u1", "loop").record
     assert (loop.status, loop.loop_status) == (Status.ARCHIVED, LoopStatus.CLOSED)
-    assert [h.event for h in layer.history("u1", "loop")] == ["status", "loop_status"]
+    assert [h.event for h in layer.admin.history("u1", "loop")] == ["status", "loop_status"]
     fact = layer.get("u1", "fact").record
     assert fact.metadata.get("needs_revalidation") is True
     item = store.get(NS, "event")
@@ -241,7 +241,7 @@ def test_every_reader_sees_the_moves_and_a_write_folds_them(
     assert (m, at, v["status"]) == (None, None, "active")
     assert [(h["old"], h["new"]) for h in v["history"]] == [
         ("active", "stale"), ("stale", "active")]
-    layer.record_outcome("u1", "habit", success=True)
+    layer.trust.record_outcome("u1", "habit", success=True)
     v, m, _, at = raw(pg_uri, "habit")
     assert (m, at, v["status"], v["success_count"]) == (None, None, "archived", 2)
     assert [h["new"] for h in v["history"]] == ["archived"]

@@ -43,7 +43,7 @@ def test_remember_then_recall_in_another_thread(memory: MemoryLayer) -> None:
     assert (stored.record.content, stored.record.kind) == ("Is allergic to peanuts.",
                                                           Kind.PROFILE_FACT)
     assert stored.record.source.thread_id == f"a-{_RUN}"
-    (decision,) = memory.decisions("alice")[0].decisions  # logged like extraction's
+    (decision,) = memory.admin.decisions("alice")[0].decisions  # logged like extraction's
     assert decision["accepted"] and decision["op"] == "add"
 
     agent, model = _agent(memory, tool_call("recall", "c2", query="peanuts allergy"),
@@ -93,7 +93,7 @@ def test_correct_keeps_history_and_forget_archives(memory: MemoryLayer) -> None:
     before = memory.get("alice", old.key).record
     assert before.status == Status.CONTRADICTED and before.content == "Lives in Lisbon."
     assert any(h.new == "contradicted" and "superseded by a correction" in h.reason
-               for h in memory.history("alice", old.key))
+               for h in memory.admin.history("alice", old.key))
 
     agent, _ = _agent(memory, tool_call("update", "c2", memory_id=old.key,
                                         content="Lives in Braga."),
@@ -103,7 +103,7 @@ def test_correct_keeps_history_and_forget_archives(memory: MemoryLayer) -> None:
     assert retired == f"Error: Memory {old.key} is contradicted, not active."
     assert forgotten == f"Forgotten: [{new.key}] Lives in Porto."
     assert memory.get("alice", new.key).record.status == Status.ARCHIVED
-    assert memory.history("alice", new.key)[-1].reason == "forgotten at the user's request"
+    assert memory.admin.history("alice", new.key)[-1].reason == "forgotten at the user's request"
     assert memory.list("alice") == []
 
 

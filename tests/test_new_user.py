@@ -55,7 +55,7 @@ def layer(store: PostgresMemoryStore, clock: Clock) -> MemoryLayer:
 def test_a_superseded_memory_ranks_below_its_replacement_in_a_search(
         layer: MemoryLayer) -> None:
     _moved_jobs(layer, "sup")
-    found = layer.browse("sup", query="where do I work")  # every status: the panel's view
+    found = layer.admin.browse("sup", query="where do I work")  # every status: the panel's view
     contents = [r.content for r in found]
     assert contents.index("Works at Globex.") < contents.index("Works at Acme Robotics.")
     assert found[contents.index("Works at Acme Robotics.")].status.value == "contradicted"
@@ -68,7 +68,7 @@ def test_a_query_that_matches_nothing_finds_nothing(layer: MemoryLayer) -> None:
     _moved_jobs(layer, "zq")
     layer.remember("zq", "Remind me to call the dentist tomorrow.", kind=Kind.OPEN_LOOP,
                    due_at=layer.now())  # due now: the block takes it whatever the question
-    assert layer.browse("zq", query="zebra quantum bicycle") == []
+    assert layer.admin.browse("zq", query="zebra quantum bicycle") == []
     assert layer.recall("zq", "zebra quantum bicycle", matching=True) == []
     recall = next(t for t in create_memory_tools(layer) if t.name == "recall")
     said = recall.invoke({"query": "zebra quantum bicycle"},

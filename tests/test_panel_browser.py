@@ -258,7 +258,7 @@ def test_correct_pin_policy_delete_in_the_page(panel: Panel, page: Page) -> None
         panel.layer.get(alice, ids["porto"])
     _screenshot(page, "panel-edited.png")
     # Nothing else was touched.
-    assert {r.key for r in panel.layer.browse(alice, limit=50)} == set(ids.values()) - {
+    assert {r.key for r in panel.layer.admin.browse(alice, limit=50)} == set(ids.values()) - {
         ids["porto"]}
 
 
@@ -266,7 +266,7 @@ def test_why_a_memory_exists(panel: Panel, page: Page) -> None:
     alice, key = panel.user()
     panel.layer.ingest(alice, [HumanMessage("I am allergic to penicillin.", id="w1")],
                        thread_id="why-thread")
-    (memory,) = panel.layer.browse(alice, limit=5)
+    (memory,) = panel.layer.admin.browse(alice, limit=5)
     _login(page, panel.url, key, alice)
     card = _card(page, memory.key)
     card.get_by_role("button", name="Why is this remembered").click()
@@ -301,15 +301,15 @@ def test_export_download_and_import_upload(panel: Panel, page: Page,
     page.get_by_label("Import memory from a JSON export file").set_input_files(saved)
     expect(page.locator("#status")).to_have_text(f"Imported {len(ids)} items.")
     expect(page.locator("article.memory")).to_have_count(len(ids))
-    assert sorted(r.record.content for r in panel.layer.browse(carol, limit=50)) == sorted(
-        r.record.content for r in panel.layer.browse(alice, limit=50))
+    assert sorted(r.record.content for r in panel.layer.admin.browse(carol, limit=50)) == sorted(
+        r.record.content for r in panel.layer.admin.browse(alice, limit=50))
 
     # A malformed file is refused with the reason, and nothing is written.
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something/else"}')
     page.get_by_label("Import memory from a JSON export file").set_input_files(bad)
     expect(page.locator("#status")).to_contain_text("Not a langmem_layer export")
-    assert len(panel.layer.browse(carol, limit=50)) == len(ids)
+    assert len(panel.layer.admin.browse(carol, limit=50)) == len(ids)
 
 
 def test_phone_width_keyboard_and_dev_mode(panel: Panel, browser: Browser) -> None:

@@ -242,7 +242,7 @@ def test_the_read_of_a_turn_is_one_round_once_the_store_knows_the_user(
                      thread_id="t1")
     store._index_dims.pop("bob")  # as if this process had never read bob's memories
     rounds.clear()
-    layer.load_thread("bob", [HumanMessage("Where do I live?")], "Where do I live?",
+    layer.threads.load_thread("bob", [HumanMessage("Where do I live?")], "Where do I live?",
                       thread_id="t1", reinforce=False)
     # The index lookup, learned trust with the summaries (one statement), and the
     # thread's stamp with the recent history (one statement); then the candidates,
@@ -250,7 +250,7 @@ def test_the_read_of_a_turn_is_one_round_once_the_store_knows_the_user(
     assert rounds == [3, 1]
     rounds.clear()
     for user in ("alice", "bob"):
-        found = layer.load_thread(user, [HumanMessage("Where do I live?")],
+        found = layer.threads.load_thread(user, [HumanMessage("Where do I live?")],
                                   "Where do I live?", thread_id="t1", reinforce=False)
         assert any("Lisbon" in r.record.content for r in found.recalled)
     # Known users: the candidates go with the other two, the lookup in front of them.

@@ -71,7 +71,8 @@ def test_react_hooks_load_once_per_turn_through_a_tool_loop(store, saver, clock:
     assert "Lives in Lisbon" in _systems(before_tool)[0].text
     assert _systems(after_tool) == _systems(before_tool)  # the same block, not reloaded
     assert out["memory_spoken"] and len(out["memory_spoken"]) == 1  # one turn counted
-    assert len(memory.decisions("alice", thread_id=f"loop-{_RUN}")) == 1  # the turn, extracted once
+    # The turn, extracted once.
+    assert len(memory.admin.decisions("alice", thread_id=f"loop-{_RUN}")) == 1
 
 
 async def test_create_react_agent_async(astore, clock: Clock) -> None:

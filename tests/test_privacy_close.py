@@ -38,7 +38,7 @@ with PostgresMemoryStore.from_conn_string(sys.argv[1], index=index, **eval(sys.a
     layer = MemoryLayer(s, extractor=SlowRules(),
                         settings=MemorySettings(extract_every_n_turns=1))
     for i in range(6):
-        layer.submit("zed", [HumanMessage(f"I prefer tea number {i}.", id=f"z{i}")],
+        layer.admin.submit("zed", [HumanMessage(f"I prefer tea number {i}.", id=f"z{i}")],
                      thread_id="t")
     time.sleep(0.5)
 # no layer.close(): the worker thread is still extracting
@@ -68,7 +68,7 @@ def test_exit_with_extraction_pending_is_quiet_and_keeps_the_turns(
     # (the script ran on the real clock: ours moves past its leases).
     clock.now = datetime.now(UTC) + timedelta(hours=1)
     layer = MemoryLayer(store, extractor=RuleExtractor(), clock=clock)
-    layer.process_pending()
+    layer.admin.process_pending()
     with psycopg.connect(pg_uri) as conn:
         left = conn.execute("SELECT count(*) FROM langmem_extraction_queue "
                             "WHERE user_id = 'zed' AND done_at IS NULL").fetchone()

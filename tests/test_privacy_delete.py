@@ -67,10 +67,10 @@ def _fill(layer: MemoryLayer, store: PostgresMemoryStore, user: str) -> None:
     first = layer.remember(user, "Visited Lisbon in May.", thread_id="t1")
     layer.remember(user, "Met Ana at the conference.", thread_id="t1")
     assert store.batch([mops.LinksOp(user, (first.key,))])[0]  # the thread's link
-    layer.load_thread(user, [HumanMessage(SECRET, id=f"{user}-s")], SECRET, thread_id="t2")
-    layer.record_turn(user, [HumanMessage(SECRET, id=f"{user}-s"), AIMessage("Noted.")],
+    layer.threads.load_thread(user, [HumanMessage(SECRET, id=f"{user}-s")], SECRET, thread_id="t2")
+    layer.threads.record_turn(user, [HumanMessage(SECRET, id=f"{user}-s"), AIMessage("Noted.")],
                       thread_id="t2")
-    layer.submit(user, [HumanMessage("I moved to Porto.", id=f"{user}-p")], thread_id="t3")
+    layer.admin.submit(user, [HumanMessage("I moved to Porto.", id=f"{user}-p")], thread_id="t3")
     store.batch([
         mops.IndexUserOp(user, now),
         mops.RecordFallbackOp(user, "k1", "work", [{"type": "human"}], now, "rules", "t1"),
@@ -79,7 +79,7 @@ def _fill(layer: MemoryLayer, store: PostgresMemoryStore, user: str) -> None:
     store.batch([mops.EnqueueOp(user, "later", "work", [], now, "t4", None,
                                 now + timedelta(days=1))])
     create_key(store, user)  # the HTTP app's API keys are the user's too
-    layer.feedback(user, True, agent_id="assistant")  # learned agent trust
+    layer.trust.feedback(user, True, agent_id="assistant")  # learned agent trust
     # The nightly lifecycle stores the memories' decay scores.
     store.batch([mops.LifecycleOp(user, now, 180.0, 0.15,
                                   lifecycle_thresholds(MemorySettings()), False)])
@@ -99,7 +99,7 @@ def test_forget_and_clear_history_leave_the_users_words(layer: MemoryLayer,
     _fill(layer, store, "bob")
     for memory in layer.list("bob", statuses=None):
         layer.forget("bob", memory.key, hard=True)
-    layer.clear_history("bob")
+    layer.threads.clear_history("bob")
     assert not [i for i in layer.export("bob")["items"] if i["is_memory"]]
     left = {t: n for t, n in _rows(pg_uri, "bob").items() if n}
     assert {"langmem_extraction_queue", "langmem_applied_ops", "langmem_threads"} <= set(left)

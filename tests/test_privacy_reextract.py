@@ -89,7 +89,7 @@ def test_fallback_turns_are_kept_and_reextracted_once_the_model_is_back(
         layer: MemoryLayer, store: PostgresMemoryStore, model: FlakyModel) -> None:
     turn = [HumanMessage("I prefer green tea. My sister is called Maria.", id="a1")]
     layer.ingest("ann", turn, thread_id="t1")
-    layer.submit("ann", [HumanMessage("I live in Lisbon.", id="a2")], thread_id="t2")
+    layer.admin.submit("ann", [HumanMessage("I live in Lisbon.", id="a2")], thread_id="t2")
     layer.ingest("ben", [HumanMessage("I prefer coffee.", id="b1")])
     model.down = False
     layer.ingest("ann", [HumanMessage("Nothing new.", id="a3")])  # the model answered

@@ -58,7 +58,7 @@ def test_a_turns_writes_go_in_one_statement(store, clock: Clock) -> None:
     fact = layer.remember("alice", "Alice lives in Lisbon.")
     turn = [HumanMessage("Where do I live?", id="h1"), AIMessage("In Lisbon.", id="a1")]
     with audit.RECORDER.capture() as seen:
-        entry = layer.record_turn("alice", turn, thread_id="t1", reinforce=[fact.key])
+        entry = layer.threads.record_turn("alice", turn, thread_id="t1", reinforce=[fact.key])
     statements = [" ".join(s.split()) for s in seen.elements()]
     binding = [s for s in statements if s.startswith("SELECT set_config")]
     assert len(statements) - len(binding) == 1, statements
@@ -70,7 +70,7 @@ def test_a_turns_writes_go_in_one_statement(store, clock: Clock) -> None:
     assert [m.text for m in logged] == ["Where do I live?", "In Lisbon."]
     assert layer.get("alice", fact.key).record.access_count == fact.record.access_count + 1
     # The same turn again: queued before, nothing new logged, reinforced again.
-    assert layer.record_turn("alice", turn, thread_id="t1", reinforce=[fact.key]) is None
+    assert layer.threads.record_turn("alice", turn, thread_id="t1", reinforce=[fact.key]) is None
     (logged,) = store.batch([RecentMessagesOp("alice", "work", clock() - timedelta(hours=1),
                                               10, "elsewhere")])
     assert len(logged) == 2
@@ -110,7 +110,7 @@ def test_with_writes_joins_the_main_statements_own_ctes() -> None:
 def test_a_turns_start_stamps_the_thread_and_reads_the_history_in_one_statement(
         store, clock: Clock) -> None:
     layer = MemoryLayer(store, clock=clock, settings=_NO_WAKE)
-    layer.record_turn("alice", [HumanMessage("I like tea.", id="h1")], thread_id="t0")
+    layer.threads.record_turn("alice", [HumanMessage("I like tea.", id="h1")], thread_id="t0")
     clock.advance(minutes=5)
     now = clock()
     stamp = TouchThreadOp("alice", "t1", "work", None, now)

@@ -30,7 +30,7 @@ async def test_serve_owns_one_store_and_layer_until_it_ends(pg_uri: str) -> None
             async with serving.serve(pg_uri, index=None):
                 pass
         # A turn queued in the background is extracted by the time serve() ends.
-        await served.layer.asubmit("serve-u", [HumanMessage("I live in Lisbon."),
+        await served.layer.admin.asubmit("serve-u", [HumanMessage("I live in Lisbon."),
                                                AIMessage("Noted.")], thread_id="t1")
     with pytest.raises(ConfigurationError):
         serving.current()

@@ -60,7 +60,7 @@ def test_idle_thread_closed_fresh_one_left_alone(store, saver, pg_uri: str,
     assert queue_entries(pg_uri, user) == []
 
     at = clock.now + timedelta(hours=4)  # old: idle 24 h and more; fresh: 4 h
-    result = layer.sweep_sessions(saver, now=at)
+    result = layer.threads.sweep_sessions(saver, now=at)
     assert result.closed == [(user, old)] and result.failed == []
     assert result.enqueued == 2 and result.pruned == []  # pruning is off by default
     assert [e["types"] for e in queue_entries(pg_uri, user)] == [["human", "ai"]] * 2
@@ -70,14 +70,14 @@ def test_idle_thread_closed_fresh_one_left_alone(store, saver, pg_uri: str,
     rows = thread_rows(pg_uri, user)
     assert rows[old] == at and rows[fresh] is None
 
-    again = layer.sweep_sessions(saver, now=at + timedelta(minutes=5))
+    again = layer.threads.sweep_sessions(saver, now=at + timedelta(minutes=5))
     assert again.closed == [] and again.enqueued == 0
 
     # The user comes back to the closed thread: it opens again, and closes again later.
     clock.now = at + timedelta(hours=1)
     say(graph, user, old, "Where do I live?", clock=clock)
     assert thread_rows(pg_uri, user)[old] is None
-    later = layer.sweep_sessions(saver, now=clock.now + timedelta(hours=25))
+    later = layer.threads.sweep_sessions(saver, now=clock.now + timedelta(hours=25))
     assert sorted(later.closed) == sorted([(user, old), (user, fresh)])
     assert later.enqueued == 2  # the new turn, and fresh's turn; the old ones not again
 
@@ -90,7 +90,7 @@ def test_turns_queued_at_their_end_are_not_queued_again(store, saver, pg_uri: st
     user, thread = "u-wired", uuid.uuid4().hex
     say(graph, user, thread, "one thing", "another thing", "use the tool", clock=clock)
     assert len(queue_entries(pg_uri, user)) == 3
-    result = layer.sweep_sessions(saver, now=clock.now + timedelta(days=2), extract=False)
+    result = layer.threads.sweep_sessions(saver, now=clock.now + timedelta(days=2), extract=False)
     assert result.closed == [(user, thread)] and result.enqueued == 0
     assert len(queue_entries(pg_uri, user)) == 3
     layer.close()
@@ -111,7 +111,7 @@ def test_pruning_keeps_the_latest_checkpoint_readable(store, saver, pg_uri: str,
 
     clock.advance(hours=12)
     say(graph, user, other, "still here", clock=clock)  # `other` stays active
-    result = layer.sweep_sessions(saver, now=clock.now + timedelta(hours=13), extract=False)
+    result = layer.threads.sweep_sessions(saver, now=clock.now + timedelta(hours=13), extract=False)
     assert result.closed == result.pruned == [(user, thread)]
     assert checkpoints(saver, thread) == 1
     assert [m.id for m in graph.get_state(config).values["messages"]] == before
@@ -126,7 +126,7 @@ def test_prune_delete_drops_the_thread(store, saver, clock: Clock) -> None:
     graph = build_graph(layer, extract=False).compile(store=store, checkpointer=saver)
     thread = uuid.uuid4().hex
     say(graph, "u-del", thread, "hello there", clock=clock)
-    result = layer.sweep_sessions(saver, now=clock.now + timedelta(days=1, seconds=1),
+    result = layer.threads.sweep_sessions(saver, now=clock.now + timedelta(days=1, seconds=1),
                                   prune="delete", extract=False)
     assert result.pruned == [("u-del", thread)]
     assert checkpoints(saver, thread) == 0
@@ -139,10 +139,10 @@ def test_ttl_setting_and_override(store, saver, clock: Clock) -> None:
     graph = build_graph(layer, extract=False).compile(store=store, checkpointer=saver)
     thread = uuid.uuid4().hex
     say(graph, "u-ttl", thread, "hi", clock=clock)
-    assert layer.sweep_sessions(saver, now=clock.now + timedelta(minutes=59)).closed == []
-    assert layer.sweep_sessions(saver, now=clock.now + timedelta(minutes=61),
+    assert layer.threads.sweep_sessions(saver, now=clock.now + timedelta(minutes=59)).closed == []
+    assert layer.threads.sweep_sessions(saver, now=clock.now + timedelta(minutes=61),
                                 ttl_seconds=7200).closed == []
-    assert layer.sweep_sessions(saver, now=clock.now + timedelta(minutes=61)).closed
+    assert layer.threads.sweep_sessions(saver, now=clock.now + timedelta(minutes=61)).closed
 
 
 async def test_async_sweep(astore, pg_uri: str, clock: Clock) -> None:
@@ -157,7 +157,7 @@ async def test_async_sweep(astore, pg_uri: str, clock: Clock) -> None:
             clock.advance(minutes=1)
             await graph.ainvoke({"messages": [HumanMessage(text)]},
                                 {"configurable": {"user_id": "u-async", "thread_id": thread}})
-        result = await layer.asweep_sessions(asaver, now=clock.now + timedelta(days=2),
+        result = await layer.threads.asweep_sessions(asaver, now=clock.now + timedelta(days=2),
                                              extract=False)
         assert result.closed == result.pruned == [("u-async", thread)]
         assert result.enqueued == 2

@@ -59,7 +59,7 @@ def test_a_turn_and_its_read_send_no_more_statements_than_today(
     turn, turn_sql = _count(lambda: graph.invoke(
         {"messages": [HumanMessage("I moved to Lisbon last year, I love it.")]}, config))
     clock.advance(minutes=1)
-    read, read_sql = _count(lambda: layer.load_thread(
+    read, read_sql = _count(lambda: layer.threads.load_thread(
         "alice", [HumanMessage("Where do I live?")], "Where do I live?", thread_id="t1",
         reinforce=False))
     assert turn <= TURN_STATEMENTS, f"a turn sent {turn} statements:\n{turn_sql}"
@@ -100,7 +100,7 @@ def test_only_a_turns_reads_commit_without_waiting_for_the_disk(
         work()
         return [(any("synchronous_commit" in q for q in t), " ".join(t)) for t in sent.values()]
 
-    read = transactions(lambda: layer.load_thread(
+    read = transactions(lambda: layer.threads.load_thread(
         "alice", [HumanMessage("Where do I live?")], "Where do I live?", thread_id="t1",
         reinforce=False))
     assert [relaxed for relaxed, _ in read] == [True]
@@ -109,7 +109,7 @@ def test_only_a_turns_reads_commit_without_waiting_for_the_disk(
         "alice", [HumanMessage("I live in Lisbon.")], thread_id="t1"))
     (apply,) = [t for t in ingest if "langmem_applied_ops" in t[1]]
     assert not apply[0]
-    reinforced = transactions(lambda: layer.load_thread(
+    reinforced = transactions(lambda: layer.threads.load_thread(
         "alice", [HumanMessage("Where do I live?")], "Where do I live?", thread_id="t1"))
     assert any("SET access" in sql for _, sql in reinforced)
     assert not any(relaxed for relaxed, sql in reinforced if "SET access" in sql)

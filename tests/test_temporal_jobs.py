@@ -42,7 +42,7 @@ def put(store: PostgresMemoryStore, key: str, content: str, at: datetime, thread
 
 def log(layer: MemoryLayer, user: str, thread: str, text: str, at: datetime) -> None:
     n = uuid.uuid4().hex[:8]
-    layer.record_turn(user, [HumanMessage(text, id=f"h{n}"), AIMessage(f"Noted: {text}",
+    layer.threads.record_turn(user, [HumanMessage(text, id=f"h{n}"), AIMessage(f"Noted: {text}",
                                                                           id=f"a{n}")],
                       thread_id=thread, profile="work", now=at)
 
@@ -187,7 +187,7 @@ def test_a_corrected_agent_loses_trust_and_ranks_lower(store: PostgresMemoryStor
                                                        clock: Clock) -> None:
     clock.now = T0
     layer = MemoryLayer(store, extraction="inline", clock=clock)
-    assert layer.agent_trust("u1").by_agent == {}
+    assert layer.trust.agent_trust("u1").by_agent == {}
     put(store, "a1", "The user's car is a red Volvo.", T0, "t1", agent="scout",
         kind=Kind.PROFILE_FACT, layer=Layer.SEMANTIC, refs=("car",))
     put(store, "b1", "The user's car is parked in the garage.", T0, "t2", agent="helper",
@@ -197,15 +197,15 @@ def test_a_corrected_agent_loses_trust_and_ranks_lower(store: PostgresMemoryStor
     before = [r.key for r in layer.recall("u1", "car", profile="work")]
     assert before[0] == "a1"  # equal trust (0.5 each): the closer match first
     layer.correct("u1", "a2", "The user's bike is a green Trek.")
-    trust = layer.agent_trust("u1")
+    trust = layer.trust.agent_trust("u1")
     assert trust.counts["scout"] == (0, 1) and trust.of("scout") == 0.0
     assert trust.of("helper") == 0.5  # no history
-    layer.feedback("u1", True, memory_id="b1")
-    assert layer.agent_trust("u1").of("helper", "profile_fact") == 1.0
+    layer.trust.feedback("u1", True, memory_id="b1")
+    assert layer.trust.agent_trust("u1").of("helper", "profile_fact") == 1.0
     after = [r.key for r in layer.recall("u1", "car", profile="work")]
     assert after.index("b1") < after.index("a1") if "a1" in after else after[0] == "b1"
     with pytest.raises(InvalidInputError):
-        layer.feedback("u1", True)
+        layer.trust.feedback("u1", True)
     layer.close()
 
 
@@ -216,13 +216,13 @@ def test_the_trust_policy_uses_learned_trust(store: PostgresMemoryStore, clock: 
     put(store, "c1", "Lives in Berlin.", T0, "t1", agent="good", kind=Kind.PROFILE_FACT,
         layer=Layer.SEMANTIC, refs=("berlin",), subject="user", predicate="lives_in",
         object="Berlin")
-    layer.feedback("u1", False, agent_id="bad")
-    layer.feedback("u1", True, agent_id="good")
+    layer.trust.feedback("u1", False, agent_id="bad")
+    layer.trust.feedback("u1", True, agent_id="good")
     op = MemoryOperation(op=OpType.UPDATE, target_id="c1", content="Lives in Paris.",
                          kind=Kind.PROFILE_FACT, subject="user", predicate="lives_in",
                          object="Paris")
     target = layer.get("u1", "c1")
-    result = layer._runner.run(ingest(layer.env, "u1", [HumanMessage("I live in Paris.")],
+    result = layer.runner.run(ingest(layer.env, "u1", [HumanMessage("I live in Paris.")],
                                       profile="work", thread_id=None, agent_id="bad",
                                       now=T0, operations=[op], targets=[target]))
     assert not result.written

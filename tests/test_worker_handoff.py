@@ -27,7 +27,7 @@ def _count(seen: dict[str, int], text: str) -> int:
 
 
 async def _passes(layer: MemoryLayer) -> None:
-    while tasks := list(layer._worker._tasks):
+    while tasks := list(layer.worker._tasks):
         await asyncio.gather(*tasks)
 
 
@@ -37,10 +37,10 @@ def _turn(text: str, n: int) -> list[HumanMessage | AIMessage]:
 
 async def test_a_handed_turn_is_extracted_without_a_claim(astore, clock: Clock) -> None:
     layer = MemoryLayer(astore, clock=clock, extractor=RuleExtractor())
-    await layer.arecord_turn("ua", _turn("I work at Acme.", 1), thread_id="t")
+    await layer.threads.arecord_turn("ua", _turn("I work at Acme.", 1), thread_id="t")
     await _passes(layer)  # the first pass also looks at every user's queue
     with audit.RECORDER.capture() as seen:
-        await layer.arecord_turn("ua", _turn("I live in Lisbon.", 2), thread_id="t")
+        await layer.threads.arecord_turn("ua", _turn("I live in Lisbon.", 2), thread_id="t")
         await _passes(layer)
     assert _count(seen, _CLAIM) == 0 and _count(seen, _SCAN) == 0
     assert (await astore.abatch([PendingOp("ua")]))[0] == []
@@ -54,12 +54,12 @@ async def test_the_users_older_ready_turns_are_claimed_and_extracted_first(
     # Another process's turn for the same user, queued and not announced here.
     elsewhere = MemoryLayer(astore, clock=clock, extractor=RuleExtractor(),
                             settings=MemorySettings(extract_every_n_turns=1000))
-    await layer.arecord_turn("ub", _turn("I work at Acme.", 1), thread_id="t")
+    await layer.threads.arecord_turn("ub", _turn("I work at Acme.", 1), thread_id="t")
     await _passes(layer)
-    await elsewhere.arecord_turn("ub", _turn("I live in Lisbon.", 2), thread_id="t")
+    await elsewhere.threads.arecord_turn("ub", _turn("I live in Lisbon.", 2), thread_id="t")
     clock.advance(minutes=1)
     with audit.RECORDER.capture() as seen:
-        await layer.arecord_turn("ub", _turn("I live in Porto.", 3), thread_id="t")
+        await layer.threads.arecord_turn("ub", _turn("I live in Porto.", 3), thread_id="t")
         await _passes(layer)
     assert _count(seen, _CLAIM) == 1  # the older turn was ready: the user is claimed
     assert (await astore.abatch([PendingOp("ub")]))[0] == []
@@ -75,11 +75,11 @@ async def test_the_users_older_ready_turns_are_claimed_and_extracted_first(
 async def test_a_handed_turn_is_released_when_the_store_closes_first(astore, clock: Clock
                                                                      ) -> None:
     layer = MemoryLayer(astore, clock=clock, extractor=RuleExtractor())
-    await layer.arecord_turn("uc", _turn("I work at Acme.", 1), thread_id="t")
+    await layer.threads.arecord_turn("uc", _turn("I work at Acme.", 1), thread_id="t")
     await _passes(layer)
-    await layer.arecord_turn("uc", _turn("I live in Lisbon.", 2), thread_id="t")
+    await layer.threads.arecord_turn("uc", _turn("I live in Lisbon.", 2), thread_id="t")
     # Closing before the pass ran: the turn goes back to the queue, claimable at once.
-    await layer._worker.astore_closing()
+    await layer.worker.astore_closing()
     await _passes(layer)
     (pending,) = await astore.abatch([PendingOp("uc")])
     assert len(pending) == 1 and pending[0]["locked_until"] is None
@@ -90,12 +90,12 @@ async def test_a_handed_turn_another_worker_took_over_is_left_to_it(astore, cloc
                                                                     ) -> None:
     settings = MemorySettings(extraction_lease_seconds=60)
     layer = MemoryLayer(astore, clock=clock, extractor=RuleExtractor(), settings=settings)
-    await layer.arecord_turn("ud", _turn("I work at Acme.", 1), thread_id="t")
+    await layer.threads.arecord_turn("ud", _turn("I work at Acme.", 1), thread_id="t")
     await _passes(layer)
     before = len(layer.ingest_log)
     # The pass is late: the lease ran out and another worker claimed the turn.
-    worker = layer._worker
-    await layer.arecord_turn("ud", _turn("I live in Lisbon.", 2), thread_id="t")
+    worker = layer.worker
+    await layer.threads.arecord_turn("ud", _turn("I live in Lisbon.", 2), thread_id="t")
     task = worker._consumer
     assert task is not None and not task.done()
     clock.advance(seconds=61)
@@ -111,7 +111,7 @@ async def test_a_handed_turn_another_worker_took_over_is_left_to_it(astore, cloc
 def test_inline_extraction_leases_nothing_at_enqueue(store, clock: Clock) -> None:
     layer = MemoryLayer(store, clock=clock, extractor=RuleExtractor(), extraction="inline")
     with audit.RECORDER.capture() as seen:
-        layer.record_turn("ue", _turn("I live in Lisbon.", 1), thread_id="t")
+        layer.threads.record_turn("ue", _turn("I live in Lisbon.", 1), thread_id="t")
     assert _count(seen, _CLAIM) == 1  # extracted inline, claimed as before
     assert store.batch([PendingOp("ue")]) == [[]]
     layer.close()
@@ -119,7 +119,7 @@ def test_inline_extraction_leases_nothing_at_enqueue(store, clock: Clock) -> Non
 
 def test_a_sync_graphs_handed_turn_is_extracted_by_the_thread(store, clock: Clock) -> None:
     layer = MemoryLayer(store, clock=clock, extractor=RuleExtractor())
-    layer.record_turn("uf", _turn("I live in Lisbon.", 1), thread_id="t")
+    layer.threads.record_turn("uf", _turn("I live in Lisbon.", 1), thread_id="t")
     layer.drain(timeout=30)
     assert store.batch([PendingOp("uf")]) == [[]]
     assert any(r.user_id == "uf" and r.written for r in layer.ingest_log)
@@ -134,9 +134,9 @@ async def test_several_users_turns_are_extracted_side_by_side_each_in_order(
     layer = MemoryLayer(astore, clock=clock, extractor=RuleExtractor(), settings=settings)
     users = [f"u{n}" for n in range(6)]
     for n, user in enumerate(users):
-        await layer.arecord_turn(user, _turn("I live in Lisbon.", 2 * n), thread_id="t")
+        await layer.threads.arecord_turn(user, _turn("I live in Lisbon.", 2 * n), thread_id="t")
         clock.advance(seconds=1)
-        await layer.arecord_turn(user, _turn("I live in Porto.", 2 * n + 1), thread_id="t")
+        await layer.threads.arecord_turn(user, _turn("I live in Porto.", 2 * n + 1), thread_id="t")
     batches: list[list[str]] = []
     run = AsyncPostgresMemoryStore._run_coalesced
 

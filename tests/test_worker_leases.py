@@ -51,7 +51,7 @@ class CountingExtractor(RuleExtractor):
 
 
 def _turns(layer: MemoryLayer, user: str, n: int = TURNS) -> list[int]:
-    ids = [layer.submit(user, [HumanMessage(f"My favourite band is Band{i}.")],
+    ids = [layer.admin.submit(user, [HumanMessage(f"My favourite band is Band{i}.")],
                         thread_id="t") for i in range(n)]
     return [i for i in ids if i is not None]
 
@@ -69,7 +69,7 @@ def _applied_once(layer: MemoryLayer, user: str, n: int = TURNS) -> None:
     assert sorted(m.record.content for m in memories) == sorted(
         f"Favourite band is Band{i}." for i in range(n)), [m.record.content for m in memories]
     assert all(m.record.reinforcement_count == 0 for m in memories)
-    assert len(layer.decisions(user, limit=100)) == n
+    assert len(layer.admin.decisions(user, limit=100)) == n
 
 
 def _settings(every: int = 1000) -> MemorySettings:
@@ -78,7 +78,7 @@ def _settings(every: int = 1000) -> MemorySettings:
 
 def _background(layer: MemoryLayer) -> threading.Thread:
     """The layer's worker thread, woken by the last of the turns queued."""
-    thread = layer._worker._thread
+    thread = layer.worker._thread
     assert thread is not None
     return thread
 
@@ -93,7 +93,7 @@ def test_closing_the_store_mid_pass_releases_its_turns_at_once(
     def block_until_closing(n: int, text: str) -> None:
         if n == 2:  # the second turn is under way when the store starts closing
             in_turn.set()
-            assert holder["layer"]._worker._held.stop.wait(WAIT)
+            assert holder["layer"].worker._held.stop.wait(WAIT)
 
     with PostgresMemoryStore.from_conn_string(pg_uri, index=index, clock=clock) as store:
         # Every sixth turn of a thread wakes the worker thread: one thread, all turns.
@@ -134,7 +134,7 @@ def test_a_turn_still_extracting_at_close_is_released_and_applied_once(
         # Every sixth turn of a thread wakes the worker thread: one thread, all turns.
         layer = MemoryLayer(store, extractor=CountingExtractor(calls, stuck),
                             settings=_settings(TURNS), clock=clock)
-        layer._worker.close_grace_seconds = 0
+        layer.worker.close_grace_seconds = 0
         ids = _turns(layer, user)
         worker = _background(layer)
         assert in_turn.wait(WAIT)
@@ -179,7 +179,7 @@ async def test_closing_the_async_store_mid_task_releases_its_turns(
 
     async def let_the_turn_finish_once_closing(layer: MemoryLayer) -> None:
         await extractor.in_turn.wait()
-        while not layer._worker._held.stopping():
+        while not layer.worker._held.stopping():
             await asyncio.sleep(0)  # the close hook runs on this loop: yield to it
         extractor.go.set()
 
@@ -187,7 +187,7 @@ async def test_closing_the_async_store_mid_task_releases_its_turns(
                                                          clock=clock) as store:
         layer = MemoryLayer(store, extractor=extractor, settings=_settings(TURNS),
                             clock=clock)
-        ids = [await layer.asubmit(user, [HumanMessage(f"My favourite band is Band{i}.")],
+        ids = [await layer.admin.asubmit(user, [HumanMessage(f"My favourite band is Band{i}.")],
                                    thread_id="t") for i in range(TURNS)]
         helper = asyncio.create_task(let_the_turn_finish_once_closing(layer))
         await extractor.in_turn.wait()
@@ -239,7 +239,7 @@ def test_the_heartbeat_keeps_a_long_pass_from_being_stolen(
         # than one lease, and a second worker tries to claim the turns.
         clock.advance(seconds=0.4 * lease)
         if n == 3:
-            rival_done.append(rival.process_pending().done)
+            rival_done.append(rival.admin.process_pending().done)
 
     layer = MemoryLayer(store, extractor=CountingExtractor(calls, slow), settings=settings,
                         clock=clock)
@@ -262,7 +262,7 @@ def test_a_pass_leaves_alone_what_another_worker_took_over(
     def stalls(n: int, text: str) -> None:
         if n == 1:  # the first turn outlasts the lease; meanwhile another worker takes all
             clock.advance(seconds=settings.extraction_lease_seconds * 3)
-            taken.append(rival.process_pending().done)
+            taken.append(rival.admin.process_pending().done)
 
     layer = MemoryLayer(store, extractor=CountingExtractor(calls, stalls), settings=settings,
                         clock=clock)

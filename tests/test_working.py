@@ -335,7 +335,7 @@ def test_crash_between_trim_and_enqueue_and_between_enqueue_and_checkpoint(
 
     restarted = MemoryLayer(store, settings=settings, clock=clock)
     graph2 = build_graph(restarted, extract=False).compile(store=store, checkpointer=saver)
-    replay = restarted.load_thread(user, state, None, thread_id=thread)
+    replay = restarted.threads.load_thread(user, state, None, thread_id=thread)
     assert replay.enqueued[:len(queued_then)] == [None] * len(queued_then)
     out = run_thread(graph2, user, thread, range(14, 40), rng, clock, seen)
     kept = {m.id for m in out["messages"]}
@@ -376,7 +376,7 @@ def test_entries_carry_the_turn_in_json(store, pg_uri: str, clock: Clock) -> Non
     layer = MemoryLayer(store, settings=MemorySettings(history_max_tokens=40,
                                                        history_min_turns=1), clock=clock)
     thread = turn(1, tool=True) + turn(2)
-    loaded = layer.load_thread("u-json", thread, "question", thread_id="tj")
+    loaded = layer.threads.load_thread("u-json", thread, "question", thread_id="tj")
     assert [m.id for m in loaded.trim.dropped_messages] == ["h1", "t1", "r1", "a1"]
     with psycopg.connect(pg_uri) as conn:
         (messages,) = conn.execute(

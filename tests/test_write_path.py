@@ -133,7 +133,7 @@ def test_a_turns_operations_go_out_with_their_exactly_once_record(
 def test_decision_log_explains_what_was_kept(rules: MemoryLayer) -> None:
     rules.ingest("u1", [HumanMessage("I prefer morning meetings. I like jazz.")], thread_id="t")
     rules.ingest("u1", [HumanMessage("I prefer morning meetings.")], thread_id="t")
-    log = rules.decisions("u1", thread_id="t")
+    log = rules.admin.decisions("u1", thread_id="t")
     assert len(log) == 2
     newest, oldest = log
     assert oldest.decisions[0]["accepted"] and oldest.decisions[0]["op"] == "add"
@@ -155,7 +155,7 @@ def test_queue_survives_a_failing_extractor_and_retries_with_backoff(store,
     extractor = ScriptedExtractor([add("Plays chess on Tuesdays.")], fail=2)
     settings = MemorySettings(extraction_retry_base_seconds=60)
     layer = MemoryLayer(store, extractor=extractor, settings=settings, clock=clock)
-    entry = layer.submit("u1", [HumanMessage("I play chess on Tuesdays.", id="m1")],
+    entry = layer.admin.submit("u1", [HumanMessage("I play chess on Tuesdays.", id="m1")],
                          thread_id="t")
     assert entry is not None
     result = layer.drain()
@@ -178,9 +178,9 @@ def test_worker_crash_mid_batch_loses_and_duplicates_nothing(store, clock: Clock
     # A layer whose own worker never wakes: it only queues.
     layer = MemoryLayer(store, extractor=ScriptedExtractor([add("Plays chess on Tuesdays.")]),
                         settings=MemorySettings(extract_every_n_turns=1000), clock=clock)
-    ids = [layer.submit("u1", [HumanMessage(f"turn {n}", id=f"m{n}")], thread_id="t")
+    ids = [layer.admin.submit("u1", [HumanMessage(f"turn {n}", id=f"m{n}")], thread_id="t")
            for n in range(3)]
-    assert layer.submit("u1", [HumanMessage("turn 0", id="m0")], thread_id="t") is None
+    assert layer.admin.submit("u1", [HumanMessage("turn 0", id="m0")], thread_id="t") is None
     # A worker leases two entries and dies before finishing them.
     leased = store.batch([ClaimOp(limit=2, lease_seconds=300, now=clock.now)])[0]
     assert [e.id for e in leased] == ids[:2]
@@ -194,12 +194,12 @@ def test_worker_crash_mid_batch_loses_and_duplicates_nothing(store, clock: Clock
     (memory,) = restarted.list("u1")
     assert memory.record.content == "Plays chess." and memory.record.reinforcement_count == 2
     assert store.batch([PendingOp("u1")])[0] == []
-    assert len(restarted.decisions("u1")) == 3
+    assert len(restarted.admin.decisions("u1")) == 3
 
 
 def test_background_extraction_does_not_block_and_drain_waits(store, clock: Clock) -> None:
     layer = MemoryLayer(store, clock=clock)  # background
-    layer.submit("u1", [HumanMessage("I prefer tea over coffee.", id="x1")], thread_id="t")
+    layer.admin.submit("u1", [HumanMessage("I prefer tea over coffee.", id="x1")], thread_id="t")
     layer.drain()
     assert "Prefers tea over coffee." in statuses(layer)
     layer.close()
@@ -234,7 +234,7 @@ def test_conflicting_agents(store, clock: Clock, policy: str, trust: dict,
 
 async def test_async_queue_and_drain(astore, clock: Clock) -> None:
     layer = MemoryLayer(astore, clock=clock)
-    await layer.asubmit("u1", [HumanMessage("I live in Lisbon.", id="a1")], thread_id="t")
+    await layer.admin.asubmit("u1", [HumanMessage("I live in Lisbon.", id="a1")], thread_id="t")
     await layer.adrain()
     assert [r.record.content for r in await layer.arecall("u1", "Lisbon")] == ["Lives in Lisbon."]
     await layer.aclose()
@@ -243,7 +243,8 @@ async def test_async_queue_and_drain(astore, clock: Clock) -> None:
 def test_relative_dates_resolve_against_the_turn_not_the_worker(store, clock: Clock) -> None:
     layer = MemoryLayer(store, clock=clock)
     turn_at = clock.now  # Wednesday 2026-11-18 15:00 UTC
-    layer.submit("u1", [HumanMessage("Remind me to call mom tomorrow.", id="r1")], thread_id="t")
+    layer.admin.submit("u1", [HumanMessage("Remind me to call mom tomorrow.", id="r1")],
+                       thread_id="t")
     clock.advance(days=3)  # the worker runs days later
     layer.drain()
     loop = next(r for r in layer.list("u1") if r.record.kind == Kind.OPEN_LOOP)

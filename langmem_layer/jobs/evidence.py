@@ -170,7 +170,7 @@ class Writes:
 
     def log(self, job: str, decisions: list[dict[str, Any]], now: datetime) -> None:
         """Append the run's decisions (raw model output, errors, tokens) to the user's
-        decision log (``MemoryLayer.decisions``)."""
+        decision log (``memory.admin.decisions``)."""
         if decisions:
             self.ops.append(mops.LogIngestOp(self.user_id, decisions, now, None, f"job:{job}"))
 

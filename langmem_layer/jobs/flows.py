@@ -27,13 +27,13 @@ __all__: list[str] = []
 def sweep_sessions(ctx: JobContext, *, now: datetime | None = None,
                    ttl_hours: float | None = None, prune: str | None = None,
                    extract: bool = False) -> JobResult:
-    """``layer.sweep_sessions`` with LangGraph's ``PostgresSaver`` on the same database.
+    """``layer.threads.sweep_sessions`` with LangGraph's ``PostgresSaver`` on the same database.
 
     Without ``extract`` the queued turns are left to a worker (``extract`` job), so a
     sweep never loads an embedding model or calls an LLM.
     """
     with ctx.checkpointer() as saver:
-        sweep = ctx.layer.sweep_sessions(
+        sweep = ctx.layer.threads.sweep_sessions(
             saver, now=now, prune=prune, extract=extract,  # type: ignore[arg-type]
             ttl_seconds=None if ttl_hours is None else ttl_hours * 3600)
     counts = {"closed": len(sweep.closed), "enqueued": sweep.enqueued,
@@ -49,11 +49,11 @@ def sweep_sessions(ctx: JobContext, *, now: datetime | None = None,
 @register("extract", "extract every queued turn that is ready (one pass of the worker)",
           needs_embeddings=True)
 def extract(ctx: JobContext, *, now: datetime | None = None) -> JobResult:
-    """``layer.process_pending``; ``now`` is not used (the queue is due by the layer's clock).
+    """``layer.admin.process_pending``; ``now`` is not used (the queue is due by the layer's clock).
 
     Failed entries stay queued with a backoff, to be retried by a later pass.
     """
-    result = ctx.layer.process_pending()
+    result = ctx.layer.admin.process_pending()
     return JobResult("extract", {"extracted": len(result.done), "failed": len(result.failed)},
                      "extracted {extracted} turns, {failed} failed (kept for retry)",
                      detail=result)

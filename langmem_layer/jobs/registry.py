@@ -1,7 +1,7 @@
 """The job registry: every periodic maintenance task, by name.
 
 A whole-store job is a named call to a public method of the store or of
-``MemoryLayer`` (``store.sweep_ttl()``, ``layer.sweep_sessions(...)`` ...). A
+``MemoryLayer`` (``store.sweep_ttl()``, ``layer.threads.sweep_sessions(...)`` ...). A
 per-user job (``per_user=True``) is a function of one user::
 
     @register("count-memories", "count each user's memories", schedule="daily",

@@ -1,5 +1,5 @@
-"""The prebuilt-agent half of ``MemoryLayer``: memory for
-``create_react_agent`` and ``create_agent``, memory tools, and LangMem's stored items.
+"""The prebuilt-agent methods of ``MemoryLayer``: memory for ``create_react_agent`` and
+``create_agent``, and the memory tools.
 
 A mixin, as ``langmem_layer.layer.working_methods`` is: the façade stays one class while each
 half stays one concept.
@@ -7,20 +7,13 @@ half stays one concept.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, TypeVar, Unpack
+from typing import TypeVar
 
 from langchain_core.tools import BaseTool
 
-from langmem_layer import checks
-from langmem_layer import compat_langmem as langmem
-from langmem_layer.compat_langmem import LangmemImport
-from langmem_layer.flow import Flow
 from langmem_layer.layer.base import LayerBase
-from langmem_layer.layer.params import LangmemImportArgs
 from langmem_layer.layer.prebuilt import MemoryMiddleware, ReactHooks, react_hooks
 from langmem_layer.layer.tools import create_memory_tools
-from langmem_layer.types import Kind
 
 __all__ = ["AgentMethods"]
 
@@ -56,31 +49,3 @@ class AgentMethods(LayerBase):
         ``forget``, bound to the run's user (see
         ``langmem_layer.layer.tools.create_memory_tools``)."""
         return create_memory_tools(self)
-
-    def import_langmem(self, user_id: str, **kw: Unpack[LangmemImportArgs]) -> LangmemImport:
-        """Write the memories LangMem stored for ``user_id`` as typed memories, once.
-
-        Reads ``("memories", user_id)`` (LangMem's default namespace) and proposes each
-        item to the write path: the gate deduplicates, the decision log records it,
-        and importing again changes nothing (see ``langmem_layer.compat_langmem``).
-
-        Args:
-            user_id: The user.
-            **kw: See ``LangmemImportArgs``.
-        """
-        return self._runner.run(self._import_langmem(user_id, **kw))
-
-    async def aimport_langmem(self, user_id: str, **kw: Unpack[LangmemImportArgs]
-                              ) -> LangmemImport:
-        """Async twin of ``import_langmem``."""
-        return await self._runner.arun(self._import_langmem(user_id, **kw))
-
-    def _import_langmem(self, user_id: str, *, namespace: Any = None,
-                        profile: str | None = None, kind: Kind = Kind.PROFILE_FACT,
-                        now: datetime | None = None) -> Flow[LangmemImport]:
-        kind = checks.check_choice(kind, Kind, "kind")
-        checks.check_time(now, "now")
-        if namespace is not None:
-            namespace = checks.check_strings(namespace, "namespace")
-        return langmem.import_langmem(self.env, user_id, namespace=namespace,
-                                      profile=profile, kind=kind, now=now or self.now())

@@ -24,6 +24,7 @@ from langmem_layer.read import recall as read
 from langmem_layer.settings import MemorySettings
 
 if TYPE_CHECKING:
+    from langmem_layer.layer.agents import Agents
     from langmem_layer.worker import Worker
 
 __all__ = ["LayerBase"]
@@ -41,6 +42,8 @@ class LayerBase:
         extraction: ``"background"`` or ``"inline"``.
         knowledge: The knowledge source's retriever, or None.
         load_memory, assemble_context, extract_after_turn: The three nodes.
+        runner: Executes flows on the store (``run`` / ``arun``).
+        worker: The background extraction (a thread, or tasks in async code).
     """
 
     store: BaseStore
@@ -51,9 +54,10 @@ class LayerBase:
     load_memory: RunnableLambda
     assemble_context: RunnableLambda
     extract_after_turn: RunnableLambda
+    runner: Runner
+    worker: Worker
+    agents: Agents
     _clock: Callable[[], datetime]
-    _runner: Runner
-    _worker: Worker
 
     def now(self) -> datetime:
         """The layer's current time."""
@@ -67,11 +71,11 @@ class LayerBase:
             extra: Handlers of request types besides the store, extractor and worker
                 requests (the session sweeper's checkpointer calls, for instance).
         """
-        return self._runner.run(flow, extra=extra)
+        return self.runner.run(flow, extra=extra)
 
     async def arun(self, flow: Flow[T], *, extra: AsyncHandlers | None = None) -> T:
         """Async twin of ``run``."""
-        return await self._runner.arun(flow, extra=extra)
+        return await self.runner.arun(flow, extra=extra)
 
     def _block_inputs(self, user_id: str, query: str | None, *, profile: str | None = None,
                       thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
@@ -80,6 +84,3 @@ class LayerBase:
                                       thread_id=thread_id, messages=messages,
                                       now=now or self.now())
 
-    def _after_enqueue(self, user_id: str, thread_id: str | None) -> Flow[None]:
-        return self._worker.after_enqueue(inline=self.extraction == "inline",
-                                          user_id=user_id, thread_id=thread_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -28,30 +29,28 @@ from langmem_layer.extract.gate import WriteGate
 from langmem_layer.flow import Env, Flow, Runner
 from langmem_layer.knowledge import knowledge_retriever
 from langmem_layer.layer import nodes
+from langmem_layer.layer.admin import Admin
 from langmem_layer.layer.agent_methods import AgentMethods
-from langmem_layer.layer.control_methods import ControlMethods
+from langmem_layer.layer.agents import Agents
 from langmem_layer.layer.knowledge_methods import KnowledgeMethods
 from langmem_layer.layer.params import (
     ContextBlockArgs,
-    DecisionsArgs,
     ForgetArgs,
     ListArgs,
     NowArgs,
-    OutcomeArgs,
-    PendingArgs,
     RecallArgs,
     RememberArgs,
     TurnArgs,
 )
-from langmem_layer.layer.trust_methods import TrustMethods
-from langmem_layer.layer.working_methods import WorkingMemoryMethods
+from langmem_layer.layer.threads import Threads
+from langmem_layer.layer.trust_part import Trust
 from langmem_layer.read import recall as read
 from langmem_layer.read.block import ContextBlock
 from langmem_layer.settings import MemorySettings
 from langmem_layer.settings.calibration import apply_profile
-from langmem_layer.store.ops import IngestLogEntry, QueueEntry, UserDeletion
+from langmem_layer.store.ops import QueueEntry, UserDeletion
 from langmem_layer.tokens import get_token_counter
-from langmem_layer.types import HistoryEntry, Kind, Layer, Policy, Recalled
+from langmem_layer.types import Kind, Layer, Policy, Recalled
 from langmem_layer.worker import Worker
 from langmem_layer.write import apply as write
 from langmem_layer.write import memory as write_memory
@@ -63,9 +62,22 @@ __all__ = ["MemoryLayer"]
 
 T = TypeVar("T")
 
+#: The methods that moved off the façade, and the part each went to (with its ``a`` twin).
+_MOVED: dict[str, str] = {
+    f"{prefix}{name}": part
+    for part, names in {
+        "threads": ("load_thread", "record_turn", "recent_history", "clear_history",
+                    "sweep_sessions"),
+        "admin": ("browse", "set_surface", "history", "decisions", "submit",
+                  "process_pending"),
+        "trust": ("feedback", "agent_trust", "record_outcome"),
+        "agents": ("import_langmem", "as_retriever", "retrieve_knowledge"),
+    }.items()
+    for name in names for prefix in ("", "a")
+}
 
-class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeMethods,
-                  TrustMethods):
+
+class MemoryLayer(AgentMethods, KnowledgeMethods):
     """Long-term memory for a LangGraph agent.
 
     Args:
@@ -94,21 +106,22 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
     The three nodes are attributes usable in ``StateGraph.add_node`` for sync and async
     graphs: ``load_memory``, ``assemble_context`` and ``extract_after_turn``.
 
-    The methods, by what a caller is doing (each with an ``a``-prefixed async twin):
+    The methods (each with an ``a``-prefixed async twin):
 
-    - wiring a graph: ``wire`` and the three nodes (``nodes``);
-    - remembering and recalling: ``remember``, ``recall``, ``context_block``,
-      ``ingest``, ``submit``, ``process_pending``, ``drain``, ``close``;
-    - reviewing and correcting a user's memory: ``get``, ``list``, ``correct``,
-      ``forget``, ``history``, ``decisions``, ``export``, ``import_``, ``delete_user``
-      (here), ``browse``, ``set_surface`` (``control_methods``);
-    - the thread: ``load_thread``, ``record_turn``, ``recent_history``,
-      ``clear_history``, ``sweep_sessions`` (``working_methods``);
-    - prebuilt agents and tools: ``react_hooks``, ``middleware``, ``tools``,
-      ``import_langmem`` (``agent_methods``);
-    - knowledge: ``as_retriever``, ``retrieve_knowledge`` (``knowledge_methods``);
-    - trust and feedback: ``feedback``, ``record_outcome`` (``trust_methods``);
-    - flows of your own: ``run``, ``now`` (``base``).
+    - in a graph: ``wire``, the three nodes, ``react_hooks``, ``middleware``, ``tools``;
+    - remembering and recalling: ``remember``, ``recall``, ``context_block``, ``ingest``;
+    - a user's memory: ``get``, ``list``, ``correct``, ``forget``, ``export``,
+      ``import_``, ``delete_user``;
+    - background extraction: ``drain``, ``close``.
+
+    The rest is on four parts: ``memory.threads`` (``load_thread``, ``record_turn``,
+    ``recent_history``, ``clear_history``, ``sweep_sessions``), ``memory.admin``
+    (``browse``, ``set_surface``, ``history``, ``decisions``, ``submit``,
+    ``process_pending``), ``memory.trust`` (``feedback``, ``agent_trust``,
+    ``record_outcome``) and ``memory.agents`` (``import_langmem``, ``as_retriever``,
+    ``retrieve_knowledge``); ``run`` and ``now`` run flows of your own. The names
+    these had on the layer itself still work for one release, with a
+    ``DeprecationWarning`` naming the new one.
     """
 
     def __init__(
@@ -141,21 +154,25 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         )
         #: The most recent ingest results (newest last), for inspection and the demo.
         self.ingest_log: deque[IngestResult] = deque(maxlen=100)
-        self._runner = Runner(store, self.extractor)
-        self._worker = Worker(self._runner, self.settings, self._process_batch,
-                              self.ingest_log.extend, self._ingest_leased)
-        self._worker.now = self.now
+        self.runner = Runner(store, self.extractor)
+        self.worker = Worker(self.runner, self.settings, self._process_batch,
+                             self.ingest_log.extend, self._ingest_leased)
+        self.worker.now = self.now
         self.load_memory, self.assemble_context, self.extract_after_turn = (
             nodes.build_nodes(self))
+        self.threads = Threads(self)
+        self.admin = Admin(self)
+        self.trust = Trust(self)
+        self.agents = Agents(self)
 
     @property
     def worker_poll_seconds(self) -> float:
         """Seconds the worker thread sleeps between queue polls when not woken."""
-        return self._worker.poll_seconds
+        return self.worker.poll_seconds
 
     @worker_poll_seconds.setter
     def worker_poll_seconds(self, seconds: float) -> None:
-        self._worker.poll_seconds = seconds
+        self.worker.poll_seconds = seconds
 
     # -- direct API --------------------------------------------------------------------
 
@@ -177,12 +194,12 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
                 ``settings.gate.min_content_chars`` or longer than ``max_content_chars``
                 once stripped, or holding a NUL character.
         """
-        return self._runner.run(self._remember(user_id, content, **kw))
+        return self.runner.run(self._remember(user_id, content, **kw))
 
     async def aremember(self, user_id: str, content: str, **kw: Unpack[RememberArgs]
                         ) -> Recalled:
         """Async twin of ``remember``."""
-        return await self._runner.arun(self._remember(user_id, content, **kw))
+        return await self.runner.arun(self._remember(user_id, content, **kw))
 
     def recall(self, user_id: str, query: str | None, **kw: Unpack[RecallArgs]
                ) -> list[Recalled]:
@@ -199,12 +216,12 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             query: What to recall for; ``None`` ranks without a query.
             **kw: See ``RecallArgs``.
         """
-        return self._runner.run(self._recall(user_id, query, **kw))
+        return self.runner.run(self._recall(user_id, query, **kw))
 
     async def arecall(self, user_id: str, query: str | None, **kw: Unpack[RecallArgs]
                       ) -> list[Recalled]:
         """Async twin of ``recall``."""
-        return await self._runner.arun(self._recall(user_id, query, **kw))
+        return await self.runner.arun(self._recall(user_id, query, **kw))
 
     def ingest(self, user_id: str, messages: Sequence[BaseMessage], **kw: Unpack[TurnArgs]
                ) -> IngestResult:
@@ -215,12 +232,12 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             messages: The turn.
             **kw: See ``TurnArgs``.
         """
-        return self._runner.run(self._ingest(user_id, messages, **kw))
+        return self.runner.run(self._ingest(user_id, messages, **kw))
 
     async def aingest(self, user_id: str, messages: Sequence[BaseMessage],
                       **kw: Unpack[TurnArgs]) -> IngestResult:
         """Async twin of ``ingest``."""
-        return await self._runner.arun(self._ingest(user_id, messages, **kw))
+        return await self.runner.arun(self._ingest(user_id, messages, **kw))
 
     def context_block(self, user_id: str, query: str | None,
                       **kw: Unpack[ContextBlockArgs]) -> ContextBlock:
@@ -250,11 +267,11 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         Raises:
             MemoryNotFoundError: No such memory for the user.
         """
-        return self._runner.run(control.get(user_id, memory_id))
+        return self.runner.run(control.get(user_id, memory_id))
 
     async def aget(self, user_id: str, memory_id: str) -> Recalled:
         """Async twin of ``get``."""
-        return await self._runner.arun(control.get(user_id, memory_id))
+        return await self.runner.arun(control.get(user_id, memory_id))
 
     def list(self, user_id: str, **kw: Unpack[ListArgs]) -> builtins.list[Recalled]:
         """The user's memories in ``profile`` and identity, newest first.
@@ -263,11 +280,11 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             user_id: The user.
             **kw: See ``ListArgs``.
         """
-        return self._runner.run(self._list(user_id, **kw))
+        return self.runner.run(self._list(user_id, **kw))
 
     async def alist(self, user_id: str, **kw: Unpack[ListArgs]) -> builtins.list[Recalled]:
         """Async twin of ``list``."""
-        return await self._runner.arun(self._list(user_id, **kw))
+        return await self.runner.arun(self._list(user_id, **kw))
 
     def correct(self, user_id: str, memory_id: str, content: str, **kw: Unpack[NowArgs]
                 ) -> Recalled:
@@ -284,12 +301,12 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             InvalidContentError: ``content`` breaks the content rule (as for
                 ``remember``).
         """
-        return self._runner.run(self._correct(user_id, memory_id, content, **kw))
+        return self.runner.run(self._correct(user_id, memory_id, content, **kw))
 
     async def acorrect(self, user_id: str, memory_id: str, content: str,
                        **kw: Unpack[NowArgs]) -> Recalled:
         """Async twin of ``correct``."""
-        return await self._runner.arun(self._correct(user_id, memory_id, content, **kw))
+        return await self.runner.arun(self._correct(user_id, memory_id, content, **kw))
 
     def forget(self, user_id: str, memory_id: str, **kw: Unpack[ForgetArgs]) -> bool:
         """Archive a memory; with ``hard=True`` delete it with its vectors and links.
@@ -299,65 +316,28 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             memory_id: The memory.
             **kw: See ``ForgetArgs``.
         """
-        return self._runner.run(self._forget(user_id, memory_id, **kw))
+        return self.runner.run(self._forget(user_id, memory_id, **kw))
 
     async def aforget(self, user_id: str, memory_id: str, **kw: Unpack[ForgetArgs]) -> bool:
         """Async twin of ``forget``."""
-        return await self._runner.arun(self._forget(user_id, memory_id, **kw))
-
-    def history(self, user_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
-        """Every change in a memory's life, oldest first: status transitions, closed
-        loops, flags and corrections, each with its time and reason.
-
-        Raises:
-            MemoryNotFoundError: No such memory for the user.
-        """
-        return self._runner.run(control.history(user_id, memory_id))
-
-    async def ahistory(self, user_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
-        """Async twin of ``history``."""
-        return await self._runner.arun(control.history(user_id, memory_id))
-
-    def record_outcome(self, user_id: str, memory_id: str, **kw: Unpack[OutcomeArgs]
-                       ) -> tuple[int, int]:
-        """Count one outcome of following a procedural habit; the lifecycle job retires a
-        habit that keeps failing.
-
-        Args:
-            user_id: The user.
-            memory_id: A procedural memory.
-            **kw: See ``OutcomeArgs`` (``success`` required).
-
-        Returns:
-            The habit's (successes, failures) after counting this one.
-
-        Raises:
-            MemoryNotFoundError: No such memory for the user.
-            NotProceduralError: The memory is not procedural.
-        """
-        return self._runner.run(self._record_outcome(user_id, memory_id, **kw))
-
-    async def arecord_outcome(self, user_id: str, memory_id: str, **kw: Unpack[OutcomeArgs]
-                              ) -> tuple[int, int]:
-        """Async twin of ``record_outcome``."""
-        return await self._runner.arun(self._record_outcome(user_id, memory_id, **kw))
+        return await self.runner.arun(self._forget(user_id, memory_id, **kw))
 
     def export(self, user_id: str) -> dict[str, Any]:
         """Everything stored for the user, as JSON-ready data that ``import_`` accepts."""
-        return self._runner.run(control.export(user_id))
+        return self.runner.run(control.export(user_id))
 
     async def aexport(self, user_id: str) -> dict[str, Any]:
         """Async twin of ``export``."""
-        return await self._runner.arun(control.export(user_id))
+        return await self.runner.arun(control.export(user_id))
 
     def import_(self, user_id: str, data: Mapping[str, Any]) -> int:
         """Load an export (re-embedding it); returns how many items were written."""
-        return self._runner.run(control.import_(
+        return self.runner.run(control.import_(
             user_id, data, max_content_chars=self.settings.gate.max_content_chars))
 
     async def aimport_(self, user_id: str, data: Mapping[str, Any]) -> int:
         """Async twin of ``import_``."""
-        return await self._runner.arun(control.import_(
+        return await self.runner.arun(control.import_(
             user_id, data, max_content_chars=self.settings.gate.max_content_chars))
 
     def delete_user(self, user_id: str, *, keep_keys: bool = False) -> UserDeletion:
@@ -376,64 +356,15 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         Returns:
             Rows deleted per table.
         """
-        return self._runner.run(control.delete_user(user_id, keep_keys=keep_keys))
+        return self.runner.run(control.delete_user(user_id, keep_keys=keep_keys))
 
     async def adelete_user(self, user_id: str, *, keep_keys: bool = False) -> UserDeletion:
         """Async twin of ``delete_user``."""
-        return await self._runner.arun(control.delete_user(user_id, keep_keys=keep_keys))
-
-    def decisions(self, user_id: str, **kw: Unpack[DecisionsArgs]
-                  ) -> builtins.list[IngestLogEntry]:
-        """Why things were or were not remembered: the latest ingests' gate decisions.
-
-        Args:
-            user_id: The user.
-            **kw: See ``DecisionsArgs``.
-        """
-        return self._runner.run(self._decisions(user_id, **kw))
-
-    async def adecisions(self, user_id: str, **kw: Unpack[DecisionsArgs]
-                         ) -> builtins.list[IngestLogEntry]:
-        """Async twin of ``decisions``."""
-        return await self._runner.arun(self._decisions(user_id, **kw))
+        return await self.runner.arun(control.delete_user(user_id, keep_keys=keep_keys))
 
     def wire(self, builder: StateGraph, agent: str = "agent") -> StateGraph:
         """Put the three nodes around ``agent`` (see ``langmem_layer.layer.nodes.wire``)."""
         return nodes.wire(self, builder, agent)
-
-    # -- the extraction queue -----------------------------------------------------------
-
-    def submit(self, user_id: str, messages: Sequence[BaseMessage], **kw: Unpack[TurnArgs]
-               ) -> int | None:
-        """Queue a turn durably and let the worker thread extract it; returns the entry id.
-
-        Returns at once. The turn stays in the queue until it is extracted, across
-        failures and restarts; with ``extraction="inline"`` it is extracted before
-        this returns.
-
-        Args:
-            user_id: The user.
-            messages: The turn.
-            **kw: See ``TurnArgs``.
-        """
-        return self._runner.run(self._submit(user_id, messages, **kw))
-
-    async def asubmit(self, user_id: str, messages: Sequence[BaseMessage],
-                      **kw: Unpack[TurnArgs]) -> int | None:
-        """Async twin of ``submit``: extraction runs as a task on the running loop."""
-        return await self._runner.arun(self._submit(user_id, messages, **kw))
-
-    def process_pending(self, **kw: Unpack[PendingArgs]) -> ProcessResult:
-        """Extract every queue entry ready now (all users, or one); returns what happened.
-
-        Args:
-            **kw: See ``PendingArgs``.
-        """
-        return self._runner.run(self._worker.process_pending(**kw))
-
-    async def aprocess_pending(self, **kw: Unpack[PendingArgs]) -> ProcessResult:
-        """Async twin of ``process_pending``."""
-        return await self._runner.arun(self._worker.process_pending(**kw))
 
     def drain(self, timeout: float | None = None) -> ProcessResult:
         """Extract everything queued so far that is ready, then return.
@@ -444,11 +375,11 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         Raises:
             TimeoutError: It took longer than ``timeout`` seconds.
         """
-        return self._worker.drain(timeout)
+        return self.worker.drain(timeout)
 
     async def adrain(self, timeout: float | None = None) -> ProcessResult:
         """Async twin of ``drain``; also awaits this loop's extraction tasks."""
-        return await self._worker.adrain(timeout)
+        return await self.worker.adrain(timeout)
 
     def close(self) -> None:
         """Finish queued extraction and stop the worker thread.
@@ -456,8 +387,8 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
         Call it before the store closes. After the store closed it only stops the
         worker: what was not extracted stays queued for the next worker.
         """
-        self._worker.stop()
-        if not self._worker.store_closed():
+        self.worker.stop()
+        if not self.worker.store_closed():
             self.drain()
 
     async def aclose(self) -> None:
@@ -540,29 +471,6 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
                 now: datetime | None = None) -> Flow[bool]:
         return control.forget(user_id, memory_id, hard=hard, now=now or self.now())
 
-    def _record_outcome(self, user_id: str, memory_id: str, *, success: bool,
-                        now: datetime | None = None) -> Flow[tuple[int, int]]:
-        checks.check_time(now, "now")
-        return control.record_outcome(user_id, memory_id, success=success,
-                                      now=now or self.now())
-
-    def _decisions(self, user_id: str, *, thread_id: str | None = None, limit: int = 20
-                   ) -> Flow[builtins.list[IngestLogEntry]]:
-        limit = checks.check_limit(limit) or 20
-        return control.decisions(user_id, thread_id=thread_id, limit=limit)
-
-    def _submit(self, user_id: str, messages: Sequence[BaseMessage], *,
-                profile: str | None = None, thread_id: str | None = None,
-                agent_id: str | None = None, now: datetime | None = None
-                ) -> Flow[int | None]:
-        checks.check_messages(messages)
-        checks.check_time(now, "now")
-        entry = yield from write.enqueue_turn(
-            self.env, user_id, messages, profile=profile, thread_id=thread_id,
-            agent_id=agent_id, now=now or self.now())
-        yield from self._after_enqueue(user_id, thread_id)
-        return entry
-
     def _ingest_leased(self, entries: Sequence[QueueEntry], leased_at: datetime,
                        leases: Leases | None = None) -> Flow[ProcessResult]:
         st = self.settings
@@ -579,3 +487,23 @@ class MemoryLayer(WorkingMemoryMethods, AgentMethods, ControlMethods, KnowledgeM
             lease_seconds=st.extraction_lease_seconds,
             retry_base_seconds=st.extraction_retry_base_seconds, user_id=user_id,
             users=users, leases=leases)
+
+
+class _Moved:
+    """A method that moved to a part: still reachable by its old name for one release,
+    with a ``DeprecationWarning`` naming the new one."""
+
+    def __init__(self, part: str, name: str) -> None:
+        self.part, self.name = part, name
+
+    def __get__(self, layer: Any, owner: type) -> Any:
+        if layer is None:
+            return self
+        warnings.warn(f"MemoryLayer.{self.name} is deprecated: use "
+                      f"memory.{self.part}.{self.name}", DeprecationWarning, stacklevel=2)
+        return getattr(getattr(layer, self.part), self.name)
+
+
+# Set on the class after it is defined, so type checkers see only the new names.
+for _name, _part in _MOVED.items():
+    setattr(MemoryLayer, _name, _Moved(_part, _name))

@@ -105,9 +105,23 @@ class NodeTarget(Protocol):
         """The current time."""
         ...
 
+    @property
+    def threads(self) -> ThreadCalls:
+        """The layer's thread calls (``memory.threads``)."""
+        ...
+
+    @property
+    def agents(self) -> KnowledgeCalls:
+        """The layer's knowledge calls (``memory.agents``)."""
+        ...
+
+
+class ThreadCalls(Protocol):
+    """What the nodes call on ``memory.threads``."""
+
     def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
                     query: str | None = None, **kw: Unpack[LoadThreadArgs]) -> WorkingLoad:
-        """Trim, hand dropped turns over, recall (see ``MemoryLayer.load_thread``)."""
+        """Trim, hand dropped turns over, recall (see ``Threads.load_thread``)."""
         ...
 
     async def aload_thread(self, user_id: str, messages: Sequence[BaseMessage],
@@ -118,22 +132,26 @@ class NodeTarget(Protocol):
 
     def record_turn(self, user_id: str, messages: Sequence[BaseMessage],
                     **kw: Unpack[RecordTurnArgs]) -> int | None:
-        """Queue, log and reinforce a finished turn (see ``MemoryLayer.record_turn``)."""
-        ...
-
-    def _beside_knowledge(self, query: str | None, work: Callable[[], T]
-                         ) -> tuple[T, list[Document]]:
-        """Run ``work`` while the knowledge source is queried (``MemoryLayer``'s)."""
-        ...
-
-    async def _abeside_knowledge(self, query: str | None, work: Awaitable[T]
-                                ) -> tuple[T, list[Document]]:
-        """Async twin of ``_beside_knowledge``."""
+        """Queue, log and reinforce a finished turn (see ``Threads.record_turn``)."""
         ...
 
     async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage],
                            **kw: Unpack[RecordTurnArgs]) -> int | None:
         """Async twin of ``record_turn``."""
+        ...
+
+
+class KnowledgeCalls(Protocol):
+    """What the nodes call on ``memory.agents``."""
+
+    def beside_knowledge(self, query: str | None, work: Callable[[], T]
+                         ) -> tuple[T, list[Document]]:
+        """Run ``work`` while the knowledge source is queried."""
+        ...
+
+    async def abeside_knowledge(self, query: str | None, work: Awaitable[T]
+                                ) -> tuple[T, list[Document]]:
+        """Async twin of ``beside_knowledge``."""
         ...
 
 
@@ -278,14 +296,14 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
     # parallel with retrieval): a thread in sync graphs, gather in async ones.
     def load_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who, query = run_identity(config), _query(state)
-        return _loaded(*layer._beside_knowledge(query, lambda: layer.load_thread(
+        return _loaded(*layer.agents.beside_knowledge(query, lambda: layer.threads.load_thread(
             who["user_id"], state.get("messages") or [], query,
             profile=who.get("profile"), thread_id=who.get("thread_id"),
             agent_id=who.get("agent_id"), now=layer.now(), reinforce=False)))
 
     async def aload_memory(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who, query = run_identity(config), _query(state)
-        return _loaded(*await layer._abeside_knowledge(query, layer.aload_thread(
+        return _loaded(*await layer.agents.abeside_knowledge(query, layer.threads.aload_thread(
             who["user_id"], state.get("messages") or [], query,
             profile=who.get("profile"), thread_id=who.get("thread_id"),
             agent_id=who.get("agent_id"), now=layer.now(), reinforce=False)))
@@ -325,7 +343,7 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
     def extract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who, turn = run_identity(config), _turn(state)
         if turn:
-            layer.record_turn(who["user_id"], turn, profile=who.get("profile"),
+            layer.threads.record_turn(who["user_id"], turn, profile=who.get("profile"),
                               thread_id=who.get("thread_id"), agent_id=who.get("agent_id"),
                               now=layer.now(), reinforce=_recalled_keys(state))
         return {}
@@ -333,7 +351,7 @@ def build_nodes(layer: NodeTarget) -> tuple[RunnableLambda, RunnableLambda, Runn
     async def aextract_after_turn(state: MemoryState, config: RunnableConfig) -> dict[str, Any]:
         who, turn = run_identity(config), _turn(state)
         if turn:
-            await layer.arecord_turn(who["user_id"], turn, profile=who.get("profile"),
+            await layer.threads.arecord_turn(who["user_id"], turn, profile=who.get("profile"),
                                      thread_id=who.get("thread_id"),
                                      agent_id=who.get("agent_id"), now=layer.now(),
                                      reinforce=_recalled_keys(state))

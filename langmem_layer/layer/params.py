@@ -99,7 +99,7 @@ class RecallArgs(TypedDict, total=False):
 
 
 class TurnArgs(TypedDict, total=False):
-    """Keyword parameters of ``MemoryLayer.ingest`` and ``MemoryLayer.submit``.
+    """Keyword parameters of ``MemoryLayer.ingest`` and ``memory.admin.submit``.
 
     Attributes:
         profile: The run's profile (default ``default_profile``).
@@ -115,7 +115,7 @@ class TurnArgs(TypedDict, total=False):
 
 
 class RecordTurnArgs(TurnArgs, total=False):
-    """Keyword parameters of ``MemoryLayer.record_turn``: ``TurnArgs``, plus:
+    """Keyword parameters of ``memory.threads.record_turn``: ``TurnArgs``, plus:
 
     Attributes:
         reinforce: Keys of the memories recalled for the turn (default none).
@@ -125,7 +125,7 @@ class RecordTurnArgs(TurnArgs, total=False):
 
 
 class LoadThreadArgs(TurnArgs, total=False):
-    """Keyword parameters of ``MemoryLayer.load_thread``: ``TurnArgs``, plus:
+    """Keyword parameters of ``memory.threads.load_thread``: ``TurnArgs``, plus:
 
     Attributes:
         limit: Memories recalled for the block; default ``settings.block_memory_limit``
@@ -192,7 +192,7 @@ class ForgetArgs(NowArgs, total=False):
 
 
 class OutcomeArgs(TypedDict):
-    """Keyword parameters of ``MemoryLayer.record_outcome``.
+    """Keyword parameters of ``memory.trust.record_outcome``.
 
     Attributes:
         success: Required: whether following the habit worked this time.
@@ -204,7 +204,7 @@ class OutcomeArgs(TypedDict):
 
 
 class DecisionsArgs(TypedDict, total=False):
-    """Keyword parameters of ``MemoryLayer.decisions``.
+    """Keyword parameters of ``memory.admin.decisions``.
 
     Attributes:
         thread_id: One thread's decisions only.
@@ -216,7 +216,7 @@ class DecisionsArgs(TypedDict, total=False):
 
 
 class RecentHistoryArgs(TypedDict, total=False):
-    """Keyword parameters of ``MemoryLayer.recent_history``.
+    """Keyword parameters of ``memory.threads.recent_history``.
 
     Attributes:
         thread_id: The thread left out (the current one).
@@ -234,7 +234,7 @@ class RecentHistoryArgs(TypedDict, total=False):
 
 
 class ClearHistoryArgs(TypedDict, total=False):
-    """Keyword parameters of ``MemoryLayer.clear_history``.
+    """Keyword parameters of ``memory.threads.clear_history``.
 
     Attributes:
         thread_id: That thread's messages only (default: all).
@@ -244,7 +244,7 @@ class ClearHistoryArgs(TypedDict, total=False):
 
 
 class SweepArgs(TypedDict, total=False):
-    """Keyword parameters of ``MemoryLayer.sweep_sessions``.
+    """Keyword parameters of ``memory.threads.sweep_sessions``.
 
     Attributes:
         now: The time to sweep at (tests move it); default: the layer's clock.
@@ -262,7 +262,7 @@ class SweepArgs(TypedDict, total=False):
 
 
 class PendingArgs(TypedDict, total=False):
-    """Keyword parameters of ``MemoryLayer.process_pending``.
+    """Keyword parameters of ``memory.admin.process_pending``.
 
     Attributes:
         user_id: One user's entries only (default: all users').
@@ -272,7 +272,7 @@ class PendingArgs(TypedDict, total=False):
 
 
 class LangmemImportArgs(TypedDict, total=False):
-    """Keyword parameters of ``MemoryLayer.import_langmem``.
+    """Keyword parameters of ``memory.agents.import_langmem``.
 
     Attributes:
         namespace: LangMem's namespace prefix (default ``("memories", user_id)``, its
@@ -289,7 +289,7 @@ class LangmemImportArgs(TypedDict, total=False):
 
 
 class BrowseArgs(TypedDict, total=False):
-    """Keyword parameters of ``MemoryLayer.browse``.
+    """Keyword parameters of ``memory.admin.browse``.
 
     Attributes:
         query: Only the memories that match this text, best first: a word in common,
@@ -314,7 +314,7 @@ class BrowseArgs(TypedDict, total=False):
 
 
 class SurfaceArgs(TypedDict, total=False):
-    """Keyword parameters of ``MemoryLayer.set_surface`` (at least one of the first two).
+    """Keyword parameters of ``memory.admin.set_surface`` (at least one of the first two).
 
     Attributes:
         pinned: Pin (always recalled first) or unpin; default: unchanged.
@@ -328,7 +328,7 @@ class SurfaceArgs(TypedDict, total=False):
 
 
 class FeedbackArgs(TypedDict, total=False):
-    """Keyword parameters of ``MemoryLayer.feedback`` (one of the first two).
+    """Keyword parameters of ``memory.trust.feedback`` (one of the first two).
 
     Attributes:
         memory_id: The memory the feedback is about: it counts for or against the agent

@@ -9,7 +9,7 @@ write another user's memory.
 Writes go through the write path as an extractor's proposals do
 (``langmem_layer.write.apply.ingest`` with the tool's operation): the gate decides
 (a repeated fact reinforces the memory it repeats), the decision is logged
-(``MemoryLayer.decisions``), a correction supersedes its memory (which keeps its
+(``memory.admin.decisions``), a correction supersedes its memory (which keeps its
 history, contradicted, linked to the new one) and forgetting archives it.
 
 Content is checked by the one rule every way in applies

@@ -8,7 +8,7 @@ default, any PostgreSQL URL in production. ``postgres_checkpointer`` and
 to ``langgraph.json``.
 
 Session close: ``load_memory`` stamps each thread's activity (with its user,
-profile and agent). The sweeper — ``MemoryLayer.sweep_sessions`` or
+profile and agent). The sweeper — ``memory.threads.sweep_sessions`` or
 ``langmem-layer sweep-sessions``, never implicitly — closes every thread idle longer
 than ``MemorySettings.session_ttl_seconds``:
 

@@ -174,7 +174,7 @@ async def memory_lifespan(
         layer = MemoryLayer(store, settings=settings or settings_from_env(),
                             **dict(layer_options or {}))
         graph = _compile((graph_factory or build_agent_graph)(layer), store) if agent else None
-        worker = ExtractionLoop(layer.aprocess_pending, poll_seconds=poll_seconds)
+        worker = ExtractionLoop(layer.admin.aprocess_pending, poll_seconds=poll_seconds)
         worker.start()
         stack.enter_context(frozen_heap(freeze_gc))
         try:

@@ -88,7 +88,7 @@ async def list_memories(
     it (a word in common, or a similarity that reaches recall's relevance floor), best
     first; each one's ``similarity`` is its similarity to ``q`` (null without a vector).
     """
-    found = await layer.abrowse(
+    found = await layer.admin.abrowse(
         principal.user_id, query=q, profile=profile, kinds=kind, layers=layer_,
         statuses=status, limit=limit + 1, offset=offset)
     return MemoryPage(items=[Memory.of(r) for r in found[:limit]], limit=limit, offset=offset,
@@ -124,7 +124,7 @@ async def correct_memory(memory_id: MemoryId, body: CorrectRequest, principal: C
 async def update_memory(memory_id: MemoryId, body: SurfaceRequest, principal: Caller,
                         layer: Layer_) -> Memory:
     """Pin or unpin a memory and/or change how it may surface in replies."""
-    return Memory.of(await layer.aset_surface(principal.user_id, memory_id,
+    return Memory.of(await layer.admin.aset_surface(principal.user_id, memory_id,
                                               pinned=body.pinned, policy=body.policy))
 
 
@@ -132,14 +132,14 @@ async def update_memory(memory_id: MemoryId, body: SurfaceRequest, principal: Ca
              tags=["memories"])
 async def pin_memory(memory_id: MemoryId, principal: Caller, layer: Layer_) -> Memory:
     """Pin a memory: always recalled first."""
-    return Memory.of(await layer.aset_surface(principal.user_id, memory_id, pinned=True))
+    return Memory.of(await layer.admin.aset_surface(principal.user_id, memory_id, pinned=True))
 
 
 @router.post("/memories/{memory_id}/unpin", response_model=Memory, responses=_ONE,
              tags=["memories"])
 async def unpin_memory(memory_id: MemoryId, principal: Caller, layer: Layer_) -> Memory:
     """Unpin a memory."""
-    return Memory.of(await layer.aset_surface(principal.user_id, memory_id, pinned=False))
+    return Memory.of(await layer.admin.aset_surface(principal.user_id, memory_id, pinned=False))
 
 
 @router.delete("/memories/{memory_id}", response_model=DeleteResult, responses=_ONE,
@@ -159,7 +159,7 @@ async def delete_memory(
 async def memory_history(memory_id: MemoryId, principal: Caller,
                          layer: Layer_) -> list[HistoryEntry]:
     """Every change in a memory's life, oldest first."""
-    return await layer.ahistory(principal.user_id, memory_id)
+    return await layer.admin.ahistory(principal.user_id, memory_id)
 
 
 #: How far back in the memory's thread the decision log is searched for its admission.
@@ -172,13 +172,13 @@ async def memory_why(memory_id: MemoryId, principal: Caller, layer: Layer_) -> P
     """Why a memory exists: its source text, the gate decisions that admitted or changed
     it, and its history."""
     found = await layer.aget(principal.user_id, memory_id)
-    history = await layer.ahistory(principal.user_id, memory_id)
+    history = await layer.admin.ahistory(principal.user_id, memory_id)
     source = found.record.source
     # The log keeps decisions by text and target id, not by the memory's id: a decision
     # is this memory's when it targeted it, or proposed a text it had (before a correction).
     texts = {found.record.content} | {h.old for h in history
                                       if h.event == "content" and h.old}
-    entries = await layer.adecisions(principal.user_id, thread_id=source.thread_id,
+    entries = await layer.admin.adecisions(principal.user_id, thread_id=source.thread_id,
                                      limit=_WHY_LOG_ENTRIES)
     admissions = [
         Admission(log_id=e.id, at=e.at, thread_id=e.thread_id, op=d.get("op"),
@@ -198,7 +198,7 @@ async def decisions(
     limit: Annotated[int, Query(ge=1, le=500)] = 20,
 ) -> list[Decision]:
     """The decision log: why things were or were not remembered, newest turn first."""
-    found = await layer.adecisions(principal.user_id, thread_id=thread_id, limit=limit)
+    found = await layer.admin.adecisions(principal.user_id, thread_id=thread_id, limit=limit)
     return [Decision.of(e) for e in found]
 
 

@@ -1,9 +1,8 @@
-"""The working-memory half of ``MemoryLayer``: what ``load_memory``
-and ``extract_after_turn`` do as direct calls, the message log and the session sweep.
+"""``memory.threads``: what ``load_memory`` and ``extract_after_turn`` do as direct
+calls, the message log across threads, and the session sweep.
 
-A mixin, so the façade stays one class for its users while each half stays one concept
-(and one screen of methods). Like the rest of the façade, every method is a one-line
-call into the layer's ``Runner`` over a flow built once.
+A part of the layer (``langmem_layer.layer.part``): every method is a one-line call
+into the layer's ``Runner`` over a flow built once.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from langmem_layer import checks
 from langmem_layer import message_log as history
 from langmem_layer.errors import InvalidInputError
 from langmem_layer.flow import Flow
-from langmem_layer.layer.base import LayerBase
 from langmem_layer.layer.params import (
     ClearHistoryArgs,
     LoadThreadArgs,
@@ -27,6 +25,7 @@ from langmem_layer.layer.params import (
     RecordTurnArgs,
     SweepArgs,
 )
+from langmem_layer.layer.part import Part
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.worker import ProcessPending, WakeWorker
 from langmem_layer.working import sessions
@@ -34,11 +33,11 @@ from langmem_layer.working import trim as working
 from langmem_layer.working.sessions import PruneStrategy, SessionSweep
 from langmem_layer.working.trim import WorkingLoad
 
-__all__ = ["WorkingMemoryMethods"]
+__all__ = ["Threads"]
 
 
-class WorkingMemoryMethods(LayerBase):
-    """Working-memory methods of ``MemoryLayer``."""
+class Threads(Part):
+    """The user's threads: ``memory.threads`` (working memory and the message log)."""
 
     def load_thread(self, user_id: str, messages: Sequence[BaseMessage],
                     query: str | None = None, **kw: Unpack[LoadThreadArgs]) -> WorkingLoad:
@@ -58,17 +57,17 @@ class WorkingMemoryMethods(LayerBase):
             query: What to recall for.
             **kw: See ``LoadThreadArgs``.
         """
-        return self._runner.run(self._load_thread(user_id, messages, query, **kw))
+        return self.layer.runner.run(self._load_thread(user_id, messages, query, **kw))
 
     async def aload_thread(self, user_id: str, messages: Sequence[BaseMessage],
                            query: str | None = None, **kw: Unpack[LoadThreadArgs]
                            ) -> WorkingLoad:
         """Async twin of ``load_thread``."""
-        return await self._runner.arun(self._load_thread(user_id, messages, query, **kw))
+        return await self.layer.runner.arun(self._load_thread(user_id, messages, query, **kw))
 
     def record_turn(self, user_id: str, messages: Sequence[BaseMessage],
                     **kw: Unpack[RecordTurnArgs]) -> int | None:
-        """``submit``, plus the turn's messages into the user's message log, plus
+        """``memory.admin.submit``, plus the turn's messages into the user's message log, plus
         the reinforcement of the memories keyed in ``reinforce``.
 
         All in one transaction; what ``extract_after_turn`` does. Returns the queue
@@ -79,12 +78,12 @@ class WorkingMemoryMethods(LayerBase):
             messages: The turn.
             **kw: See ``RecordTurnArgs``.
         """
-        return self._runner.run(self._record_turn(user_id, messages, **kw))
+        return self.layer.runner.run(self._record_turn(user_id, messages, **kw))
 
     async def arecord_turn(self, user_id: str, messages: Sequence[BaseMessage],
                            **kw: Unpack[RecordTurnArgs]) -> int | None:
         """Async twin of ``record_turn``."""
-        return await self._runner.arun(self._record_turn(user_id, messages, **kw))
+        return await self.layer.runner.arun(self._record_turn(user_id, messages, **kw))
 
     def recent_history(self, user_id: str, **kw: Unpack[RecentHistoryArgs]
                        ) -> builtins.list[LoggedMessage]:
@@ -98,12 +97,12 @@ class WorkingMemoryMethods(LayerBase):
             user_id: The user.
             **kw: See ``RecentHistoryArgs``.
         """
-        return self._runner.run(self._recent_history(user_id, **kw))
+        return self.layer.runner.run(self._recent_history(user_id, **kw))
 
     async def arecent_history(self, user_id: str, **kw: Unpack[RecentHistoryArgs]
                               ) -> builtins.list[LoggedMessage]:
         """Async twin of ``recent_history``."""
-        return await self._runner.arun(self._recent_history(user_id, **kw))
+        return await self.layer.runner.arun(self._recent_history(user_id, **kw))
 
     def clear_history(self, user_id: str, **kw: Unpack[ClearHistoryArgs]) -> int:
         """Delete the user's message log (one thread's, or all); returns the count.
@@ -112,11 +111,11 @@ class WorkingMemoryMethods(LayerBase):
             user_id: The user.
             **kw: See ``ClearHistoryArgs``.
         """
-        return self._runner.run(history.clear(user_id, **kw))
+        return self.layer.runner.run(history.clear(user_id, **kw))
 
     async def aclear_history(self, user_id: str, **kw: Unpack[ClearHistoryArgs]) -> int:
         """Async twin of ``clear_history``."""
-        return await self._runner.arun(history.clear(user_id, **kw))
+        return await self.layer.runner.arun(history.clear(user_id, **kw))
 
     def sweep_sessions(self, checkpointer: Any, **kw: Unpack[SweepArgs]) -> SessionSweep:
         """Close threads idle past the session TTL and purge the message log.
@@ -127,12 +126,12 @@ class WorkingMemoryMethods(LayerBase):
             checkpointer: The graph's checkpointer (sync), e.g. ``PostgresSaver``.
             **kw: See ``SweepArgs``.
         """
-        return sessions.run_sweep(self._runner, checkpointer, self._sweep(**kw))
+        return sessions.run_sweep(self.layer.runner, checkpointer, self._sweep(**kw))
 
     async def asweep_sessions(self, checkpointer: Any, **kw: Unpack[SweepArgs]
                               ) -> SessionSweep:
         """Async twin of ``sweep_sessions``, with an async checkpointer."""
-        return await sessions.arun_sweep(self._runner, checkpointer, self._sweep(**kw))
+        return await sessions.arun_sweep(self.layer.runner, checkpointer, self._sweep(**kw))
 
     # -- the flows behind the methods -------------------------------------------------
 
@@ -142,15 +141,15 @@ class WorkingMemoryMethods(LayerBase):
                      reinforce: Sequence[str] = ()) -> Flow[int | None]:
         checks.check_messages(messages)
         reinforce = checks.check_strings(reinforce, "reinforce")
-        inline = self.extraction == "inline"
+        inline = self.layer.extraction == "inline"
         # A turn that wakes the background worker is leased as it is queued: the pass
         # this process runs for it extracts it without claiming it.
-        due = not inline and self._worker.turn_due(thread_id)
+        due = not inline and self.layer.worker.turn_due(thread_id)
         recorded = yield from working.record_turn(
             self.env, user_id, messages, profile=profile, thread_id=thread_id,
             agent_id=agent_id, now=now or self.now(), reinforce=reinforce,
             lease_seconds=self.settings.extraction_lease_seconds if due else None)
-        yield from self._worker.after_enqueue(inline=inline, user_id=user_id,
+        yield from self.layer.worker.after_enqueue(inline=inline, user_id=user_id,
                                               thread_id=thread_id, due=due, recorded=recorded)
         return recorded.entry_id
 
@@ -183,6 +182,6 @@ class WorkingMemoryMethods(LayerBase):
         result = yield from sessions.sweep(self.env, now=now or self.now(),
                                            ttl_seconds=ttl_seconds, prune=prune)
         if result.enqueued and extract is not False:
-            inline = extract or self.extraction == "inline"
+            inline = extract or self.layer.extraction == "inline"
             yield ProcessPending() if inline else WakeWorker()
         return result
