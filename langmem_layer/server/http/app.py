@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 
-from langmem_layer.server.http import problems
+from langmem_layer.server.http import operations, problems
 from langmem_layer.server.http.lifespan import GraphFactory, memory_lifespan, served_agent
 from langmem_layer.server.http.panel import router as panel_router
 from langmem_layer.server.http.routes import router
@@ -91,6 +90,10 @@ def create_app(*, store: Any = None, database_url: str | None = None,
             state.store, state.layer = service.store, service.layer
             state.database_url = service.database_url
             app.state.memory = service
+            # The served turns' memory read, timed for /metrics' recall histogram.
+            threads = service.layer.threads
+            threads.aload_thread = metrics.timed(  # type: ignore[method-assign,assignment]
+                threads.aload_thread)
             try:
                 async with served_agent(app, service.graph, current_principal,
                                         path=agent_path):
@@ -105,17 +108,12 @@ def create_app(*, store: Any = None, database_url: str | None = None,
         "at /agent) and the memory REST API. Authenticate with 'Authorization: Bearer "
         "<API key>'; errors are RFC 9457 problem documents.")
     app.state.langmem = state
+    metrics = app.state.metrics = operations.Metrics()
     problems.install(app)
     app.add_middleware(problems.BodyLimit, max_bytes=max_body_bytes)
     app.include_router(router)
     app.include_router(panel_router)
-
-    @app.get("/healthz", tags=["operations"], include_in_schema=False)
-    async def healthz() -> JSONResponse:
-        ready = state.layer is not None
-        return JSONResponse({"status": "ok" if ready else "starting"},
-                            status_code=200 if ready else 503)
-
+    app.include_router(operations.router)
     return app
 
 

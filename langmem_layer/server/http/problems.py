@@ -88,7 +88,15 @@ def _error_type(error: Exception) -> str:
     return f"urn:langmem-layer:error:{type(error).__name__}"
 
 
+def _count(request: Request, error: Exception) -> None:
+    """Count the error by class for /metrics (when the app keeps metrics)."""
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.errors.labels(type(error).__name__).inc()
+
+
 async def _library_error(request: Request, error: Exception) -> JSONResponse:
+    _count(request, error)
     status = status_of(error)
     if status == 500:
         return await _unexpected(request, error)
@@ -114,6 +122,8 @@ async def _validation_error(request: Request, error: Exception) -> JSONResponse:
 
 
 async def _unexpected(request: Request, error: Exception) -> JSONResponse:
+    if not isinstance(error, errors.LangmemError):  # a library error was counted already
+        _count(request, error)
     _log.exception("unhandled error on %s %s", request.method, request.url.path,
                    exc_info=error)
     return problem(500, "The server failed to handle the request; it has been logged.")

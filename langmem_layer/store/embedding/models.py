@@ -83,6 +83,11 @@ class LocalEmbeddings(Embeddings):
         embedding would otherwise load it."""
         self._load()
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (a server is ready only once it is)."""
+        return self._model is not None
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:

@@ -1,0 +1,104 @@
+"""What an operator alerts on: /healthz, /readyz and /metrics of the HTTP app, scraped
+with a real Prometheus text parser, against a real uvicorn server and database."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg import conninfo
+
+from langmem_layer import MemoryLayer, PostgresMemoryStore
+from langmem_layer.server.http.app import create_app
+from langmem_layer.server.keys import create_key
+from tests.fakes import BagOfWordsEmbeddings
+from tests.http_server import serve
+
+INDEX = {"embed": BagOfWordsEmbeddings(dims=64), "dims": 64, "model_id": "bow-64"}
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+@pytest.fixture
+def scratch(pg_uri: str) -> Iterator[str]:
+    """A database of its own, set up, that a test may make unreachable."""
+    name = f"langmem_ops_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    uri = conninfo.make_conninfo(pg_uri, dbname=name)
+    with PostgresMemoryStore.from_conn_string(uri, index=None) as store:
+        store.setup()
+    yield uri
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_health_readiness_and_metrics(scratch: str) -> None:
+    with PostgresMemoryStore.from_conn_string(scratch, index=INDEX, pool_size=2) as store, \
+            serve(create_app(store=store, agent=False)) as url, \
+            httpx.Client(base_url=url, timeout=30) as http:
+        assert http.get("/healthz").json() == {"status": "ok"}
+        assert http.get("/readyz").json() == {"status": "ready"}
+        layer = MemoryLayer(store)
+        layer.admin.submit("ops", [HumanMessage("I live in Lisbon."), AIMessage("Noted.")])
+        headers = {"Authorization": f"Bearer {create_key(store, 'ops')}"}
+        assert http.get(f"/v1/memories/{uuid.uuid4()}", headers=headers).status_code == 404
+        found = _samples(http.get("/metrics").text)
+        assert found[("langmem_extraction_backlog", ())] == 1
+        assert found[("langmem_extraction_oldest_seconds", ())] >= 0
+        assert found[("langmem_extraction_parked", ())] == 0
+        assert found[("langmem_errors_total", (("error", "MemoryNotFoundError"),))] == 1
+        assert found[("langmem_pool_connections", ())] >= 1
+        layer.drain()
+        assert _samples(http.get("/metrics").text)[("langmem_extraction_backlog", ())] == 0
+        # Nothing of a user's shows: counts and ages only.
+        assert "Lisbon" not in http.get("/metrics").text
+
+
+def test_readiness_fails_within_one_probe_and_recovers(scratch: str, pg_uri: str) -> None:
+    name = conninfo.conninfo_to_dict(scratch)["dbname"]
+    with PostgresMemoryStore.from_conn_string(scratch, index=None, pool_size=2) as store, \
+            serve(create_app(store=store, agent=False)) as url, \
+            httpx.Client(base_url=url, timeout=30) as http:
+        assert http.get("/readyz").status_code == 200
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = %s", (name,))
+        down = http.get("/readyz")
+        assert down.status_code == 503 and "database unreachable" in down.text
+        assert http.get("/healthz").status_code == 200  # the process is still up
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+        assert http.get("/readyz").status_code == 200  # on its own, no restart
+
+
+def test_readiness_says_when_the_schema_is_not_current(scratch: str) -> None:
+    with psycopg.connect(scratch, autocommit=True) as conn:
+        conn.execute("DELETE FROM langmem_migrations WHERE v = "
+                     "(SELECT max(v) FROM langmem_migrations)")
+    with PostgresMemoryStore.from_conn_string(scratch, index=None, pool_size=2) as store:
+        app = create_app(store=store, agent=False)
+        with serve(app) as url:
+            # The app's own setup() applies it again at startup: current once it runs.
+            assert httpx.get(f"{url}/readyz", timeout=30).status_code == 200
+        with psycopg.connect(scratch, autocommit=True) as conn:
+            conn.execute("DELETE FROM langmem_migrations WHERE v = "
+                         "(SELECT max(v) FROM langmem_migrations)")
+        from fastapi.testclient import TestClient
+
+        with TestClient(app) as client:
+            with psycopg.connect(scratch, autocommit=True) as conn:
+                conn.execute("DELETE FROM langmem_migrations WHERE v = "
+                             "(SELECT max(v) FROM langmem_migrations)")
+            stale = client.get("/readyz")
+            assert stale.status_code == 503 and "schema not current" in stale.text
