@@ -40,8 +40,7 @@ def test_a_generated_method_is_the_async_one_without_await(name: str) -> None:
     """What the old check compared: the sync tree is the async tree without async."""
     written = unasync.methods(SYNC, unasync.SYNC_CLASS)[name]
     source = unasync.methods(AIO, unasync.AIO_CLASS)[name]
-    drop = {n.lineno for n in ast.walk(source) if isinstance(n, ast.stmt) and n is not source
-            and AIO.splitlines()[n.lineno - 1].rstrip().endswith(unasync.ASYNC_ONLY)}
+    drop = {stmt.lineno for stmt in unasync.async_only(AIO, source)}
     derived = unasync.Unasync(drop).visit(source)
     assert derived is not None
     assert unasync.shape(derived) == unasync.shape(written)

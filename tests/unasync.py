@@ -33,6 +33,7 @@ import sys
 import textwrap
 import tokenize
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
 STORE = Path(__file__).resolve().parents[1] / "langmem_layer" / "store"
@@ -100,8 +101,8 @@ class Unasync(ast.NodeTransformer):
     checked against this transform of the async one (docstrings aside).
     """
 
-    def __init__(self, drop: set[int] = frozenset()) -> None:  # type: ignore[assignment]
-        self.drop = drop  # first lines of the statements marked "# async only"
+    def __init__(self, drop: Collection[int] = ()) -> None:
+        self.drop = drop  # first lines of the statements left out (async_only)
 
     def visit(self, node: ast.AST) -> ast.AST | None:  # type: ignore[override]
         if isinstance(node, ast.stmt) and node.lineno in self.drop:
@@ -169,6 +170,13 @@ def _docstring(node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Expr | None:
     return None
 
 
+def async_only(source: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    """The statements of ``node`` whose first line ends with ``# async only``."""
+    lines = source.splitlines()
+    return [stmt for stmt in ast.walk(node) if isinstance(stmt, ast.stmt) and stmt is not node
+            and lines[stmt.lineno - 1].rstrip().endswith(ASYNC_ONLY)]
+
+
 def _unasync_tokens(text: str) -> str:
     """``text`` (indented source) without async/await, the renames applied."""
     lines = text.splitlines(keepends=True)
@@ -230,9 +238,9 @@ def _unasync_tokens(text: str) -> str:
             last_row = row
             if brackets and col == brackets[-1][1] + 1:
                 shift[row] = new_col(*brackets[-1]) + 1 - col
-        if tok.type == tokenize.OP and tok.string in "([{":
+        if tok.type == tokenize.OP and tok.string in ("(", "[", "{"):
             brackets.append(tok.start)
-        elif tok.type == tokenize.OP and tok.string in ")]}":
+        elif tok.type == tokenize.OP and tok.string in (")", "]", "}"):
             brackets.pop()
 
     out = []
@@ -261,11 +269,9 @@ def unasync_method(aio: str, node: ast.FunctionDef | ast.AsyncFunctionDef,
     offset = first - 1
     text = lines[offset:node.end_lineno]
     # Line replacements, last first so earlier line numbers hold.
-    replace: list[tuple[int, int, list[str]]] = []
-    for stmt in ast.walk(node):
-        if (isinstance(stmt, ast.stmt) and stmt is not node
-                and lines[stmt.lineno - 1].rstrip().endswith(ASYNC_ONLY)):
-            replace.append((stmt.lineno, stmt.end_lineno or stmt.lineno, []))
+    dropped = async_only(aio, node)
+    replace = [(stmt.lineno, stmt.end_lineno or stmt.lineno, list[str]())
+               for stmt in dropped]
     doc = _docstring(node)
     if doc is not None and "Async twin of" in doc.value.value:  # type: ignore[attr-defined]
         if sync_docstring is None:
@@ -278,8 +284,7 @@ def unasync_method(aio: str, node: ast.FunctionDef | ast.AsyncFunctionDef,
         text[start - 1 - offset:end - offset] = new
     written = _unasync_tokens("".join(text))
     # The text as the tree says it should read (a bug here is the generator's).
-    expected = Unasync({start for start, _, new in replace if not new}).visit(
-        copy.deepcopy(node))
+    expected = Unasync({stmt.lineno for stmt in dropped}).visit(copy.deepcopy(node))
     got = ast.parse(textwrap.dedent(written)).body[0]
     if expected is None or shape(got) != shape(expected):
         raise UnasyncError(f"the text written for {node.name} is not its syntax tree "
