@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # torch first: pinning 2.13.0 keeps pip on the CPU build instead of the CUDA one.
 TORCH := torch==2.13.0
 
-.PHONY: demo test lint bench clean install serve dev browser docs
+.PHONY: demo test lint bench clean install serve dev browser docs sync-store
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,10 @@ docs: $(VENV)/.installed-test
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+# The sync store's twin methods, generated from the async store's (docs/development.md).
+sync-store: $(BIN)/python
+	$(BIN)/python -m tests.unasync
 
 # The benchmark suite at a modest scale (~25-30 min of benchmark time on 2 cores), each
 # benchmark run only on a quiet machine; writes each one's recorded section to

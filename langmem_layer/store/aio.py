@@ -51,7 +51,7 @@ from langmem_layer.errors import (
 from langmem_layer.sanitize import redact
 from langmem_layer.sql import numbered
 from langmem_layer.store.coalesce import Call, Coalescer, arrange, deliver, settle
-from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
+from langmem_layer.store.core import ANN_MIN_USER_VECTORS, ASYNC_HOOKS, StoreCore
 from langmem_layer.store.driver import (
     IO,
     EmbedDocuments,
@@ -167,7 +167,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         try:
             yield store
         finally:
-            for hook in store._closing_hooks(1):
+            for hook in store._closing_hooks(ASYNC_HOOKS):
                 try:
                     await hook()
                 except Exception:  # a hook must not keep the store from closing
@@ -284,7 +284,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
         raise TypeError(f"unknown I/O step {io!r}")
 
     async def _drive(self, job: Job) -> Any:
-        if self.loop is None or self.loop.is_closed():
+        if self.loop is None or self.loop.is_closed():  # async only
             self.loop = asyncio.get_running_loop()
         step = Stepper(job)
         while (io := step.io) is not None:

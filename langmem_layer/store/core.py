@@ -48,8 +48,13 @@ from langmem_layer.store.options import (
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
 from langmem_layer.types import MEMORY_ROOT
 
-__all__ = ["ANN_MIN_USER_VECTORS", "ASYNC_COMMIT_OPS", "FREE_OPS", "MAINTENANCE_OPS",
-           "OWNER_OPS", "MemoryIndexConfig", "Plan", "StoreCore"]
+__all__ = ["ANN_MIN_USER_VECTORS", "ASYNC_COMMIT_OPS", "ASYNC_HOOKS", "FREE_OPS",
+           "MAINTENANCE_OPS", "OWNER_OPS", "SYNC_HOOKS", "MemoryIndexConfig", "Plan",
+           "StoreCore"]
+
+#: Which of the hooks ``StoreCore.on_close`` registers a store runs at close
+#: (``_closing_hooks``): the sync store the plain ones, the async store the coroutines.
+SYNC_HOOKS, ASYNC_HOOKS = 0, 1
 
 #: Ops that span users: their statements run under the maintenance bypass of
 #: row-level security, except the per-user statements they bind themselves
@@ -174,7 +179,7 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         self._close_hooks.append((weakref.WeakMethod(hook), weakref.WeakMethod(ahook)))
 
     def _closing_hooks(self, which: int) -> list[Callable[[], Any]]:
-        """The live hooks to run at close (0: sync, 1: async), each once."""
+        """The live hooks to run at close (``SYNC_HOOKS`` or ``ASYNC_HOOKS``), each once."""
         hooks, self._close_hooks = self._close_hooks, []
         return [h for pair in hooks if (h := pair[which]()) is not None]
 

@@ -1,4 +1,9 @@
-"""`PostgresMemoryStore`: the synchronous store. It executes plans; the logic is in core."""
+"""`PostgresMemoryStore`: the synchronous store. It executes plans; the logic is in core.
+
+The methods between the "generated" markers are made from the async store's
+(``aio.py``) by ``python -m tests.unasync``: change them there. The rest is the sync
+store's own (its TTL sweeper thread, ``batch``, ``abatch``...).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from psycopg_pool import ConnectionPool
 from langmem_layer.errors import DatabaseUnavailableError
 from langmem_layer.sanitize import redact
 from langmem_layer.sql import numbered
-from langmem_layer.store.core import ANN_MIN_USER_VECTORS, StoreCore
+from langmem_layer.store.core import ANN_MIN_USER_VECTORS, SYNC_HOOKS, StoreCore
 from langmem_layer.store.driver import (
     IO,
     EmbedDocuments,
@@ -124,22 +129,32 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                 # One connection first: a pool retries a refused or misconfigured
                 # connection until its timeout and then reports only that it timed out.
                 psycopg.connect(conn_string).close()
-                with ConnectionPool(conn_string, **pool) as conn_pool:
-                    yield from cls._serve(conn_pool, kwargs)
+                with (
+                    ConnectionPool(conn_string, **pool) as conn_pool,
+                    cls._serve(conn_pool, kwargs) as store,
+                ):
+                    yield store
                 return
-            with psycopg.connect(conn_string, autocommit=True) as conn:
-                kwargs = {**kwargs, "_reconnect": conn_string}
-                yield from cls._serve(conn, kwargs)
+            with (
+                psycopg.connect(conn_string, autocommit=True) as conn,
+                cls._serve(conn, {**kwargs, "_reconnect": conn_string}) as store,
+            ):
+                yield store
         except psycopg.OperationalError as e:
             raise connect_error(e, conn_string) from None
 
+    # --- generated from aio.py by tests/unasync.py: do not edit ---
+
     @classmethod
-    def _serve(cls, conn: Any, kwargs: dict[str, Any]) -> Iterator[PostgresMemoryStore]:
+    @contextmanager
+    def _serve(
+        cls, conn: Any, kwargs: dict[str, Any]
+    ) -> Iterator[PostgresMemoryStore]:
         store = cls(conn, **kwargs)
         try:
             yield store
         finally:
-            for hook in store._closing_hooks(0):
+            for hook in store._closing_hooks(SYNC_HOOKS):
                 try:
                     hook()
                 except Exception:  # a hook must not keep the store from closing
@@ -154,35 +169,9 @@ class PostgresMemoryStore(StoreCore, BaseStore):
         cls, path: str | Path | None = None, **kwargs: Any
     ) -> Iterator[PostgresMemoryStore]:
         """Open a store on the embedded PostgreSQL in ``path`` (started if needed)."""
-        with cls.from_conn_string(embedded_uri(path), **kwargs) as store:
+        uri = embedded_uri(path)
+        with cls.from_conn_string(uri, **kwargs) as store:
             yield store
-
-    @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A connection of the store for the block: one of the pool's, or the store's
-        single connection (held under the store's lock, reopened if the server broke it).
-
-        For code that sends its own statements beside the store's, such as a job's SQL
-        (``langmem_layer.jobs.JobContext.execute``).
-        """
-        with self._connection() as conn:
-            yield conn
-
-    @contextmanager
-    def pinned(self) -> Iterator[PostgresMemoryStore]:
-        """A copy of this store working on one connection for the block.
-
-        Everything the copy runs goes through that connection (``copy.conn``), in order,
-        so statements sent on it directly (a session's advisory lock, a transaction
-        around a user's work) and the store's own batches share one session. The copy has
-        a lock of its own: a store call made while the caller holds the connection does
-        not wait on itself. The connection returns to the pool when the block ends.
-        """
-        with self._connection() as conn:
-            pinned = copy.copy(self)
-            pinned.conn = conn
-            pinned._lock = threading.Lock()
-            yield pinned
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -292,14 +281,6 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                 step.send(reply)
         return step.result
 
-    def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Execute a batch of store and memory ops in one transaction."""
-        return self._drive(self._batch_job(ops))  # type: ignore[no-any-return]
-
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``batch`` in a worker thread."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
-
     def setup(self) -> list[int]:
         """Create or upgrade the schema. Idempotent; returns the versions applied."""
         return self._drive(self._setup_job())  # type: ignore[no-any-return]
@@ -317,6 +298,47 @@ class PostgresMemoryStore(StoreCore, BaseStore):
     def sweep_ttl(self, *, now: datetime | None = None) -> int:
         """Delete expired items now; returns how many were deleted."""
         return int(self._drive(self._op_job(SweepExpiredOp(now))))
+
+    def purge_embedding_cache(self, *, now: datetime | None = None) -> int:
+        """Delete embedding-cache entries older than 30 days; returns how many."""
+        return int(self._drive(self._op_job(PurgeEmbeddingCacheOp(now))))
+
+    # --- end of generated code ---
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the store for the block: one of the pool's, or the store's
+        single connection (held under the store's lock, reopened if the server broke it).
+
+        For code that sends its own statements beside the store's, such as a job's SQL
+        (``langmem_layer.jobs.JobContext.execute``).
+        """
+        with self._connection() as conn:
+            yield conn
+
+    @contextmanager
+    def pinned(self) -> Iterator[PostgresMemoryStore]:
+        """A copy of this store working on one connection for the block.
+
+        Everything the copy runs goes through that connection (``copy.conn``), in order,
+        so statements sent on it directly (a session's advisory lock, a transaction
+        around a user's work) and the store's own batches share one session. The copy has
+        a lock of its own: a store call made while the caller holds the connection does
+        not wait on itself. The connection returns to the pool when the block ends.
+        """
+        with self._connection() as conn:
+            pinned = copy.copy(self)
+            pinned.conn = conn
+            pinned._lock = threading.Lock()
+            yield pinned
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Execute a batch of store and memory ops in one transaction."""
+        return self._drive(self._batch_job(ops))  # type: ignore[no-any-return]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``batch`` in a worker thread."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
 
     def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
@@ -373,7 +395,3 @@ class PostgresMemoryStore(StoreCore, BaseStore):
             return False
         self._ttl_sweeper_thread = None
         return True
-
-    def purge_embedding_cache(self, *, now: datetime | None = None) -> int:
-        """Delete embedding-cache entries older than 30 days; returns how many."""
-        return int(self._drive(self._op_job(PurgeEmbeddingCacheOp(now))))
