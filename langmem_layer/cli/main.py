@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from langmem_layer.cli import memories
+from langmem_layer.cli import backups, memories
 from langmem_layer.cli.commands import Command, Failure, always, positive, user_id
 from langmem_layer.cli.server import (
     keys_create,
@@ -158,38 +158,6 @@ def _delete_user(args: argparse.Namespace, ctx: JobContext | None) -> int:
     deleted = ctx.layer.delete_user(args.user_id, keep_keys=args.keep_keys)
     rows = ", ".join(f"{table} {n}" for table, n in deleted.counts.items() if n)
     print(f"deleted {deleted.total} rows of user {args.user_id!r}" + (f": {rows}" if rows else ""))
-    return 0
-
-
-def _backup_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", metavar="PATH", help="the backup file to write")
-
-
-def _backup(args: argparse.Namespace, ctx: JobContext | None) -> int:
-    from langmem_layer.environment import database_url
-    from langmem_layer.store.backup import backup
-
-    url = database_url(args.database_url, data_dir=args.data_dir, create=False)
-    written = backup(url, args.path)
-    print(f"backed up to {written} ({written.stat().st_size:,} bytes)")
-    return 0
-
-
-def _restore_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", metavar="PATH", help="a file written by `backup`")
-    parser.add_argument("--yes", action="store_true",
-                        help="confirm: the database becomes the backup's (later writes go)")
-
-
-def _restore(args: argparse.Namespace, ctx: JobContext | None) -> int:
-    from langmem_layer.environment import database_url
-    from langmem_layer.store.backup import restore
-
-    if not args.yes:
-        raise Failure("restore replaces the database with the backup's contents (what "
-                      "was written since is lost): run it again with --yes")
-    restore(database_url(args.database_url, data_dir=args.data_dir), args.path)
-    print(f"restored from {args.path}")
     return 0
 
 
@@ -488,10 +456,7 @@ COMMANDS: dict[str, Command] = {
                               _import_langmem, always),
     "delete-user": Command("erase everything stored for a user (needs --yes)",
                            _delete_user_arguments, _delete_user),
-    "backup": Command("write a consistent backup of the memory database (pg_dump)",
-                      _backup_arguments, _backup, uses_store=False),
-    "restore": Command("replace the memory database with a backup (needs --yes)",
-                       _restore_arguments, _restore, uses_store=False),
+    **backups.COMMANDS,
     **memories.COMMANDS,
     **{name: _job_command(JOBS[name]) for name in
        ("sweep-ttl", "purge-embedding-cache", "sweep-sessions", "index-large-users")},

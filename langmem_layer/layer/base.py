@@ -24,7 +24,7 @@ from langmem_layer.read import recall as read
 from langmem_layer.settings import MemorySettings
 
 if TYPE_CHECKING:
-    from langmem_layer.layer.agents import Agents
+    from langmem_layer.layer.nodes import KnowledgeCalls
     from langmem_layer.worker import Worker
 
 __all__ = ["LayerBase"]
@@ -56,7 +56,7 @@ class LayerBase:
     extract_after_turn: RunnableLambda
     runner: Runner
     worker: Worker
-    agents: Agents
+    agents: KnowledgeCalls
     _clock: Callable[[], datetime]
 
     def now(self) -> datetime:

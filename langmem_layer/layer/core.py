@@ -124,6 +124,11 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
     ``DeprecationWarning`` naming the new one.
     """
 
+    threads: Threads
+    admin: Admin
+    trust: Trust
+    agents: Agents
+
     def __init__(
         self,
         store: BaseStore,

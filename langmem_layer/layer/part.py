@@ -9,14 +9,31 @@ A part works through the layer's public state only (``runner``, ``worker``, ``en
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from langchain_core.retrievers import BaseRetriever
 
 if TYPE_CHECKING:
-    from langmem_layer.flow import Env
-    from langmem_layer.layer.base import LayerBase
+    from langmem_layer.flow import Env, Runner
     from langmem_layer.settings import MemorySettings
+    from langmem_layer.worker import Worker
 
-__all__ = ["Part"]
+__all__ = ["LayerState", "Part"]
+
+
+class LayerState(Protocol):
+    """The layer's public state a part works through (a ``MemoryLayer`` has it)."""
+
+    env: Env
+    settings: MemorySettings
+    runner: Runner
+    worker: Worker
+    extraction: Literal["background", "inline"]
+    knowledge: BaseRetriever | None
+
+    def now(self) -> datetime:
+        """The layer's current time."""
+        ...
 
 
 class Part:
@@ -26,7 +43,7 @@ class Part:
         layer: The memory layer (a ``MemoryLayer``).
     """
 
-    def __init__(self, layer: LayerBase) -> None:
+    def __init__(self, layer: LayerState) -> None:
         self.layer = layer
 
     @property
