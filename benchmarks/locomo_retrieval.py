@@ -37,7 +37,7 @@ README's tokenisation is not stated).
 
 Ablation: every row is one ``MemorySettings`` (see ``CONFIGS``), all general settings
 of the library, nothing specific to LoCoMo: first the retrieval as it was (ts_rank_cd
-keywords, spec defaults), then one change per row up to the final settings, then the
+keywords, uncalibrated defaults), then one change per row up to the final settings, then the
 final settings with one change each. The final settings (``FINAL_SETTINGS``) differ from
 the library defaults in three documented values: similarity floors 0.30 (calibrated for
 MiniLM), RRF k = 5, recency weight 0. Latency p50/p95 per query is measured for the
@@ -372,7 +372,7 @@ def ingest(store: PostgresMemoryStore, convs: Sequence[Conversation]) -> dict[st
 # --------------------------------------------------------------------------------------
 
 #: The retrieval as it was before this benchmark: ts_rank_cd keywords, no query
-#: references, no time window, no link walk — with the spec's defaults (RRF k = 60,
+#: references, no time window, no link walk — with the uncalibrated defaults (RRF k = 60,
 #: floors 0.70 / 0.72, the composite weights).
 SHIPPED: dict[str, Any] = {
     "keyword_ranking": "cover_density", "query_refs": False, "temporal_window": False,
@@ -381,7 +381,7 @@ SHIPPED: dict[str, Any] = {
 #: The benchmark's settings on top of the library defaults, each general:
 #: * similarity floors 0.30: calibrated for all-MiniLM-L6-v2, whose cosines between a
 #:   question and the turn answering it are 0.25-0.65 (median 0.48): 0.30 keeps ~90 % of
-#:   such pairs, the spec's 0.70/0.72 (meant for other embedders) under 5 %;
+#:   such pairs, the default 0.70/0.72 (meant for other embedders) under 5 %;
 #: * RRF k = 5: three or four short lists (20 each) are fused, not hundreds of long
 #:   ones; a small k keeps the head of each list decisive (k = 60 flattens rank 1 vs 20
 #:   to 1/61 vs 1/80);
@@ -393,7 +393,7 @@ FINAL_SETTINGS: dict[str, Any] = {
 }
 
 _STEPS: list[tuple[str, str, dict[str, Any]]] = [
-    ("shipped", "before: ts_rank_cd keywords, spec defaults", {}),
+    ("shipped", "before: ts_rank_cd keywords, uncalibrated defaults", {}),
     ("floors", "+ similarity floors 0.30 (MiniLM)",
      {"similarity_floor": 0.30, "episodic_similarity_floor": 0.30}),
     ("norecency", "+ recency weight 0", {"weights": RankingWeights(recency=0.0)}),
@@ -411,14 +411,14 @@ for _name, _label, _change in _STEPS:
     CONFIGS[_name] = (_label, dict(_acc))
 assert MemorySettings(**CONFIGS["final"][1]) == MemorySettings(**FINAL_SETTINGS)
 CONFIGS.update({
-    "defaults": ("library defaults (spec k, floors, weights)", {}),
+    "defaults": ("library defaults (uncalibrated k, floors, weights)", {}),
     "defaults_k5": ("library defaults, RRF k = 5", {"rrf_k": 5}),
     "defaults_k10": ("library defaults, RRF k = 10", {"rrf_k": 10}),
     "final_k60": ("final, RRF k = 60", {**FINAL_SETTINGS, "rrf_k": 60}),
     "final_floors": ("final, floors 0.70 / 0.72",
                      {**FINAL_SETTINGS, "similarity_floor": 0.70,
                       "episodic_similarity_floor": 0.72}),
-    "final_weights": ("final, spec weights (recency 0.10)",
+    "final_weights": ("final, default weights (recency 0.10)",
                       {**FINAL_SETTINGS, "weights": RankingWeights()}),
     "final_cd": ("final - BM25 (ts_rank_cd)", {**FINAL_SETTINGS,
                                                "keyword_ranking": "cover_density"}),
