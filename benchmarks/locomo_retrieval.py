@@ -77,16 +77,14 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from common import add_noise_option, header, percentile
+from common import add_noise_option, fresh_database, header, percentile
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import SearchOp
-from psycopg.conninfo import make_conninfo
 from tqdm import tqdm
 
 from langmem_layer import MemoryLayer
 from langmem_layer.refs import extract_refs
 from langmem_layer.settings import MemorySettings, RankingWeights
-from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, memory_namespace
 
@@ -331,19 +329,6 @@ class Result:
 
 
 
-# --------------------------------------------------------------------------------------
-# The store
-# --------------------------------------------------------------------------------------
-
-
-def fresh_database(data_dir: str) -> str:
-    base = embedded_uri(data_dir)
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DB_NAME}")
-    return make_conninfo(base, dbname=DB_NAME)
-
-
 def ingest(store: PostgresMemoryStore, convs: Sequence[Conversation]) -> dict[str, str]:
     """Write every turn through ``MemoryLayer.remember`` with its session as the thread.
 
@@ -536,7 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         base["b_rrf_all"].add(q, rrf([v[:100], ba[:100]]))
 
     # -- the store -----------------------------------------------------------------------
-    uri = fresh_database(args.data_dir)
+    uri = fresh_database(args.data_dir, DB_NAME)
     embedder = BenchEmbeddings(cache)
     index = {"embed": embedder, "dims": DIMS, "model_id": MODEL_ID}
     now_of = {c.user: c.now for c in convs}
