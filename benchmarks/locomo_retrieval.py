@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import re
 import statistics
@@ -71,7 +70,7 @@ import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +82,12 @@ from langgraph.store.base import SearchOp
 from tqdm import tqdm
 
 from langmem_layer import MemoryLayer
+from langmem_layer.calibration.labelled import (
+    CATEGORIES,
+    LocomoConversation,
+    LocomoQuestion,
+    read_locomo,
+)
 from langmem_layer.refs import extract_refs
 from langmem_layer.settings import MemorySettings, RankingWeights
 from langmem_layer.store.sync import PostgresMemoryStore
@@ -95,82 +100,20 @@ DB_NAME = "locomo_bench"
 MODEL_ID = "all-MiniLM-L6-v2"
 DIMS = 384
 KS = (3, 5, 10, 20)
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 SCOPE = "work"
-_EVIDENCE = re.compile(r"^D\d+:\d+$")
 
 # --------------------------------------------------------------------------------------
-# Data
+# Data: the package's LoCoMo reader (what `langmem-layer eval locomo` and calibrate read)
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Turn:
-    key: str
-    session: int
-    index: int
-    content: str
-    occurred_at: datetime
-
-
-@dataclass(frozen=True)
-class Question:
-    user: str
-    category: int
-    text: str
-    evidence: frozenset[str]
-
-
-@dataclass
-class Conversation:
-    user: str
-    turns: list[Turn]
-    now: datetime
-
-
-def parse_session_date(raw: str) -> datetime:
-    """``"1:56 pm on 8 May, 2023"`` -> an aware UTC datetime."""
-    return datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-
-
-def turn_content(turn: dict[str, Any]) -> str:
-    text = f"{turn['speaker']}: {turn['text']}".strip()
-    caption = (turn.get("blip_caption") or "").strip()
-    return f"{text} [shares {caption}]" if caption else text
-
-
-def load_data(path: Path) -> tuple[list[Conversation], list[Question], int]:
+def load_data(path: Path) -> tuple[list[LocomoConversation], list[LocomoQuestion], int]:
     """Conversations and answerable questions; returns also how many evidence ids dropped."""
-    samples = json.loads(path.read_text())
-    convs: list[Conversation] = []
-    questions: list[Question] = []
-    dropped = 0
-    for sample in samples:
-        user = sample["sample_id"]
-        conv = sample["conversation"]
-        turns: list[Turn] = []
-        n = 1
-        while f"session_{n}" in conv:
-            when = parse_session_date(conv[f"session_{n}_date_time"])
-            for i, t in enumerate(conv[f"session_{n}"]):
-                turns.append(Turn(t["dia_id"], n, i, turn_content(t), when))
-            n += 1
-        keys = {t.key for t in turns}
-        assert len(keys) == len(turns), f"duplicate dia_id in {user}"
-        last = max(t.occurred_at for t in turns)
-        convs.append(Conversation(user, turns, last + timedelta(days=1)))
-        for qa in sample["qa"]:
-            if qa["category"] not in CATEGORIES:
-                continue
-            ev = set()
-            for e in qa.get("evidence") or []:
-                if isinstance(e, str) and _EVIDENCE.match(e.strip()) and e.strip() in keys:
-                    ev.add(e.strip())
-                else:
-                    dropped += 1
-            if ev:
-                questions.append(Question(user, qa["category"], qa["question"], frozenset(ev)))
-    return convs, questions, dropped
+    convs = read_locomo(path)
+    for c in convs:
+        assert len({t.dia_id for t in c.turns}) == len(c.turns), \
+            f"duplicate dia_id in {c.sample_id}"
+    return convs, [q for c in convs for q in c.questions], sum(c.dropped for c in convs)
 
 
 # --------------------------------------------------------------------------------------
@@ -315,7 +258,7 @@ class Result:
         default_factory=lambda: {c: {k: [] for k in KS} for c in CATEGORIES})
     seconds: list[float] = field(default_factory=list)
 
-    def add(self, q: Question, ranking: Sequence[str]) -> None:
+    def add(self, q: LocomoQuestion, ranking: Sequence[str]) -> None:
         for k in KS:
             hit = len(q.evidence & set(ranking[:k])) / len(q.evidence)
             self.recall[k].append(hit)
@@ -329,7 +272,7 @@ class Result:
 
 
 
-def ingest(store: PostgresMemoryStore, convs: Sequence[Conversation]) -> dict[str, str]:
+def ingest(store: PostgresMemoryStore, convs: Sequence[LocomoConversation]) -> dict[str, str]:
     """Write every turn through ``MemoryLayer.remember`` with its session as the thread.
 
     The layer links each memory of a thread to the thread's previous one (the write
@@ -343,11 +286,11 @@ def ingest(store: PostgresMemoryStore, convs: Sequence[Conversation]) -> dict[st
         for conv in convs:
             for t in conv.turns:
                 memory = layer.remember(
-                    conv.user, t.content, profile=SCOPE, kind=Kind.EPISODIC_EVENT,
+                    conv.sample_id, t.text, profile=SCOPE, kind=Kind.EPISODIC_EVENT,
                     layer=Layer.EPISODIC, confidence=0.8, salience=0.5,
-                    refs=extract_refs(t.content), thread_id=f"session-{t.session}",
-                    now=t.occurred_at)
-                dia_of[memory.key] = t.key
+                    refs=extract_refs(t.text), thread_id=f"session-{t.session}",
+                    now=t.when)
+                dia_of[memory.key] = t.dia_id
                 bar.update()
     return dia_of
 
@@ -420,12 +363,13 @@ BUILD_UP = [name for name, _, _ in _STEPS]
 FINAL = "final"
 
 
-def run_layer(layer: MemoryLayer, questions: Sequence[Question], now_of: dict[str, datetime],
+def run_layer(layer: MemoryLayer, questions: Sequence[LocomoQuestion], now_of: dict[str, datetime],
               name: str, dia_of: dict[str, str], limit: int = 20) -> Result:
     res = Result(name)
     for q in tqdm(questions, desc=name, unit="q", file=sys.stderr, leave=False, mininterval=2):
         t0 = time.perf_counter()
-        found = layer.recall(q.user, q.text, limit=limit, now=now_of[q.user], matching=False)
+        found = layer.recall(q.sample_id, q.text, limit=limit, now=now_of[q.sample_id],
+                             matching=False)
         res.seconds.append(time.perf_counter() - t0)
         res.add(q, [dia_of[r.key] for r in found if not r.record.pinned])
     return res
@@ -499,21 +443,21 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{dropped} malformed/unknown evidence ids dropped")
 
     cache = VectorCache(args.vector_cache)
-    cache.ensure([t.content for c in convs for t in c.turns], "embed turns")
+    cache.ensure([t.text for c in convs for t in c.turns], "embed turns")
     cache.ensure([q.text for q in questions], "embed questions")
 
     # -- baselines over numpy ------------------------------------------------------------
     base = {n: Result(n) for n in ("b_vector", "b_bm25", "b_bm25_all", "b_rrf", "b_rrf_all")}
-    by_user = {c.user: c for c in convs}
-    mats = {c.user: np.stack([cache[t.content] for t in c.turns]) for c in convs}
-    docs = {c.user: [t.content for t in c.turns] for c in convs}
+    by_user = {c.sample_id: c for c in convs}
+    mats = {c.sample_id: np.stack([cache[t.text] for t in c.turns]) for c in convs}
+    docs = {c.sample_id: [t.text for t in c.turns] for c in convs}
     bm_words = {u: BM25(d) for u, d in docs.items()}
     bm_all = {u: BM25(d, all_word_tokens) for u, d in docs.items()}
     for q in questions:
-        keys = [t.key for t in by_user[q.user].turns]
-        v = _order(keys, mats[q.user] @ cache[q.text])
-        b = _order(keys, bm_words[q.user].scores(q.text), positive_only=True)
-        ba = _order(keys, bm_all[q.user].scores(q.text), positive_only=True)
+        keys = [t.dia_id for t in by_user[q.sample_id].turns]
+        v = _order(keys, mats[q.sample_id] @ cache[q.text])
+        b = _order(keys, bm_words[q.sample_id].scores(q.text), positive_only=True)
+        ba = _order(keys, bm_all[q.sample_id].scores(q.text), positive_only=True)
         base["b_vector"].add(q, v)
         base["b_bm25"].add(q, b)
         base["b_bm25_all"].add(q, ba)
@@ -524,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     uri = fresh_database(args.data_dir, DB_NAME)
     embedder = BenchEmbeddings(cache)
     index = {"embed": embedder, "dims": DIMS, "model_id": MODEL_ID}
-    now_of = {c.user: c.now for c in convs}
+    now_of = {c.sample_id: c.asked_at for c in convs if c.asked_at is not None}
     labels = {
         "b_vector": "exact cosine, MiniLM (numpy)",
         "b_bm25": "BM25, word tokens - stop words (numpy)",
@@ -545,7 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             conn.execute("ANALYZE")
         search = Result("b_search")
         for q in questions:
-            found = store.batch([SearchOp(memory_namespace(q.user, SCOPE), None, 20, 0, q.text)])
+            found = store.batch([SearchOp(memory_namespace(q.sample_id, SCOPE), None, 20, 0,
+                                          q.text)])
             search.add(q, [dia_of[i.key] for i in found[0]])
         base["b_search"] = search
         for name in names:

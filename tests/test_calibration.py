@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from langmem_layer import MemoryLayer
 from langmem_layer.calibration import PROFILES, apply_profile, profile_for
 from langmem_layer.calibration.calibrate import calibrate, render
-from langmem_layer.calibration.labelled import split_units
+from langmem_layer.calibration.labelled import read_locomo, split_units
 from langmem_layer.calibration.locomo import (
     ABLATIONS,
     GRID,
@@ -303,3 +304,16 @@ def test_an_ablation_changes_one_key_of_a_dict_setting() -> None:
     assert _changed(base, {"source_weights": {"keyword": 0.0}}) == {
         "source_weights": {"vector": 1.0, "keyword": 0.0}, "rrf_k": 5}
     assert base["source_weights"]["keyword"] == 1.0
+
+
+def test_the_locomo_reader_keeps_questions_with_evidence_among_the_turns_read() -> None:
+    [conv] = read_locomo(SLICE)
+    ids = {t.dia_id for t in conv.turns}
+    assert (conv.sample_id, len(conv.turns), len(conv.questions)) == ("conv-26", 35, 15)
+    assert conv.asked_at == max(t.when for t in conv.turns) + timedelta(days=1)
+    assert all(q.evidence and q.evidence <= ids for q in conv.questions)
+    assert conv.turns[0].text.startswith(conv.turns[0].speaker + ": ")
+    [first] = read_locomo(SLICE, ["conv-26"], sessions=1)
+    assert {t.session for t in first.turns} == {1}
+    assert all(q.evidence <= {t.dia_id for t in first.turns} for q in first.questions)
+    assert len(first.questions) < len(conv.questions)
