@@ -1,5 +1,7 @@
 """What every benchmark shares: one percentile, one header and footer naming the machine,
-the load average, the commit and the command, and the check that the machine is quiet.
+the load average, the commit and the command, and the check that the machine is quiet;
+and the set-up several make alike: a data directory, a fresh database in it, a corpus
+of synthetic memories with their vectors precomputed.
 
 A figure taken while the machine does other work measures the waiting, not the code: a
 benchmark starts with ``header``, which waits (bounded) for the 1-minute load average
@@ -14,18 +16,25 @@ import math
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["MAX_LOAD", "Log", "add_noise_option", "commit", "footer", "header", "load_average",
-           "machine", "ms_ratio", "percentile", "quiet", "summary"]
+if TYPE_CHECKING:
+    from workload import CachedEmbeddings, HashEmbedder
+
+__all__ = ["MAX_LOAD", "Log", "add_noise_option", "commit", "footer", "fresh_database",
+           "hashed_corpus", "header", "load_average", "machine", "ms_ratio", "percentile",
+           "quiet", "scratch_dir", "summary"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The 1-minute load average above which a figure is noise on this 2-core machine.
@@ -159,3 +168,51 @@ def add_noise_option(parser: Any) -> None:
     parser.add_argument("--allow-noisy", action="store_true",
                         help="measure even when the 1-minute load average is above "
                         f"{MAX_LOAD:g} (the header marks the run NOISY)")
+
+
+# -- set-up several benchmarks share -----------------------------------------------------
+
+
+@contextmanager
+def scratch_dir(given: str | None, prefix: str) -> Iterator[Path]:
+    """The embedded server's directory: ``given`` (kept), else a temporary one named
+    from ``prefix``, removed on exit."""
+    data_dir = Path(given or tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield data_dir
+    finally:
+        if not given:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def fresh_database(data_dir: str | Path, name: str) -> str:
+    """The URI of database ``name`` of the embedded server in ``data_dir``, dropped (if
+    there) and created empty."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from langmem_layer.store.embedded import embedded_uri
+
+    base = embedded_uri(data_dir)
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {name}")
+    return make_conninfo(base, dbname=name)
+
+
+def hashed_corpus(seed: int, texts: int, queries: int, *, batch: int = 5000
+                  ) -> tuple[list[str], list[str], HashEmbedder, CachedEmbeddings]:
+    """``texts`` distinct synthetic memories and ``queries`` questions unlike any of them
+    (``workload.TextGen(seed)``), the hash embedder, and embeddings that serve every one
+    of their vectors precomputed (computed ``batch`` at a time), so no timed call embeds.
+    """
+    from workload import CachedEmbeddings, HashEmbedder, TextGen, embed_all
+
+    gen = TextGen(seed=seed)
+    memories = gen.unique(texts)
+    questions = gen.unique(queries, exclude=set(memories))
+    embedder = HashEmbedder()
+    vectors = embed_all(embedder, memories + questions, "embed", batch=batch)
+    embeddings = CachedEmbeddings(dict(zip(memories + questions, vectors, strict=True)),
+                                  embedder, embedder.name)
+    return memories, questions, embedder, embeddings

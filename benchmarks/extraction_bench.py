@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
-from common import Log, add_noise_option, header
+from common import Log, add_noise_option, header, scratch_dir
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import HumanMessage
 from tqdm import tqdm
@@ -142,8 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = Log()
     texts = messages(args.messages)
     rule_rate, proposed = rule_throughput(texts, args.runs)
-    data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="langmem-extraction-bench-"))
-    try:
+    with scratch_dir(args.data_dir, "langmem-extraction-bench-") as data_dir:
         uri = embedded_uri(data_dir)
         fast = ingest_throughput(uri, texts, args.users, HashEmbeddings(), 384, "hash-384",
                                  "ingest-hash", log)
@@ -152,9 +148,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         model_texts = texts[: args.model_messages]
         slow = ingest_throughput(uri, model_texts, args.users, local, 384,
                                  "all-MiniLM-L6-v2", "ingest-minilm", log)
-    finally:
-        if args.data_dir is None:
-            shutil.rmtree(data_dir, ignore_errors=True)
     print(f"extraction_bench  machine: 2 cores  users={args.users}  "
           f"numpy {np.__version__}")
     print(f"  {'stage':<44} {'rate':>12}  notes")

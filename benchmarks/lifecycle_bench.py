@@ -14,24 +14,19 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import psycopg
-from common import add_noise_option, header
+from common import add_noise_option, fresh_database, header, scratch_dir
 from langgraph.store.base import PutOp
-from psycopg import conninfo
 
 from langmem_layer import MemorySettings, PostgresMemoryStore
 from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.sql import recall as rsql
-from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord
 
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)
@@ -70,14 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_noise_option(ap)
     args = ap.parse_args(argv)
     header("lifecycle_bench", allow_noisy=args.allow_noisy)
-    data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="langmem-lifecycle-bench-"))
-    db = "langmem_lifecycle_bench"
-    try:
-        base = embedded_uri(data_dir)
-        with psycopg.connect(base, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-            admin.execute(f"CREATE DATABASE {db}")
-        uri = conninfo.make_conninfo(base, dbname=db)
+    with scratch_dir(args.data_dir, "langmem-lifecycle-bench-") as data_dir:
+        uri = fresh_database(data_dir, "langmem_lifecycle_bench")
         rng = random.Random(7)
         data = records(args.memories, rng)
         timings: dict[str, list[float]] = {"first run": [], "re-run, same now": [],
@@ -120,9 +109,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("recall's due strategy uses:",
               sorted({line.split(" using ")[1].split()[0] for line in plan
                       if " using " in line and "langmem_items" in line}))
-    finally:
-        if not args.data_dir:
-            shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 

@@ -37,7 +37,7 @@ README's tokenisation is not stated).
 
 Ablation: every row is one ``MemorySettings`` (see ``CONFIGS``), all general settings
 of the library, nothing specific to LoCoMo: first the retrieval as it was (ts_rank_cd
-keywords, spec defaults), then one change per row up to the final settings, then the
+keywords, uncalibrated defaults), then one change per row up to the final settings, then the
 final settings with one change each. The final settings (``FINAL_SETTINGS``) differ from
 the library defaults in three documented values: similarity floors 0.30 (calibrated for
 MiniLM), RRF k = 5, recency weight 0. Latency p50/p95 per query is measured for the
@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import re
 import statistics
@@ -71,22 +70,26 @@ import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
-from common import add_noise_option, header, percentile
+from common import add_noise_option, fresh_database, header, percentile
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import SearchOp
-from psycopg.conninfo import make_conninfo
 from tqdm import tqdm
 
 from langmem_layer import MemoryLayer
+from langmem_layer.calibration.labelled import (
+    CATEGORIES,
+    LocomoConversation,
+    LocomoQuestion,
+    read_locomo,
+)
 from langmem_layer.refs import extract_refs
 from langmem_layer.settings import MemorySettings, RankingWeights
-from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, memory_namespace
 
@@ -97,82 +100,20 @@ DB_NAME = "locomo_bench"
 MODEL_ID = "all-MiniLM-L6-v2"
 DIMS = 384
 KS = (3, 5, 10, 20)
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 SCOPE = "work"
-_EVIDENCE = re.compile(r"^D\d+:\d+$")
 
 # --------------------------------------------------------------------------------------
-# Data
+# Data: the package's LoCoMo reader (what `langmem-layer eval locomo` and calibrate read)
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Turn:
-    key: str
-    session: int
-    index: int
-    content: str
-    occurred_at: datetime
-
-
-@dataclass(frozen=True)
-class Question:
-    user: str
-    category: int
-    text: str
-    evidence: frozenset[str]
-
-
-@dataclass
-class Conversation:
-    user: str
-    turns: list[Turn]
-    now: datetime
-
-
-def parse_session_date(raw: str) -> datetime:
-    """``"1:56 pm on 8 May, 2023"`` -> an aware UTC datetime."""
-    return datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-
-
-def turn_content(turn: dict[str, Any]) -> str:
-    text = f"{turn['speaker']}: {turn['text']}".strip()
-    caption = (turn.get("blip_caption") or "").strip()
-    return f"{text} [shares {caption}]" if caption else text
-
-
-def load_data(path: Path) -> tuple[list[Conversation], list[Question], int]:
+def load_data(path: Path) -> tuple[list[LocomoConversation], list[LocomoQuestion], int]:
     """Conversations and answerable questions; returns also how many evidence ids dropped."""
-    samples = json.loads(path.read_text())
-    convs: list[Conversation] = []
-    questions: list[Question] = []
-    dropped = 0
-    for sample in samples:
-        user = sample["sample_id"]
-        conv = sample["conversation"]
-        turns: list[Turn] = []
-        n = 1
-        while f"session_{n}" in conv:
-            when = parse_session_date(conv[f"session_{n}_date_time"])
-            for i, t in enumerate(conv[f"session_{n}"]):
-                turns.append(Turn(t["dia_id"], n, i, turn_content(t), when))
-            n += 1
-        keys = {t.key for t in turns}
-        assert len(keys) == len(turns), f"duplicate dia_id in {user}"
-        last = max(t.occurred_at for t in turns)
-        convs.append(Conversation(user, turns, last + timedelta(days=1)))
-        for qa in sample["qa"]:
-            if qa["category"] not in CATEGORIES:
-                continue
-            ev = set()
-            for e in qa.get("evidence") or []:
-                if isinstance(e, str) and _EVIDENCE.match(e.strip()) and e.strip() in keys:
-                    ev.add(e.strip())
-                else:
-                    dropped += 1
-            if ev:
-                questions.append(Question(user, qa["category"], qa["question"], frozenset(ev)))
-    return convs, questions, dropped
+    convs = read_locomo(path)
+    for c in convs:
+        assert len({t.dia_id for t in c.turns}) == len(c.turns), \
+            f"duplicate dia_id in {c.sample_id}"
+    return convs, [q for c in convs for q in c.questions], sum(c.dropped for c in convs)
 
 
 # --------------------------------------------------------------------------------------
@@ -317,7 +258,7 @@ class Result:
         default_factory=lambda: {c: {k: [] for k in KS} for c in CATEGORIES})
     seconds: list[float] = field(default_factory=list)
 
-    def add(self, q: Question, ranking: Sequence[str]) -> None:
+    def add(self, q: LocomoQuestion, ranking: Sequence[str]) -> None:
         for k in KS:
             hit = len(q.evidence & set(ranking[:k])) / len(q.evidence)
             self.recall[k].append(hit)
@@ -331,20 +272,7 @@ class Result:
 
 
 
-# --------------------------------------------------------------------------------------
-# The store
-# --------------------------------------------------------------------------------------
-
-
-def fresh_database(data_dir: str) -> str:
-    base = embedded_uri(data_dir)
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DB_NAME}")
-    return make_conninfo(base, dbname=DB_NAME)
-
-
-def ingest(store: PostgresMemoryStore, convs: Sequence[Conversation]) -> dict[str, str]:
+def ingest(store: PostgresMemoryStore, convs: Sequence[LocomoConversation]) -> dict[str, str]:
     """Write every turn through ``MemoryLayer.remember`` with its session as the thread.
 
     The layer links each memory of a thread to the thread's previous one (the write
@@ -358,11 +286,11 @@ def ingest(store: PostgresMemoryStore, convs: Sequence[Conversation]) -> dict[st
         for conv in convs:
             for t in conv.turns:
                 memory = layer.remember(
-                    conv.user, t.content, profile=SCOPE, kind=Kind.EPISODIC_EVENT,
+                    conv.sample_id, t.text, profile=SCOPE, kind=Kind.EPISODIC_EVENT,
                     layer=Layer.EPISODIC, confidence=0.8, salience=0.5,
-                    refs=extract_refs(t.content), thread_id=f"session-{t.session}",
-                    now=t.occurred_at)
-                dia_of[memory.key] = t.key
+                    refs=extract_refs(t.text), thread_id=f"session-{t.session}",
+                    now=t.when)
+                dia_of[memory.key] = t.dia_id
                 bar.update()
     return dia_of
 
@@ -372,7 +300,7 @@ def ingest(store: PostgresMemoryStore, convs: Sequence[Conversation]) -> dict[st
 # --------------------------------------------------------------------------------------
 
 #: The retrieval as it was before this benchmark: ts_rank_cd keywords, no query
-#: references, no time window, no link walk — with the spec's defaults (RRF k = 60,
+#: references, no time window, no link walk — with the uncalibrated defaults (RRF k = 60,
 #: floors 0.70 / 0.72, the composite weights).
 SHIPPED: dict[str, Any] = {
     "keyword_ranking": "cover_density", "query_refs": False, "temporal_window": False,
@@ -381,7 +309,7 @@ SHIPPED: dict[str, Any] = {
 #: The benchmark's settings on top of the library defaults, each general:
 #: * similarity floors 0.30: calibrated for all-MiniLM-L6-v2, whose cosines between a
 #:   question and the turn answering it are 0.25-0.65 (median 0.48): 0.30 keeps ~90 % of
-#:   such pairs, the spec's 0.70/0.72 (meant for other embedders) under 5 %;
+#:   such pairs, the default 0.70/0.72 (meant for other embedders) under 5 %;
 #: * RRF k = 5: three or four short lists (20 each) are fused, not hundreds of long
 #:   ones; a small k keeps the head of each list decisive (k = 60 flattens rank 1 vs 20
 #:   to 1/61 vs 1/80);
@@ -393,7 +321,7 @@ FINAL_SETTINGS: dict[str, Any] = {
 }
 
 _STEPS: list[tuple[str, str, dict[str, Any]]] = [
-    ("shipped", "before: ts_rank_cd keywords, spec defaults", {}),
+    ("shipped", "before: ts_rank_cd keywords, uncalibrated defaults", {}),
     ("floors", "+ similarity floors 0.30 (MiniLM)",
      {"similarity_floor": 0.30, "episodic_similarity_floor": 0.30}),
     ("norecency", "+ recency weight 0", {"weights": RankingWeights(recency=0.0)}),
@@ -411,14 +339,14 @@ for _name, _label, _change in _STEPS:
     CONFIGS[_name] = (_label, dict(_acc))
 assert MemorySettings(**CONFIGS["final"][1]) == MemorySettings(**FINAL_SETTINGS)
 CONFIGS.update({
-    "defaults": ("library defaults (spec k, floors, weights)", {}),
+    "defaults": ("library defaults (uncalibrated k, floors, weights)", {}),
     "defaults_k5": ("library defaults, RRF k = 5", {"rrf_k": 5}),
     "defaults_k10": ("library defaults, RRF k = 10", {"rrf_k": 10}),
     "final_k60": ("final, RRF k = 60", {**FINAL_SETTINGS, "rrf_k": 60}),
     "final_floors": ("final, floors 0.70 / 0.72",
                      {**FINAL_SETTINGS, "similarity_floor": 0.70,
                       "episodic_similarity_floor": 0.72}),
-    "final_weights": ("final, spec weights (recency 0.10)",
+    "final_weights": ("final, default weights (recency 0.10)",
                       {**FINAL_SETTINGS, "weights": RankingWeights()}),
     "final_cd": ("final - BM25 (ts_rank_cd)", {**FINAL_SETTINGS,
                                                "keyword_ranking": "cover_density"}),
@@ -435,12 +363,13 @@ BUILD_UP = [name for name, _, _ in _STEPS]
 FINAL = "final"
 
 
-def run_layer(layer: MemoryLayer, questions: Sequence[Question], now_of: dict[str, datetime],
+def run_layer(layer: MemoryLayer, questions: Sequence[LocomoQuestion], now_of: dict[str, datetime],
               name: str, dia_of: dict[str, str], limit: int = 20) -> Result:
     res = Result(name)
     for q in tqdm(questions, desc=name, unit="q", file=sys.stderr, leave=False, mininterval=2):
         t0 = time.perf_counter()
-        found = layer.recall(q.user, q.text, limit=limit, now=now_of[q.user], matching=False)
+        found = layer.recall(q.sample_id, q.text, limit=limit, now=now_of[q.sample_id],
+                             matching=False)
         res.seconds.append(time.perf_counter() - t0)
         res.add(q, [dia_of[r.key] for r in found if not r.record.pinned])
     return res
@@ -514,21 +443,21 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{dropped} malformed/unknown evidence ids dropped")
 
     cache = VectorCache(args.vector_cache)
-    cache.ensure([t.content for c in convs for t in c.turns], "embed turns")
+    cache.ensure([t.text for c in convs for t in c.turns], "embed turns")
     cache.ensure([q.text for q in questions], "embed questions")
 
     # -- baselines over numpy ------------------------------------------------------------
     base = {n: Result(n) for n in ("b_vector", "b_bm25", "b_bm25_all", "b_rrf", "b_rrf_all")}
-    by_user = {c.user: c for c in convs}
-    mats = {c.user: np.stack([cache[t.content] for t in c.turns]) for c in convs}
-    docs = {c.user: [t.content for t in c.turns] for c in convs}
+    by_user = {c.sample_id: c for c in convs}
+    mats = {c.sample_id: np.stack([cache[t.text] for t in c.turns]) for c in convs}
+    docs = {c.sample_id: [t.text for t in c.turns] for c in convs}
     bm_words = {u: BM25(d) for u, d in docs.items()}
     bm_all = {u: BM25(d, all_word_tokens) for u, d in docs.items()}
     for q in questions:
-        keys = [t.key for t in by_user[q.user].turns]
-        v = _order(keys, mats[q.user] @ cache[q.text])
-        b = _order(keys, bm_words[q.user].scores(q.text), positive_only=True)
-        ba = _order(keys, bm_all[q.user].scores(q.text), positive_only=True)
+        keys = [t.dia_id for t in by_user[q.sample_id].turns]
+        v = _order(keys, mats[q.sample_id] @ cache[q.text])
+        b = _order(keys, bm_words[q.sample_id].scores(q.text), positive_only=True)
+        ba = _order(keys, bm_all[q.sample_id].scores(q.text), positive_only=True)
         base["b_vector"].add(q, v)
         base["b_bm25"].add(q, b)
         base["b_bm25_all"].add(q, ba)
@@ -536,10 +465,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         base["b_rrf_all"].add(q, rrf([v[:100], ba[:100]]))
 
     # -- the store -----------------------------------------------------------------------
-    uri = fresh_database(args.data_dir)
+    uri = fresh_database(args.data_dir, DB_NAME)
     embedder = BenchEmbeddings(cache)
     index = {"embed": embedder, "dims": DIMS, "model_id": MODEL_ID}
-    now_of = {c.user: c.now for c in convs}
+    now_of = {c.sample_id: c.asked_at for c in convs if c.asked_at is not None}
     labels = {
         "b_vector": "exact cosine, MiniLM (numpy)",
         "b_bm25": "BM25, word tokens - stop words (numpy)",
@@ -560,7 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             conn.execute("ANALYZE")
         search = Result("b_search")
         for q in questions:
-            found = store.batch([SearchOp(memory_namespace(q.user, SCOPE), None, 20, 0, q.text)])
+            found = store.batch([SearchOp(memory_namespace(q.sample_id, SCOPE), None, 20, 0,
+                                          q.text)])
             search.add(q, [dia_of[i.key] for i in found[0]])
         base["b_search"] = search
         for name in names:

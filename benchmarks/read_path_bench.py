@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
-from common import Log, add_noise_option, header
+from common import Log, add_noise_option, hashed_corpus, header
 from common import percentile as pct
 from langchain_core.messages import HumanMessage
 from langgraph.store.postgres import PostgresStore
-from workload import BIG, NOW, CachedEmbeddings, HashEmbedder, TextGen, embed_all, load, owner
+from workload import BIG, NOW, load, owner
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.sql.vector import index_name
@@ -56,14 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     header("read_path_bench", allow_noisy=args.allow_noisy)
     log = Log()
-    gen = TextGen(seed=23)
-    texts = gen.unique(args.total)
-    queries = gen.unique(args.queries, exclude=set(texts))
-    embedder = HashEmbedder()
-    vectors = embed_all(embedder, texts + queries, "embed", batch=5000)
-    embeddings = CachedEmbeddings(dict(zip(texts + queries, vectors, strict=True)), embedder,
-                                  embedder.name)
-    del vectors
+    texts, queries, embedder, embeddings = hashed_corpus(23, args.total, args.queries)
     log(f"{len(texts)} texts + {len(queries)} queries embedded")
     uri = embedded_uri(Path(args.data_dir))
     index = {"embed": embeddings, "dims": embedder.dims, "model_id": embedder.name,

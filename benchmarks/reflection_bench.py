@@ -31,25 +31,20 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
-from common import add_noise_option, header, load_average
+from common import add_noise_option, fresh_database, header, load_average, scratch_dir
 from langchain_core.embeddings import Embeddings
-from psycopg import conninfo
 
 from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
 from langmem_layer.jobs import JobContext, run, run_due
-from langmem_layer.store.embedded import embedded_uri
 from langmem_layer.store.embedding.models import LOCAL_DIMS, LocalEmbeddings
 from langmem_layer.synth import OfflineSynthesizer
 from langmem_layer.types import Kind, Layer, MemoryRecord, Source
@@ -369,14 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return worker(args.worker_uri, args.worker_job, args.shards, args.torch_threads)
     header("reflection_bench", allow_noisy=args.allow_noisy)
     jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
-    data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="langmem-reflection-bench-"))
-    db = "langmem_reflection_bench"
-    try:
-        base = embedded_uri(data_dir)
-        with psycopg.connect(base, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-            admin.execute(f"CREATE DATABASE {db}")
-        uri = conninfo.make_conninfo(base, dbname=db)
+    with scratch_dir(args.data_dir, "langmem-reflection-bench-") as data_dir:
+        uri = fresh_database(data_dir, "langmem_reflection_bench")
         if args.torch_threads:
             import torch
 
@@ -476,9 +465,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"torch threads: {torch.get_num_threads()}")
         print(f"load average now: {' '.join(f'{x:.2f}' for x in load_average())}")
-    finally:
-        if not args.data_dir:
-            shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 

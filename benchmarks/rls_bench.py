@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
-from common import add_noise_option, header
+from common import add_noise_option, hashed_corpus, header
 from common import percentile as pct
 from langchain_core.messages import HumanMessage
-from workload import BIG, CachedEmbeddings, HashEmbedder, TextGen, embed_all, load, owner
+from workload import BIG, load, owner
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.store.embedded import embedded_uri
@@ -51,13 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_noise_option(parser)
     args = parser.parse_args(argv)
     header("rls_bench", allow_noisy=args.allow_noisy)
-    gen = TextGen(seed=29)
-    texts = gen.unique(args.total)
-    queries = gen.unique(args.queries, exclude=set(texts))
-    embedder = HashEmbedder()
-    vectors = embed_all(embedder, texts + queries, "embed", batch=5000)
-    embeddings = CachedEmbeddings(dict(zip(texts + queries, vectors, strict=True)), embedder,
-                                  embedder.name)
+    texts, queries, embedder, embeddings = hashed_corpus(29, args.total, args.queries)
     uri = embedded_uri(Path(args.data_dir))
     index = {"embed": embeddings, "dims": embedder.dims, "model_id": embedder.name}
     with PostgresMemoryStore.from_conn_string(uri, index=index, rls=False) as plain:

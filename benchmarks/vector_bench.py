@@ -11,21 +11,17 @@ HNSW results are scored against the exact top-10. This is the measurement behind
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 import psycopg
-from common import Log, add_noise_option, header
+from common import Log, add_noise_option, hashed_corpus, header, scratch_dir
 from common import percentile as pct
 from langgraph.store.base import PutOp, SearchOp
 from tqdm import tqdm
-from workload import CachedEmbeddings, HashEmbedder, TextGen, embed_all
 
 from langmem_layer import Kind, Layer, MemoryRecord, PostgresMemoryStore
 from langmem_layer.sql import vector as vsql
@@ -68,17 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     header("vector_bench", allow_noisy=args.allow_noisy)
     sizes = [int(s) for s in args.sizes.split(",")]
     log = Log()
-    gen = TextGen(seed=11)
-    texts = gen.unique(sizes[-1])
-    queries = gen.unique(args.queries, exclude=set(texts))
-    embedder = HashEmbedder()
-    vectors = embed_all(embedder, texts + queries, "embed", batch=2000)
-    embeddings = CachedEmbeddings(dict(zip(texts + queries, vectors, strict=True)), embedder,
-                                  embedder.name)
+    texts, queries, embedder, embeddings = hashed_corpus(11, sizes[-1], args.queries,
+                                                         batch=2000)
     index = {"embed": embeddings, "dims": embedder.dims, "model_id": embedder.name}
-    data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="langmem-vector-bench-"))
     rows = []
-    try:
+    with scratch_dir(args.data_dir, "langmem-vector-bench-") as data_dir:
         uri = embedded_uri(data_dir)
         with PostgresMemoryStore.from_conn_string(uri, index=index) as store:
             store.setup()
@@ -110,9 +100,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 returned = statistics.mean(len(k) for k in ann_keys) / 10
                 rows.append((size, exact_lat, ann_lat, recall, returned, build))
                 log(f"size {size}: index built in {build:.1f}s")
-    finally:
-        if args.data_dir is None:
-            shutil.rmtree(data_dir, ignore_errors=True)
     print(f"vector_bench  one user, hash-{embedder.dims} vectors, {args.queries} queries, "
           f"limit 10, ef_search {ANN_EF_SEARCH}, index name e.g. "
           f"{vsql.index_name(USER, embedder.name)}")

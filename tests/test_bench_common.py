@@ -91,3 +91,12 @@ def test_the_suites_own_output_does_not_make_the_checkout_dirty(tmp_path, monkey
     assert common.commit() == clean  # the page and the fragments are the suite's output
     (tmp_path / "code.py").write_text("v2\n", encoding="utf-8")
     assert common.commit() == clean + "+dirty"
+
+
+def test_a_scratch_directory_is_removed_unless_given(tmp_path) -> None:
+    with common.scratch_dir(None, "langmem-test-scratch-") as made:
+        assert made.is_dir() and made.name.startswith("langmem-test-scratch-")
+    assert not made.exists()
+    with common.scratch_dir(str(tmp_path), "langmem-test-scratch-") as given:
+        assert given == tmp_path
+    assert tmp_path.is_dir()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from langmem_layer import MemoryLayer
 from langmem_layer.calibration import PROFILES, apply_profile, profile_for
 from langmem_layer.calibration.calibrate import calibrate, render
-from langmem_layer.calibration.labelled import split_units
+from langmem_layer.calibration.labelled import read_locomo, split_units
 from langmem_layer.calibration.locomo import (
     ABLATIONS,
     GRID,
@@ -41,7 +42,7 @@ def one_thread() -> Iterator[None]:
 
 
 SLICE = Path(__file__).parent / "data" / "locomo-slice.json"  # conv-26, sessions 1-2
-SPEC = MemorySettings()
+DEFAULTS = MemorySettings()
 
 
 @pytest.mark.parametrize(("model_id", "name"), [
@@ -50,17 +51,18 @@ SPEC = MemorySettings()
     ("text-embedding-3-small", "openai-3-small"),
     ("openai:text-embedding-3-small", "openai-3-small"),
     ("text-embedding-3-large", "openai-3-large"),
-    ("nomic-embed-text", "spec"),
-    ("bow-64", "spec"),
-    (None, "spec"),
+    ("nomic-embed-text", "defaults"),
+    ("bow-64", "defaults"),
+    (None, "defaults"),
 ])
 def test_the_profile_is_chosen_by_the_model_id(model_id: str | None, name: str) -> None:
     assert profile_for(model_id).name == name
 
 
-def test_the_fallback_is_the_specification() -> None:
-    assert apply_profile(None, "an-unknown-model") == SPEC
-    assert (SPEC.rrf_k, SPEC.similarity_floor, SPEC.episodic_similarity_floor) == (60, 0.7, 0.72)
+def test_the_fallback_is_the_uncalibrated_defaults() -> None:
+    assert apply_profile(None, "an-unknown-model") == DEFAULTS
+    assert (DEFAULTS.rrf_k, DEFAULTS.similarity_floor,
+            DEFAULTS.episodic_similarity_floor) == (60, 0.7, 0.72)
 
 
 def test_the_local_profile_fills_unset_fields() -> None:
@@ -83,7 +85,7 @@ def test_explicit_settings_win_field_by_field() -> None:
     # weights is one field: explicit weights are kept whole.
     w = RankingWeights(recency=0.3)
     assert apply_profile(MemorySettings(weights=w), "all-MiniLM-L6-v2").weights == w
-    # An explicit value equal to the spec's default is still explicit.
+    # An explicit value equal to the default is still explicit.
     assert apply_profile(MemorySettings(rrf_k=60), "all-MiniLM-L6-v2").rrf_k == 60
 
 
@@ -94,11 +96,22 @@ def test_environment_settings_are_explicit(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_calibration_can_be_forced_or_switched_off() -> None:
-    assert apply_profile(MemorySettings(calibration="spec"), "all-MiniLM-L6-v2").rrf_k == 60
+    assert apply_profile(MemorySettings(calibration="defaults"), "all-MiniLM-L6-v2").rrf_k == 60
     forced = apply_profile(MemorySettings(calibration="minilm"), "bow-64")
     assert forced.similarity_floor == PROFILES["minilm"].values["similarity_floor"]
     with pytest.raises(ConfigurationError, match="names no profile"):
         apply_profile(MemorySettings(calibration="nope"), "all-MiniLM-L6-v2")
+
+
+def test_spec_is_a_deprecated_name_of_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.warns(DeprecationWarning, match="'defaults'"):
+        s = MemorySettings(calibration="spec")
+    assert s.calibration == "defaults"
+    assert apply_profile(s, "all-MiniLM-L6-v2") == apply_profile(
+        MemorySettings(calibration="defaults"), "all-MiniLM-L6-v2")
+    monkeypatch.setenv("LANGMEM_CALIBRATION", "spec")
+    with pytest.warns(DeprecationWarning, match="'defaults'"):
+        assert MemorySettings.from_env().calibration == "defaults"
 
 
 def test_the_layer_applies_the_profile_of_its_store(pg_uri: str) -> None:
@@ -108,8 +121,8 @@ def test_the_layer_applies_the_profile_of_its_store(pg_uri: str) -> None:
         floor = MemoryLayer(store).settings.similarity_floor
         assert floor == PROFILES["minilm"].values["similarity_floor"]
         assert MemoryLayer(store, settings=MemorySettings(rrf_k=60)).settings.rrf_k == 60
-    with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:  # the spec
-        assert MemoryLayer(store).settings == SPEC
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:  # the defaults
+        assert MemoryLayer(store).settings == DEFAULTS
 
 
 def test_splits_are_by_conversation() -> None:
@@ -291,3 +304,16 @@ def test_an_ablation_changes_one_key_of_a_dict_setting() -> None:
     assert _changed(base, {"source_weights": {"keyword": 0.0}}) == {
         "source_weights": {"vector": 1.0, "keyword": 0.0}, "rrf_k": 5}
     assert base["source_weights"]["keyword"] == 1.0
+
+
+def test_the_locomo_reader_keeps_questions_with_evidence_among_the_turns_read() -> None:
+    [conv] = read_locomo(SLICE)
+    ids = {t.dia_id for t in conv.turns}
+    assert (conv.sample_id, len(conv.turns), len(conv.questions)) == ("conv-26", 35, 15)
+    assert conv.asked_at == max(t.when for t in conv.turns) + timedelta(days=1)
+    assert all(q.evidence and q.evidence <= ids for q in conv.questions)
+    assert conv.turns[0].text.startswith(conv.turns[0].speaker + ": ")
+    [first] = read_locomo(SLICE, ["conv-26"], sessions=1)
+    assert {t.session for t in first.turns} == {1}
+    assert all(q.evidence <= {t.dia_id for t in first.turns} for q in first.questions)
+    assert len(first.questions) < len(conv.questions)

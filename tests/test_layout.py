@@ -209,7 +209,8 @@ def test_nothing_outside_the_store_reaches_into_it() -> None:
 def test_no_reference_to_documents_outside_the_repository() -> None:
     # Requirement numbers and source documents of a specification that is not in the
     # repository tell a reader nothing: say what is meant instead.
-    cited = re.compile(r"\bR\d+\.\d+[a-z]?\b|\(R\d+\)|(?i:\bseed ?0\d\d\b)")
+    cited = re.compile(r"\bR\d+\.\d+[a-z]?\b|\(R\d+\)|(?i:\bseed ?0\d\d\b)"
+                       r"|(?i:\bthe spec(ification)?\b|\bspec's\b)")
     root = PACKAGE.parent
     found = [f"{p.relative_to(root)}:{n}" for folder in ("langmem_layer", "tests", "benchmarks",
                                                           "graphs", "checkpointers", "examples")

@@ -24,8 +24,9 @@ from typing import Any
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.types import Kind, Layer, Recalled
 
-__all__ = ["CATEGORIES", "LabelledQuery", "LabelledSet", "Measure", "is_locomo",
-           "load_labelled", "measure", "split_units"]
+__all__ = ["CATEGORIES", "LabelledQuery", "LabelledSet", "LocomoConversation", "LocomoQuestion",
+           "LocomoTurn", "Measure", "is_locomo", "load_labelled", "measure", "read_locomo",
+           "split_units"]
 
 #: LoCoMo's answerable question categories.
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -160,6 +161,57 @@ def is_locomo(path: Path) -> bool:
         and "qa" in data[0] and "conversation" in data[0]
 
 
+@dataclass(frozen=True, slots=True)
+class LocomoTurn:
+    """One turn of a LoCoMo conversation.
+
+    Attributes:
+        dia_id: Its id (``D<session>:<n>``), what questions cite as evidence.
+        session: Its session, from 1.
+        index: Its place in the session, from 0.
+        speaker: Who says it.
+        text: ``speaker: text``, with ``[shares <caption>]`` for a shared image.
+        when: Its session's date and time (UTC).
+    """
+
+    dia_id: str
+    session: int
+    index: int
+    speaker: str
+    text: str
+    when: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LocomoQuestion:
+    """An answerable question (categories 1-4) with the turns that answer it."""
+
+    sample_id: str
+    text: str
+    category: int
+    evidence: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class LocomoConversation:
+    """One LoCoMo sample: its turns, its answerable questions, and when they are asked.
+
+    Attributes:
+        sample_id: The sample's id (``conv-26``).
+        turns: Every turn read, session by session.
+        questions: The questions of categories 1-4 with evidence among ``turns``.
+        asked_at: One day after the last session read (None: no session).
+        dropped: Evidence ids of those categories that are malformed or name no turn
+            read (a question left with none is not in ``questions``).
+    """
+
+    sample_id: str
+    turns: tuple[LocomoTurn, ...]
+    questions: tuple[LocomoQuestion, ...]
+    asked_at: datetime | None
+    dropped: int
+
+
 def _session_time(raw: str) -> datetime:
     return datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
@@ -168,6 +220,45 @@ def _turn_text(turn: dict[str, Any]) -> str:
     text = f"{turn['speaker']}: {turn['text']}".strip()
     caption = (turn.get("blip_caption") or "").strip()
     return f"{text} [shares {caption}]" if caption else text
+
+
+def read_locomo(path: Path, units: Sequence[str] | None = None, *,
+                sessions: int | None = None) -> list[LocomoConversation]:
+    """The conversations of a LoCoMo file: ``units`` (sample ids) in that order, else all
+    in file order; ``sessions`` keeps only the first N sessions of each (and the questions
+    whose evidence lies in them)."""
+    samples = json.loads(path.read_text(encoding="utf-8"))
+    by_id = {s["sample_id"]: s for s in samples}
+    out: list[LocomoConversation] = []
+    for unit in (units if units is not None else list(by_id)):
+        sample = by_id[unit]
+        conv = sample["conversation"]
+        turns: list[LocomoTurn] = []
+        n, last = 1, None
+        while f"session_{n}" in conv and (sessions is None or n <= sessions):
+            when = _session_time(conv[f"session_{n}_date_time"])
+            last = when if last is None or when > last else last
+            turns += [LocomoTurn(t["dia_id"], n, i, t["speaker"], _turn_text(t), when)
+                      for i, t in enumerate(conv[f"session_{n}"])]
+            n += 1
+        ids = {t.dia_id for t in turns}
+        questions: list[LocomoQuestion] = []
+        dropped = 0
+        for qa in sample["qa"] if last is not None else ():
+            if qa.get("category") not in CATEGORIES:
+                continue
+            evidence = qa.get("evidence") or []
+            ev = frozenset(e.strip() for e in evidence
+                           if isinstance(e, str) and _EVIDENCE.match(e.strip())
+                           and e.strip() in ids)
+            dropped += len(evidence) - sum(
+                1 for e in evidence if isinstance(e, str) and e.strip() in ev)
+            if ev:
+                questions.append(LocomoQuestion(unit, qa["question"], qa["category"], ev))
+        out.append(LocomoConversation(
+            unit, tuple(turns), tuple(questions),
+            None if last is None else last + timedelta(days=1), dropped))
+    return out
 
 
 def locomo_units(path: Path) -> list[str]:
@@ -184,7 +275,8 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
     written with ``layer.remember(..., thread_id=<session>, now=<session time>)``; its
     references are those the write path extracts, its subject the turn's speaker. A
     question is asked one day after its conversation's last session; evidence ids that
-    are malformed or name no turn are dropped, and a question left with none is skipped.
+    are malformed or name no turn are dropped, and a question left with none is skipped
+    (``read_locomo``).
     ``sessions`` keeps only the first N sessions of each conversation (and the questions
     whose evidence lies in them).
     ``write=False`` writes nothing and only reads the questions, for turns an earlier
@@ -193,52 +285,27 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
     """
     from langmem_layer.refs import extract_refs
 
-    samples = {s["sample_id"]: s for s in json.loads(path.read_text(encoding="utf-8"))}
-    # user, session, text, speaker, when / dia_id
-    todo: list[tuple[str, int, str, str, datetime]] = []
-    dia: list[str] = []
-    asked: list[tuple[str, str, datetime, frozenset[str], int]] = []
-    users: list[str] = []
-    for unit in units:
-        conv = samples[unit]["conversation"]
-        user = prefix + unit
-        users.append(user)
-        n, last = 1, None
-        ids: set[str] = set()
-        while f"session_{n}" in conv and (sessions is None or n <= sessions):
-            when = _session_time(conv[f"session_{n}_date_time"])
-            last = when if last is None or when > last else last
-            for t in conv[f"session_{n}"]:
-                todo.append((user, n, _turn_text(t), t["speaker"], when))
-                dia.append(t["dia_id"])
-                ids.add(t["dia_id"])
-            n += 1
-        if last is None:
-            continue
-        for qa in samples[unit]["qa"]:
-            ev = frozenset(e.strip() for e in qa.get("evidence") or []
-                           if isinstance(e, str) and _EVIDENCE.match(e.strip())
-                           and e.strip() in ids)
-            if qa.get("category") in CATEGORIES and ev:
-                asked.append((user, qa["question"], last + timedelta(days=1), ev,
-                              qa["category"]))
+    convs = read_locomo(path, units, sessions=sessions)
+    users = [prefix + c.sample_id for c in convs]
+    turns = [(prefix + c.sample_id, t) for c in convs for t in c.turns]
     labels: dict[str, str] = {}
-    with progress(len(todo) if write else 0, "write turns", show) as bar:
-        for (user, session, text, speaker, when), dia_id in zip(todo, dia, strict=True):
+    with progress(len(turns) if write else 0, "write turns", show) as bar:
+        for user, t in turns:
             if write:
-                item = layer.remember(user, text, profile=_SCOPE, kind=Kind.EPISODIC_EVENT,
+                item = layer.remember(user, t.text, profile=_SCOPE, kind=Kind.EPISODIC_EVENT,
                                       layer=Layer.EPISODIC, confidence=0.8, salience=0.5,
-                                      refs=extract_refs(text), subject=speaker,
-                                      thread_id=f"session-{session}", now=when)
-                labels[item.key] = dia_id
+                                      refs=extract_refs(t.text), subject=t.speaker,
+                                      thread_id=f"session-{t.session}", now=t.when)
+                labels[item.key] = t.dia_id
                 bar.update()
     # Recall returns memory keys; the evidence is dia ids.
-    queries = [LabelledQuery(user, text, now, _keyed(_evidence_score(ev), labels),
-                             category=cat) for user, text, now, ev, cat in asked]
+    queries = [LabelledQuery(prefix + q.sample_id, q.text, c.asked_at,
+                             _keyed(_evidence_score(q.evidence), labels), category=q.category)
+               for c in convs if c.asked_at is not None for q in c.questions]
     texts: dict[str, list[str]] = {}
-    for user, _, text, _, _ in todo:
-        texts.setdefault(user, []).append(text)
-    return LabelledSet(path.name, queries, users, labels, turns=len(todo), texts=texts)
+    for user, t in turns:
+        texts.setdefault(user, []).append(t.text)
+    return LabelledSet(path.name, queries, users, labels, turns=len(turns), texts=texts)
 
 
 def _evidence_score(evidence: frozenset[str]) -> Callable[[Sequence[str], int], float]:

@@ -85,7 +85,7 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
             store that executes the ops of ``langmem_layer.store.ops``).
         settings: Thresholds, weights and budgets; fields left unset take the calibration
             profile of the store's embedding model (``langmem_layer.calibration``),
-            else the specification's defaults.
+            else the uncalibrated defaults.
         extractor: Proposes memory operations. Default: an LLM extractor on
             ``chat_model`` (or OpenAI when ``OPENAI_API_KEY`` is set), else the rules.
         chat_model: Chat model for the default LLM extractor.

@@ -156,7 +156,8 @@ class KnowledgeCalls(Protocol):
 
 
 class Wirable(Protocol):
-    """What ``wire`` puts into a graph: the three nodes (a MemoryLayer's)."""
+    """The three nodes (a MemoryLayer's): what ``wire`` puts into a graph and what the
+    prebuilt agents' hooks (``langmem_layer.layer.prebuilt``) call."""
 
     @property
     def load_memory(self) -> RunnableLambda:

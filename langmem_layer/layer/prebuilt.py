@@ -19,7 +19,7 @@ in a wired graph.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from langchain.agents import AgentState as ChatAgentState
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -36,7 +36,7 @@ from langgraph.prebuilt.chat_agent_executor import AgentState as ReactAgentState
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from langmem_layer.layer.nodes import MemoryFields
+from langmem_layer.layer.nodes import MemoryFields, Wirable
 
 __all__ = [
     "MemoryAgentState",
@@ -54,25 +54,6 @@ class MemoryAgentState(ReactAgentState, MemoryFields):
 
 class MemoryMiddlewareState(ChatAgentState[Any], MemoryFields):
     """``langchain.agents.AgentState`` with the memory fields (``MemoryMiddleware``'s)."""
-
-
-class _Nodes(Protocol):
-    """The layer's nodes the hooks call (a ``MemoryLayer`` has them)."""
-
-    @property
-    def load_memory(self) -> RunnableLambda:
-        """The ``load_memory`` node."""
-        ...
-
-    @property
-    def assemble_context(self) -> RunnableLambda:
-        """The ``assemble_context`` node."""
-        ...
-
-    @property
-    def extract_after_turn(self) -> RunnableLambda:
-        """The ``extract_after_turn`` node."""
-        ...
 
 
 class ReactHooks(TypedDict):
@@ -110,7 +91,7 @@ def _turn_over(state: Mapping[str, Any]) -> bool:
     return all(call.get("id") in answered for call in messages[-1].tool_calls)
 
 
-def _after_load(layer: _Nodes, state: Mapping[str, Any], loaded: dict[str, Any],
+def _after_load(layer: Wirable, state: Mapping[str, Any], loaded: dict[str, Any],
                 config: RunnableConfig) -> dict[str, Any]:
     """``assemble_context`` on the state as ``load_memory``'s update leaves it."""
     removed = {m.id for m in loaded.get("messages") or []}
@@ -119,14 +100,14 @@ def _after_load(layer: _Nodes, state: Mapping[str, Any], loaded: dict[str, Any],
     return {**loaded, **layer.assemble_context.invoke(merged, config)}
 
 
-def _prepare(layer: _Nodes, state: Mapping[str, Any], config: RunnableConfig
+def _prepare(layer: Wirable, state: Mapping[str, Any], config: RunnableConfig
              ) -> dict[str, Any]:
     if not _turn_starts(state):
         return {}
     return _after_load(layer, state, layer.load_memory.invoke(state, config), config)
 
 
-async def _aprepare(layer: _Nodes, state: Mapping[str, Any], config: RunnableConfig
+async def _aprepare(layer: Wirable, state: Mapping[str, Any], config: RunnableConfig
                     ) -> dict[str, Any]:
     if not _turn_starts(state):
         return {}
@@ -146,7 +127,7 @@ def _kept(state: Mapping[str, Any], update: Mapping[str, Any]) -> list[BaseMessa
 # -- create_react_agent ------------------------------------------------------------------
 
 
-def react_hooks(layer: _Nodes, prompt: str = "") -> ReactHooks:
+def react_hooks(layer: Wirable, prompt: str = "") -> ReactHooks:
     """Keyword arguments giving a ``create_react_agent`` agent long-term memory.
 
     ``pre_model_hook`` loads and assembles the block at the start of a turn and hands
@@ -218,7 +199,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryMiddlewareState, Any, Any]):
 
     state_schema = MemoryMiddlewareState
 
-    def __init__(self, layer: _Nodes) -> None:
+    def __init__(self, layer: Wirable) -> None:
         super().__init__()
         self.layer = layer
         self.tools = []

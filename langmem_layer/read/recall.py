@@ -28,7 +28,7 @@ from langmem_layer.store.ops.trust import LearnedTrust
 from langmem_layer.types import Kind, Layer, Policy, Recalled, memory_namespace, normalize_ref
 
 __all__ = ["BlockInputs", "block_inputs_flow", "block_memories", "broad_ops", "context_block",
-           "context_block_flow", "rank", "recall", "recall_op", "with_core_facts"]
+           "rank", "recall", "recall_op", "with_core_facts"]
 
 #: How far ahead a question about what is coming up looks for open loops.
 UPCOMING_DAYS = 45
@@ -257,21 +257,6 @@ def block_memories(env: Env, recalled: Sequence[Recalled]) -> list[Recalled]:
             used += env.counter.count(r.record.content) + _LINE_TOKENS
             kept.append(r)
     return kept
-
-
-def context_block_flow(env: Env, user_id: str, query: str | None, *, profile: str | None,
-                       thread_id: str | None = None, messages: Sequence[BaseMessage] = (),
-                       recently_spoken: Sequence[str] = (), now: datetime
-                       ) -> Flow[ContextBlock]:
-    """The memory block ``assemble_context`` would render for ``query`` (no documents).
-
-    See ``block_inputs_flow``; the block is rendered by ``context_block``.
-    """
-    inputs = yield from block_inputs_flow(env, user_id, query, profile=profile,
-                                          thread_id=thread_id, messages=messages, now=now)
-    return context_block(env, inputs.recalled, recent=inputs.recent,
-                         short_term=inputs.short_term, recently_spoken=recently_spoken,
-                         now=now)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Settings: every threshold, weight and budget in one validated place.
 
-Defaults come from the specification (R-numbers in the field descriptions). Any
+Each field's default is the design's, and its description says what it governs. Any
 field can be overridden in code (``MemorySettings(similarity_floor=0.6)``) or from
 the environment with ``MemorySettings.from_env`` (``LANGMEM_SIMILARITY_FLOOR=0.6``).
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from datetime import tzinfo
 from typing import Annotated, Any, Literal, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -348,9 +349,21 @@ class MemorySettings(BaseModel):
         default="auto",
         description="Which calibration profile fills the retrieval settings not set "
         "explicitly: 'auto' picks it from the store's embedding model (see "
-        "langmem_layer.settings.calibration), 'spec' keeps the specification's values, "
-        "another profile's name forces that profile.",
+        "langmem_layer.settings.calibration), 'defaults' keeps the uncalibrated "
+        "defaults, another profile's name forces that profile. 'spec' (the former "
+        "name of 'defaults') is deprecated.",
     )
+
+    @field_validator("calibration")
+    @classmethod
+    def _renamed_profile(cls, name: str) -> str:
+        if name == "spec":
+            warnings.warn(
+                "calibration='spec' is deprecated and will be removed in the next release: "
+                "the profile is now called 'defaults' (calibration='defaults')",
+                DeprecationWarning, stacklevel=3)
+            return "defaults"
+        return name
 
     @model_validator(mode="after")
     def _default_profile_known(self) -> MemorySettings:

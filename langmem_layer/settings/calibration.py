@@ -1,6 +1,6 @@
 """Calibration profiles: retrieval defaults that fit the embedding model in use.
 
-The specification's relevance floors (0.70 / 0.72) and RRF k = 60 assume an
+The default relevance floors (0.70 / 0.72) and RRF k = 60 assume an
 embedder whose cosines between a question and the memory answering it are high. They
 are not for the default local model: all-MiniLM-L6-v2 gives such pairs 0.25-0.65 (median
 0.48), so the 0.70 floor drops almost every real hit. A profile holds the values that
@@ -11,9 +11,10 @@ Explicit settings always win: a field the caller set (pydantic's ``model_fields_
 passed to ``MemorySettings(...)``, or read from a ``LANGMEM_*`` variable by
 ``MemorySettings.from_env``) is kept; the profile fills only the fields left unset.
 ``weights`` is one field: set explicitly, the caller's ``RankingWeights`` is kept whole;
-left unset, the profile's weight overrides apply over the spec's weights. Pass
-``MemorySettings(calibration="spec")`` to use the specification's values whatever the
-model (or name another profile to force it).
+left unset, the profile's weight overrides apply over the default weights. Pass
+``MemorySettings(calibration="defaults")`` to keep the uncalibrated defaults whatever
+the model (or name another profile to force it). ``"spec"``, that profile's former
+name, is still accepted for one release, with a ``DeprecationWarning``.
 
 The figures behind each profile are in ``PROFILES`` and the docs
 (``docs/reading.md``, "Defaults that fit the embedder"); ``langmem-layer calibrate``
@@ -54,7 +55,7 @@ class CalibrationProfile:
         return _fill(base or MemorySettings(), self)
 
 
-#: The profiles shipped, by name. ``spec`` is the neutral fallback for unknown models.
+#: The profiles shipped, by name. ``defaults`` is the neutral fallback for unknown models.
 PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
     CalibrationProfile(
         name="minilm",
@@ -63,10 +64,10 @@ PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
                 "search_similarity_floor": 0.30,
                 "candidates_per_source": 40, "weights": {"recency": 0.0}},
         basis="LoCoMo calibration split (conv-26, conv-30; `langmem-layer calibrate` from "
-        "the spec's values): RRF k 60 -> 5 and recency 0.10 -> 0 take recall@10 from 0.643 to "
+        "the defaults): RRF k 60 -> 5 and recency 0.10 -> 0 take recall@10 from 0.643 to "
         "0.715; there, floors 0.3 / 0.5 / 0.7 (0.714 / 0.712 / 0.715) and 20 / 40 candidates "
         "(0.715 / 0.715) tie. Floors 0.30: this model's question/answer cosines are "
-        "0.25-0.65 (median 0.48), 0.30 keeps ~90 % of real hits, the spec's 0.70 under 5 %; "
+        "0.25-0.65 (median 0.48), 0.30 keeps ~90 % of real hits, the default 0.70 under 5 %; "
         "where vector search is the main source (the fixture eval: few memories a user) "
         "hit@3 is 70 % at 0.70 and 92 % at 0.30. 40 candidates: the tie broken toward the "
         "longer lists (0.721 vs 0.717 on the whole file in the ablation, ~17 % more read "
@@ -88,7 +89,7 @@ PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
         "than ada-002: related question/passage pairs are typically 0.3-0.6 and unrelated "
         "text 0.0-0.2, so a 0.70 floor would drop most real hits; 0.25 sits above the "
         "unrelated band. RRF k = 10: the same short candidate lists as for MiniLM, with a "
-        "stronger vector list. Recency keeps the spec's weight (not measured).",
+        "stronger vector list. Recency keeps the default weight (not measured).",
     ),
     CalibrationProfile(
         name="openai-3-large",
@@ -100,11 +101,11 @@ PROFILES: dict[str, CalibrationProfile] = {p.name: p for p in (
         "for text-embedding-3-small.",
     ),
     CalibrationProfile(
-        name="spec",
+        name="defaults",
         models=(),
         values={},
-        basis="The specification's values (floors 0.70 / 0.72, RRF k = 60, composite weights) "
-        "for a model without a profile: no calibration is assumed.",
+        basis="The uncalibrated defaults (floors 0.70 / 0.72, RRF k = 60, the default "
+        "composite weights) for a model without a profile: no calibration is assumed.",
     ),
 )}
 
@@ -114,7 +115,7 @@ def _bare(model_id: str) -> str:
 
 
 def profile_for(model_id: str | None) -> CalibrationProfile:
-    """The profile of an embedding model; the ``spec`` fallback for an unknown one.
+    """The profile of an embedding model; the ``defaults`` fallback for an unknown one.
 
     Args:
         model_id: The store's embedding model id (``store.model_id``), with or without a
@@ -126,7 +127,7 @@ def profile_for(model_id: str | None) -> CalibrationProfile:
         for profile in PROFILES.values():
             if bare in profile.models:
                 return profile
-    return PROFILES["spec"]
+    return PROFILES["defaults"]
 
 
 def _fill(settings: MemorySettings, profile: CalibrationProfile) -> MemorySettings:

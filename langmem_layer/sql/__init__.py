@@ -49,10 +49,15 @@ _WITH = re.compile(r"WITH(\s+RECURSIVE)?\s+", re.IGNORECASE)
 
 def renamed(statement: Sql, prefix: str) -> Sql:
     """``statement`` with each placeholder ``%(name)s`` renamed ``%(<prefix>name)s``, so
-    it composes with fragments that give the same names other values."""
+    it composes with fragments that give the same names other values.
+
+    Only the placeholders ``statement``'s params give a value are renamed: the others
+    are the enclosing statement's to bind (a lifecycle rule's condition reads its own
+    ``days`` and the pass's ``now``)."""
     text, params = statement
     return (_PLACEHOLDER.sub(
-                lambda m: f"%({prefix}{m.group(1)})s" if m.group(1) else m.group(0), text),
+                lambda m: f"%({prefix}{m.group(1)})s" if m.group(1) in params
+                else m.group(0), text),
             {prefix + name: value for name, value in params.items()})
 
 

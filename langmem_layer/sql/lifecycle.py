@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from langmem_layer.sql import Sql
+from langmem_layer.sql import Sql, renamed
 from langmem_layer.sql.moved import (
     CLEAR,
     MOVED_KEYS,
@@ -47,7 +47,6 @@ __all__ = [
     "purge_expired",
     "record_outcome",
     "rescore_decay",
-    "stored_decay",
     "transitions",
 ]
 
@@ -167,7 +166,7 @@ def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_be
     params = {"user_id": user_id, "now": now, "half_life": half_life_days, "flag": flag_below}
     moves = ""
     for n, rule in enumerate(rules or ()):
-        where, named = _renamed(rule.where, rule.params, f"r{n}_")
+        where, named = renamed((rule.where, rule.params), f"r{n}_")
         moves += f", ({where}) AS m{n}"
         params.update(named)
     # The rules' candidates come from the scores' scan: one read of the user's rows a
@@ -217,9 +216,9 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
             {_SCANNED}"""
     hits: list[str] = []
     for n, rule in enumerate(rules):
-        where, named = _renamed(rule.where, rule.params, f"r{n}_")
+        where, named = renamed((rule.where, rule.params), f"r{n}_")
         change, stamped = _moved(rule)
-        change, _ = _renamed(change, rule.params, f"r{n}_")
+        change, _ = renamed((change, rule.params), f"r{n}_")
         params.update(named)
         stamp = "%(now)s::timestamptz" if stamped else "i.moved_at"
         # OFFSET 0 keeps each stage a subquery of its own: pulled up, every later
@@ -259,20 +258,6 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
         FROM f""",
         params,
     )
-
-
-def _renamed(sql: str, params: dict[str, Any], prefix: str) -> tuple[str, dict[str, Any]]:
-    """``sql`` with its parameters from ``params`` renamed ``prefix + name`` (several
-    rules' conditions in one statement, each with its own ``days``)."""
-    for name in params:
-        sql = sql.replace(f"%({name})s", f"%({prefix}{name})s")
-    return sql, {prefix + name: v for name, v in params.items()}
-
-
-def stored_decay(user_id: str) -> Sql:
-    """The stored decay scores of a user's memories: rows ``key``, ``decay``."""
-    return ("SELECT s.key, s.decay FROM langmem_decay s WHERE s.user_id = %(user_id)s",
-            {"user_id": user_id})
 
 
 @dataclass(frozen=True, slots=True)

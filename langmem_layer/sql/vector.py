@@ -35,7 +35,6 @@ __all__ = [
     "nearest",
     "prepare_search",
     "record_user_index",
-    "user_indexes",
     "user_walk",
     "vector_literal",
 ]
@@ -202,15 +201,6 @@ def nearest(
         {"user_id": user_id, "model_id": model_id, "dims": int(indexed_dims),
          "query_vector": vec, "ns": prefix, "ns_below": like, "fetch": 2 * limit,
          "ef_search": max(ANN_EF_SEARCH, 2 * limit), "near_limit": limit},
-    )
-
-
-def user_indexes(user_id: str, model_id: str) -> Sql:
-    """The user's ANN index, if any."""
-    return (
-        """SELECT index_name, dims FROM langmem_vector_indexes
-        WHERE user_id = %(user_id)s AND model_id = %(model_id)s""",
-        {"user_id": user_id, "model_id": model_id},
     )
 
 
