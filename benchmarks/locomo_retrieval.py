@@ -145,7 +145,8 @@ class VectorCache:
         missing = list(dict.fromkeys(t for t in texts if _h(t) not in self.vectors))
         if not missing:
             return
-        with tqdm(total=len(missing), desc=desc, unit="text", file=sys.stderr) as bar:
+        with tqdm(total=len(missing), desc=desc, unit="text", file=sys.stderr,
+                  disable=len(missing) < 8) as bar:
             for lo in range(0, len(missing), 64):
                 chunk = missing[lo : lo + 64]
                 for t, v in zip(chunk, self.compute(chunk), strict=True):
@@ -180,6 +181,9 @@ class BenchEmbeddings(Embeddings):
             vec = self.cache.compute([text])[0]
             self.query_seconds.append(time.perf_counter() - t0)
             return [float(x) for x in vec]
+        # Recall embeds a question without the names it gives (read.query.without_refs):
+        # a text the up-front pass did not see is computed once and cached with the rest.
+        self.cache.ensure([text], "embed a query")
         return self.cache[text].tolist()
 
 
