@@ -22,6 +22,26 @@ from tests.fakes import BagOfWordsEmbeddings, Clock
 # The statement audit: every SQL statement the library sends must bind the user.
 pytest_plugins = ["tests.audit"]
 
+#: Test modules that start a database server themselves (a command in a subprocess, the
+#: LangGraph server, a browser against the app) without the ``pg_uri`` fixture.
+_SERVER_MODULES = frozenset({
+    "test_cli", "test_cli_memories", "test_commands_as_written", "test_demo",
+    "test_docs_examples", "test_langgraph_dev", "test_local_model", "test_new_user",
+    "test_no_secrets", "test_panel_browser", "test_privacy_embedded", "test_faults_kill",
+    "test_faults_services", "test_http_serve", "test_mcp_server", "test_readme_agents",
+    "test_jobs_cli", "test_store_smoke",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``db`` every test that needs PostgreSQL (it takes ``pg_uri``, directly or
+    through another fixture, or its module starts a server): ``pytest -m "not db"``
+    runs the rest in seconds."""
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        if "pg_uri" in getattr(item, "fixturenames", ()) or module in _SERVER_MODULES:
+            item.add_marker(pytest.mark.db)
+
 TABLES = (
     "langmem_links, langmem_embeddings, langmem_items, langmem_extraction_queue, "
     "langmem_applied_ops, langmem_ingest_log, langmem_embedding_cache, "
