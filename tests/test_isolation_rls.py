@@ -225,3 +225,27 @@ def test_bindings_of_ops(store: PostgresMemoryStore) -> None:
     # A batch of several users' puts: each user's run under its own binding.
     plan = store.plan([PutOp(("memories", u, "w"), "k", {"x": 1}) for u in "aab"])
     assert [s.bind for s in plan.steps] == [Binding("a"), Binding("b")]
+
+
+def test_the_large_user_functions_answer_only_for_the_bound_user(
+    two_users: PostgresMemoryStore, pg_uri: str
+) -> None:
+    """The per-user index readers run as their owner (so an index stays usable under
+    the policies) and answer exactly what the policies allow: the bound user's rows,
+    another user's never, no one's without a binding."""
+    call = ("SELECT count(*) FROM langmem_user_matches(%s, to_tsquery('english', "
+            "'penicillin'), ARRAY['memories.alice.identity', 'memories.bob.identity', "
+            "'memories.alice.work', 'memories.bob.work'], ARRAY['active'], now(), 10)")
+    refs = ("SELECT count(*) FROM langmem_user_ref_matches(%s, ARRAY[%s || '.lisbon'], "
+            "ARRAY['memories.alice.work', 'memories.bob.work'], ARRAY['active'], now())")
+    with psycopg.connect(pg_uri) as conn:
+        for bound, asked, expected in (("alice", "alice", True), ("alice", "bob", False),
+                                       (None, "bob", True)):
+            with conn.transaction(force_rollback=True):
+                _as_app(conn, bound)  # None: the maintenance binding
+                found = conn.execute(call, (asked,)).fetchone()[0]  # type: ignore[index]
+                named = conn.execute(refs, (asked, asked)).fetchone()[0]  # type: ignore[index]
+                assert (found > 0, named > 0) == (expected, expected), (bound, asked)
+        with conn.transaction(force_rollback=True):
+            _as_app(conn, None, bind=False)  # no one bound
+            assert conn.execute(call, ("alice",)).fetchone()[0] == 0  # type: ignore[index]
