@@ -315,7 +315,7 @@ def test_crash_between_trim_and_enqueue_and_between_enqueue_and_checkpoint(
     assert queue_entries(pg_uri, user) == before
 
     # 2. The turns are queued, then the process dies before the checkpoint drops them.
-    real_load = layer.load_thread
+    real_load = layer.threads.load_thread
     queued_then: list[int | None] = []
 
     def crash_after_enqueue(*args: Any, **kwargs: Any) -> Any:
@@ -323,7 +323,7 @@ def test_crash_between_trim_and_enqueue_and_between_enqueue_and_checkpoint(
         queued_then.extend(loaded.enqueued)
         raise RuntimeError("process killed")
 
-    monkeypatch.setattr(layer, "load_thread", crash_after_enqueue)
+    monkeypatch.setattr(layer.threads, "load_thread", crash_after_enqueue)
     with pytest.raises(RuntimeError, match="process killed"):
         run_thread(graph, user, thread, range(13, 14), rng, clock, seen)
     assert queued_then and all(queued_then)
