@@ -229,3 +229,14 @@ def test_the_app_loads_the_embedding_model_before_it_serves(pg_uri: str) -> None
         with TestClient(app) as client:
             assert embed.loaded  # before the first request
             assert client.get("/healthz").status_code == 200
+
+
+def test_a_named_speaker_is_the_subject_of_what_they_said(layer: MemoryLayer) -> None:
+    result = layer.ingest("chat", [
+        HumanMessage("I live in Lisbon.", name="Caroline", id="c1"),
+        HumanMessage("I work at Initech.", name="Melanie", id="m1")])
+    subjects = {layer.get("chat", k).content: layer.get("chat", k).record.subject
+                for k in result.written}
+    assert subjects == {"Lives in Lisbon.": "Caroline", "Works at Initech.": "Melanie"}
+    plain = layer.ingest("chat2", [HumanMessage("I live in Porto.")])
+    assert layer.get("chat2", plain.written[0]).record.subject == "user"

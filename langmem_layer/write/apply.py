@@ -218,7 +218,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     extracted: list[MemoryOperation] = (
         list(operations) if operations is not None
         else (yield ExtractCall(readable, existing, now)))
-    proposed = [_clean_operation(p) for p in extracted]
+    proposed = _spoken_by([_clean_operation(p) for p in extracted], messages)
     probes = [i for i, p in enumerate(proposed)
               if p.op in (OpType.ADD, OpType.UPDATE) and p.content]
     neighbors: dict[int, list[Recalled]] = {}
@@ -308,6 +308,28 @@ def _apply_optimistic(user_id: str, planned: Sequence[_Planned], rest: Sequence[
         batch.extend(plan.ops)
     results = yield StoreCall([*batch, *rest])
     return [results[a:b] for a, b in spans]
+
+
+def _spoken_by(ops: list[MemoryOperation], messages: Sequence[BaseMessage]
+               ) -> list[MemoryOperation]:
+    """``ops`` about the speaker with the speaker's name as their subject, where the
+    human message they come from has one (``HumanMessage(name=...)``: LangChain's way
+    of telling several people apart in one chat), as ``remember(subject=...)`` does.
+
+    An operation names its message by ``source_message_id``; one without falls to the
+    turn's one named speaker, when there is exactly one.
+    """
+    named = {m.id: m.name for m in messages if isinstance(m, HumanMessage) and m.name}
+    if not named:
+        return ops
+    only = next(iter(set(named.values()))) if len(set(named.values())) == 1 else None
+    out = []
+    for op in ops:
+        name = named.get(op.source_message_id) if op.source_message_id else only
+        if name and op.subject in (None, "user"):
+            op = op.model_copy(update={"subject": name})
+        out.append(op)
+    return out
 
 
 def _clean_operation(op: MemoryOperation) -> MemoryOperation:
