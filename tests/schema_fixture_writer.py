@@ -157,6 +157,15 @@ def write(uri: str) -> dict[str, Any]:
             create_key(store, "alice")
             done["api_key"] = "alice"
 
+        # learned agent trust
+        if hasattr(layer, "feedback"):
+            layer.feedback("alice", True, agent_id="planner")
+            layer.feedback("alice", False, agent_id="planner")
+            done["trust"] = "feedback"
+        # per-user ANN (and keyword) indexes of the users with 3 vectors or more
+        if hasattr(store, "index_large_users"):
+            done["indexed"] = store.index_large_users(threshold=3)
+
         # a job run (before the queued turn: a pass may extract it)
         _run_jobs(store, done)
 

@@ -9,6 +9,8 @@ is loaded into a database of its own on the suite's server and upgraded by today
   table, by primary key, in the columns that existed; vectors compared as pgvector's
   binary form), the decay scores a dropped column held included;
 - today's reads (``list``, ``recall``, ``export``) and a write (``remember``) work;
+- the upgraded schema (tables, columns, indexes, policies, triggers, functions) is the
+  one ``setup()`` gives a new database, per-user indexes aside;
 - a second ``setup()`` applies nothing and leaves the schema as it was.
 """
 
@@ -124,6 +126,12 @@ def schema(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     return {k: conn.execute(v).fetchall() for k, v in q.items()}
 
 
+def _shared(found: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without the per-user indexes, which depend on the data."""
+    return {k: [r for r in rows if not str(r[0]).startswith("langmem_emb_hnsw_")]
+            for k, rows in found.items()}
+
+
 def _content(value: str) -> Any:
     import json
 
@@ -131,8 +139,10 @@ def _content(value: str) -> Any:
     return v.get("content", v)
 
 
-def test_upgrade_keeps_everything(loaded: tuple[str, int]) -> None:
+def test_upgrade_keeps_everything(loaded: tuple[str, int], pg_uri: str) -> None:
     uri, count = loaded
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        fresh = _shared(schema(conn))
     with psycopg.connect(uri, autocommit=True) as conn:
         before = snapshot(conn)
     assert {int(k[0]) for k in before["langmem_migrations"]} == set(range(count))
@@ -143,6 +153,8 @@ def test_upgrade_keeps_everything(loaded: tuple[str, int]) -> None:
         with psycopg.connect(uri, autocommit=True) as conn:
             after = snapshot(conn)
             schema_once = schema(conn)
+        # The upgraded schema is the one a new database gets.
+        assert _shared(schema_once) == fresh
 
         # Every row that was there, with the content it had, in the columns it had.
         moved_decay = {}
