@@ -13,7 +13,9 @@ run (in ``/tmp/upgrades-server``), runs ``tests/schema_fixture_writer.py`` with
 write the data), and dumps the database with the embedded server's ``pg_dump``
 (plain SQL, no owner, no privileges), gzipped to ``tests/data/schemas/<NN>-<sha>.sql.gz``,
 ``NN`` being the number of migrations that version had. ``tests/test_upgrades.py``
-loads each dump and upgrades it with today's ``setup()``.
+loads each dump and upgrades it with today's ``setup()``. It also appends the SHA-256
+of each migration added since the last run to ``tests/data/schemas/migrations.sha256``,
+which the test holds today's migrations to (a shipped migration is never edited).
 
 The schemas of the first-parent history, by number of migrations (each count had one
 text: no shipped migration was edited): 4 8c7d896, 5 edbfe3d, 8 780c042, 10 d9366ea,
@@ -27,6 +29,7 @@ only indexes, statistics, functions or row-level security).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import subprocess
@@ -105,9 +108,24 @@ def make(server_uri: str, count: int, sha: str) -> Path:
     return target
 
 
+def record_hashes() -> None:
+    """Append today's new migrations to ``migrations.sha256`` (one ``<n> <sha256>`` a
+    line); the lines already there are never rewritten: ``tests/test_upgrades.py``
+    fails when a recorded migration's text changes."""
+    from langmem_layer.sql.migrations import MIGRATIONS
+
+    path = OUT / "migrations.sha256"
+    lines = path.read_text().splitlines() if path.exists() else []
+    for n in range(len(lines), len(MIGRATIONS)):
+        lines.append(f"{n} {hashlib.sha256(MIGRATIONS[n].encode()).hexdigest()}")
+    path.write_text("\n".join(lines) + "\n")
+
+
 def main(only: list[str]) -> None:
     sys.path.insert(0, str(ROOT))
     from langmem_layer.store.embedded import embedded_uri
+
+    record_hashes()
 
     server_uri = embedded_uri(SERVER_DIR)
     made = {}

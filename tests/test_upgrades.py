@@ -17,6 +17,7 @@ is loaded into a database of its own on the suite's server and upgraded by today
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -124,6 +125,22 @@ def schema(conn: psycopg.Connection[Any]) -> dict[str, Any]:
                       " ORDER BY 1",
     }
     return {k: conn.execute(v).fetchall() for k, v in q.items()}
+
+
+def test_shipped_migrations_unchanged() -> None:
+    """Each migration recorded in ``migrations.sha256`` still has the text it shipped
+    with, and every migration is recorded (``tests/make_schema_fixtures.py`` appends).
+
+    Migration 22 is recorded with the text it has had since 28 shipped: it is built
+    from ``sql/users.USER_TABLES``, which grew then (docs/changelog.md). A new
+    per-user table changes it again, and fails this test.
+    """
+    recorded = dict(line.split() for line in
+                    (SCHEMAS / "migrations.sha256").read_text().splitlines())
+    changed = [n for n, h in recorded.items()
+               if hashlib.sha256(MIGRATIONS[int(n)].encode()).hexdigest() != h]
+    assert not changed, f"shipped migrations edited: {changed} (append a new one instead)"
+    assert len(recorded) == len(MIGRATIONS), "record the new migration: make_schema_fixtures"
 
 
 def _shared(found: dict[str, Any]) -> dict[str, Any]:
