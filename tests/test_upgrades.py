@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -150,8 +151,6 @@ def _shared(found: dict[str, Any]) -> dict[str, Any]:
 
 
 def _content(value: str) -> Any:
-    import json
-
     v = json.loads(value)
     return v.get("content", v)
 
@@ -232,7 +231,10 @@ def test_upgrade_keeps_everything(loaded: tuple[str, int], pg_uri: str) -> None:
         finally:
             layer.close()
 
-        # A second setup applies nothing and changes nothing.
+        # A second setup applies nothing and changes nothing, schema or rows.
+        with psycopg.connect(uri, autocommit=True) as conn:
+            rows_once = snapshot(conn)
         assert store.setup() == []
         with psycopg.connect(uri, autocommit=True) as conn:
             assert schema(conn) == schema_once
+            assert snapshot(conn) == rows_once
