@@ -132,9 +132,9 @@ def test_shipped_migrations_unchanged() -> None:
     """Each migration recorded in ``migrations.sha256`` still has the text it shipped
     with, and every migration is recorded (``tests/make_schema_fixtures.py`` appends).
 
-    Migration 22 is recorded with the text it has had since 28 shipped: it is built
-    from ``sql/users.USER_TABLES``, which grew then (docs/changelog.md). A new
-    per-user table changes it again, and fails this test.
+    Migration 22 names its tables itself (it was built from ``sql/users.USER_TABLES``,
+    which grew after it shipped; docs/changelog.md), so a new per-user table leaves it
+    as it shipped.
     """
     recorded = dict(line.split() for line in
                     (SCHEMAS / "migrations.sha256").read_text().splitlines())
@@ -223,7 +223,7 @@ def test_upgrade_keeps_everything(loaded: tuple[str, int], pg_uri: str) -> None:
             pending = [k for k, r in before.get("langmem_extraction_queue", {}).items()
                        if r["done_at"] is None]
             if pending:
-                layer.process_pending(user_id="bob")
+                layer.admin.process_pending(user_id="bob")
                 with psycopg.connect(uri, autocommit=True) as conn:
                     assert conn.execute(
                         "SELECT count(*) FROM langmem_extraction_queue WHERE done_at IS NULL"

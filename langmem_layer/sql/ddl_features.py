@@ -11,7 +11,6 @@ from __future__ import annotations
 from langmem_layer.sql.job_users import TABLE as JOB_USERS_TABLE
 from langmem_layer.sql.rls import enable_rls
 from langmem_layer.sql.trust import TRUST_TABLE
-from langmem_layer.sql.users import USER_TABLES
 
 __all__ = ["FEATURES"]
 
@@ -173,8 +172,14 @@ FEATURES: list[str] = [
     END
     $do$;
     """,
-    # Row-level security on every per-user table, and the app role (sql/rls.py).
-    enable_rls(USER_TABLES),
+    # Row-level security on every per-user table, and the app role (sql/rls.py): the
+    # tables of the day, written out, so the migration keeps the text it shipped with
+    # (a later per-user table gets RLS from its own migration).
+    enable_rls(("langmem_links", "langmem_embeddings", "langmem_decay", "langmem_items",
+                "langmem_terms", "langmem_extraction_queue", "langmem_applied_ops",
+                "langmem_ingest_log", "langmem_embedding_cache", "langmem_messages",
+                "langmem_threads", "langmem_reextract", "langmem_vector_indexes",
+                "langmem_api_keys", "langmem_agent_trust")),
     # Learned agent trust, with RLS like every per-user table.
     TRUST_TABLE + enable_rls(("langmem_agent_trust",)),
     # The narrative arc's candidates (sql/summaries.py candidates): every turn reads a
