@@ -16,6 +16,7 @@ from psycopg import conninfo
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.server.http.app import create_app
 from langmem_layer.server.keys import create_key
+from langmem_layer.write.apply import enqueue_turn
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
 
@@ -49,7 +50,10 @@ def test_health_readiness_and_metrics(scratch: str) -> None:
         assert http.get("/healthz").json() == {"status": "ok"}
         assert http.get("/readyz").json() == {"status": "ready"}
         layer = MemoryLayer(store)
-        layer.admin.submit("ops", [HumanMessage("I live in Lisbon."), AIMessage("Noted.")])
+        # Queued without waking a worker: it waits until drain() below.
+        layer.run(enqueue_turn(layer.env, "ops", [HumanMessage("I live in Lisbon."),
+                                                   AIMessage("Noted.")], profile=None,
+                               thread_id=None, agent_id=None, now=layer.now()))
         headers = {"Authorization": f"Bearer {create_key(store, 'ops')}"}
         assert http.get(f"/v1/memories/{uuid.uuid4()}", headers=headers).status_code == 404
         found = _samples(http.get("/metrics").text)

@@ -94,20 +94,37 @@ async def _rows(store: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any,
     """One maintenance statement on a pooled connection of ``store`` (bound to no user,
     under row-level security's maintenance policy)."""
     conn = getattr(store, "conn", None)
+    from psycopg import OperationalError
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
     if isinstance(conn, AsyncConnectionPool):
-        async with conn.connection(timeout=READY_TIMEOUT) as c, c.transaction():
-            await c.execute(*bind(None, role=None, switch_role=False))
-            cur = await c.execute(sql, params)
-            return list(await cur.fetchall())
+        async def once() -> list[tuple[Any, ...]]:
+            async with conn.connection(timeout=READY_TIMEOUT) as c, c.transaction():
+                await c.execute(*bind(None, role=None, switch_role=False))
+                cur = await c.execute(sql, params)
+                return list(await cur.fetchall())
+
+        try:
+            return await once()
+        except OperationalError:
+            # The database came back, but the pool holds connections the outage broke:
+            # replaced at once, so one probe after the outage answers for the database.
+            await conn.check()
+            return await once()
     if isinstance(conn, ConnectionPool):
         def run() -> list[tuple[Any, ...]]:
             with conn.connection(timeout=READY_TIMEOUT) as c, c.transaction():
                 c.execute(*bind(None, role=None, switch_role=False))
                 return list(c.execute(sql, params).fetchall())
 
-        return await asyncio.to_thread(run)
+        def checked() -> list[tuple[Any, ...]]:
+            try:
+                return run()
+            except OperationalError:  # as above: the outage's broken connections
+                conn.check()
+                return run()
+
+        return await asyncio.to_thread(checked)
     # A store on one connection: the store serialises its use; nothing is read beside it.
     raise LookupError("the store has no connection pool to read metrics on")
 
