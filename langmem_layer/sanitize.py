@@ -12,8 +12,10 @@ with an error saying so: silently changing what a caller asked to store would be
 surprise.
 
 **Messages.** No error, log line or HTTP response carries a password from a connection
-string (``redact``), nor more than a short prefix of a caller's input
-(``excerpt``): a malformed URL is echoed masked, a 3 MB message as its first words.
+string (``redact``), nor more than a short prefix of a caller's input (``excerpt``): a
+malformed URL is echoed masked, a 3 MB message as its first words. A log line names a
+text holding the user's words by its ``fingerprint`` only, and quotes an error by its
+``headline`` (a validation error's later lines quote the input).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from langchain_core.messages import BaseMessage, messages_from_dict, messages_to
 
 from langmem_layer.errors import InvalidContentError
 
-__all__ = ["NUL", "clean", "clean_deep", "clean_messages", "excerpt", "redact", "reject_nul"]
+__all__ = ["NUL", "clean", "clean_deep", "clean_messages", "excerpt", "fingerprint",
+           "headline", "redact", "reject_nul"]
 
 NUL = "\x00"
 T = TypeVar("T")
@@ -141,3 +144,20 @@ def excerpt(value: Any, limit: int = EXCERPT) -> str:
         return repr(text) if isinstance(value, str) else text
     shown = repr(text[:limit]) if isinstance(value, str) else text[:limit]
     return f"{shown}… ({len(text):,} characters)"
+
+
+def fingerprint(text: str) -> str:
+    """What a log line says of a text it must not show (a model's raw output holds the
+    user's words): its length and the start of its SHA-256, enough to match it with the
+    copy kept where the user's data is (the decision log)."""
+    import hashlib
+
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:12]
+    return f"{len(text):,} characters, sha256 {digest}"
+
+
+def headline(error: str) -> str:
+    """An error's first line, cut to 200 characters, for a log line: a validation error
+    quotes the values it refused on its later lines, and those are the user's words."""
+    first = error.strip().splitlines()[0] if error.strip() else ""
+    return first[:200]

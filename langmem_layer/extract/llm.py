@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from langmem_layer.extract.base import Extractor, FallbackOperations, MemoryOperation
 from langmem_layer.extract.rules import RuleExtractor
+from langmem_layer.sanitize import fingerprint, headline
 from langmem_layer.types import Kind, LoopStatus, Recalled, utc_iso
 
 __all__ = ["ExtractionOutput", "LLMExtractor"]
@@ -139,8 +140,9 @@ class LLMExtractor(Extractor):
                 ops, error, raw = self._parse(reply)
             if ops is not None:
                 return ops
+            # The raw output holds the user's words: logged by its fingerprint only.
             logger.warning("LLM extraction attempt %d invalid: %s; raw output: %s",
-                           attempt + 1, error, raw)
+                           attempt + 1, headline(error), fingerprint(raw))
             prompt = self._retry_prompt(prompt, raw, error)
         return error
 
@@ -148,7 +150,7 @@ class LLMExtractor(Extractor):
                    ) -> FallbackOperations:
         name = "rules" if isinstance(self.fallback, RuleExtractor) else type(self.fallback).__name__
         logger.warning("LLM extraction failed (%s); the turn was extracted by %s and is kept "
-                       "for the reextract job", error, name)
+                       "for the reextract job", headline(error), name)
         return FallbackOperations(operations, f"{name} (fallback: {error[:500]})")
 
     def extract(self, messages: Sequence[BaseMessage], *, existing: Sequence[Recalled] = (),

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from langmem_layer.sanitize import fingerprint, headline
 from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import utc_iso
 
@@ -213,8 +214,9 @@ class ModelSynthesizer(Synthesizer):
                 outcome.output, outcome.error = answer, None
                 return outcome
             outcome.error = error
+            # The raw output holds the user's words (kept in the decision log instead).
             logger.warning("synthesis %s attempt %d invalid: %s; raw output: %s", task.name,
-                           attempt + 1, error, raw)
+                           attempt + 1, headline(error), fingerprint(raw))
             messages = [*messages, AIMessage(raw), HumanMessage(
                 "That output was invalid:\n" + error
                 + "\nReply again with output that follows the schema.")]
