@@ -106,3 +106,22 @@ def test_readiness_says_when_the_schema_is_not_current(scratch: str) -> None:
                              "(SELECT max(v) FROM langmem_migrations)")
             stale = client.get("/readyz")
             assert stale.status_code == 503 and "schema not current" in stale.text
+
+
+def test_json_logs_are_one_object_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import logging
+
+    from langmem_layer.server.http import serve
+
+    monkeypatch.setenv("LANGMEM_LOG_FORMAT", "json")
+    config = serve._log_config()
+    assert {f["()"] for f in config["formatters"].values()} == {serve.JsonFormatter}
+    record = logging.LogRecord("langmem_layer", logging.INFO, __file__, 1,
+                               "memory database: %s", ("embedded PostgreSQL in /x",), None)
+    line = json.loads(serve.JsonFormatter().format(record))
+    assert line["message"] == "memory database: embedded PostgreSQL in /x"
+    assert line["level"] == "INFO" and line["logger"] == "langmem_layer"
+    monkeypatch.delenv("LANGMEM_LOG_FORMAT")
+    plain = serve._log_config()["formatters"].values()
+    assert serve.JsonFormatter not in {f.get("()") for f in plain}

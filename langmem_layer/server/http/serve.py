@@ -12,6 +12,9 @@ its import string.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
 import signal
 import threading
 from collections.abc import Iterator, Sequence
@@ -60,7 +63,8 @@ def run(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str =
 
 def _log_config() -> dict[str, Any]:
     """uvicorn's logging, with the library's INFO lines (where the database is, the
-    model loaded) printed the same way as uvicorn's own."""
+    model loaded) printed the same way as uvicorn's own; with ``LANGMEM_LOG_FORMAT=json``
+    every line (uvicorn's too) is one JSON object, for a log collector."""
     import copy
 
     from uvicorn.config import LOGGING_CONFIG
@@ -68,7 +72,24 @@ def _log_config() -> dict[str, Any]:
     config = copy.deepcopy(LOGGING_CONFIG)
     config["loggers"]["langmem_layer"] = {"handlers": ["default"], "level": "INFO",
                                           "propagate": False}
+    if os.environ.get("LANGMEM_LOG_FORMAT", "").lower() == "json":
+        for formatter in config["formatters"].values():
+            formatter.clear()
+            formatter["()"] = JsonFormatter
     return config
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log record: time, level, logger, message (and the exception,
+    if any). The messages themselves carry no memory text, key or password."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+                 "level": record.levelname, "logger": record.name,
+                 "message": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
