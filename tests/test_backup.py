@@ -5,14 +5,11 @@ refused restore."""
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
-from psycopg import conninfo
 
 from langmem_layer import ConfigurationError, MemoryLayer, PostgresMemoryStore
 from langmem_layer.cli import main
@@ -22,17 +19,6 @@ from tests.fakes import BagOfWordsEmbeddings
 
 INDEX = {"embed": BagOfWordsEmbeddings(dims=64), "dims": 64, "model_id": "bow-64"}
 USERS = ("ann", "ben", "cyd")
-
-
-@pytest.fixture
-def scratch(pg_uri: str) -> Iterator[str]:
-    name = f"langmem_bk_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    uri = conninfo.make_conninfo(pg_uri, dbname=name)
-    yield uri
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _fill(layer: MemoryLayer) -> None:
@@ -47,28 +33,28 @@ def _exports(layer: MemoryLayer) -> dict[str, dict]:
     return {user: layer.export(user) for user in USERS}
 
 
-def test_a_round_trip_gives_every_users_export_back(scratch: str, tmp_path: Path,
+def test_a_round_trip_gives_every_users_export_back(bare_uri: str, tmp_path: Path,
                                                     capsys) -> None:
-    with PostgresMemoryStore.from_conn_string(scratch, index=INDEX) as store:
+    with PostgresMemoryStore.from_conn_string(bare_uri, index=INDEX) as store:
         store.setup()
         layer = MemoryLayer(store, extractor=RuleExtractor(), extraction="inline")
         _fill(layer)
         before = _exports(layer)
         path = tmp_path / "memory.dump"
-        assert main(["--database-url", scratch, "backup", str(path)]) == 0
+        assert main(["--database-url", bare_uri, "backup", str(path)]) == 0
         assert path.stat().st_size > 0
         layer.delete_user("ann")
         layer.remember("ben", "A memory written after the backup.")
-        assert main(["--database-url", scratch, "restore", str(path)]) == 1  # needs --yes
+        assert main(["--database-url", bare_uri, "restore", str(path)]) == 1  # needs --yes
         assert "--yes" in capsys.readouterr().err
-        assert main(["--database-url", scratch, "restore", str(path), "--yes"]) == 0
+        assert main(["--database-url", bare_uri, "restore", str(path), "--yes"]) == 0
         assert _exports(layer) == before
         layer.close()
 
 
-def test_a_backup_taken_while_turns_are_written_restores(scratch: str,
+def test_a_backup_taken_while_turns_are_written_restores(bare_uri: str,
                                                          tmp_path: Path) -> None:
-    with PostgresMemoryStore.from_conn_string(scratch, index=INDEX, pool_size=2) as store:
+    with PostgresMemoryStore.from_conn_string(bare_uri, index=INDEX, pool_size=2) as store:
         store.setup()
         layer = MemoryLayer(store, extractor=RuleExtractor(), extraction="inline")
         _fill(layer)
@@ -83,13 +69,13 @@ def test_a_backup_taken_while_turns_are_written_restores(scratch: str,
         writer = threading.Thread(target=write)
         writer.start()
         try:
-            path = backup(scratch, tmp_path / "live.dump")
+            path = backup(bare_uri, tmp_path / "live.dump")
         finally:
             stop.set()
             writer.join()
-        restore(scratch, path)
+        restore(bare_uri, path)
         # A consistent snapshot: every memory restored has its vector.
-        with psycopg.connect(scratch) as conn:
+        with psycopg.connect(bare_uri) as conn:
             (orphans,) = conn.execute(
                 "SELECT count(*) FROM langmem_items i WHERE i.is_memory AND NOT EXISTS "
                 "(SELECT 1 FROM langmem_embeddings e WHERE e.user_id = i.user_id "
@@ -98,8 +84,8 @@ def test_a_backup_taken_while_turns_are_written_restores(scratch: str,
         assert layer.recall("ann", "Where do I live?")
 
 
-def test_a_refused_restore_changes_nothing(scratch: str, tmp_path: Path) -> None:
-    with PostgresMemoryStore.from_conn_string(scratch, index=INDEX) as store:
+def test_a_refused_restore_changes_nothing(bare_uri: str, tmp_path: Path) -> None:
+    with PostgresMemoryStore.from_conn_string(bare_uri, index=INDEX) as store:
         store.setup()
         layer = MemoryLayer(store, extractor=RuleExtractor(), extraction="inline")
         _fill(layer)
@@ -107,7 +93,7 @@ def test_a_refused_restore_changes_nothing(scratch: str, tmp_path: Path) -> None
         bad = tmp_path / "not-a-backup.dump"
         bad.write_text("this is not a backup")
         with pytest.raises(ConfigurationError, match="the restore failed"):
-            restore(scratch, bad)
+            restore(bare_uri, bad)
         with pytest.raises(ConfigurationError, match="no backup file"):
-            restore(scratch, tmp_path / "missing.dump")
+            restore(bare_uri, tmp_path / "missing.dump")
         assert _exports(layer) == before

@@ -4,7 +4,6 @@ with a real Prometheus text parser, against a real uvicorn server and database."
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import psycopg
@@ -28,23 +27,8 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-@pytest.fixture
-def scratch(pg_uri: str) -> Iterator[str]:
-    """A database of its own, set up, that a test may make unreachable."""
-    name = f"langmem_ops_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    uri = conninfo.make_conninfo(pg_uri, dbname=name)
-    with PostgresMemoryStore.from_conn_string(uri, index=None) as store:
-        store.setup()
-    yield uri
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
-def test_health_readiness_and_metrics(scratch: str) -> None:
-    with PostgresMemoryStore.from_conn_string(scratch, index=INDEX, pool_size=2) as store, \
+def test_health_readiness_and_metrics(bare_uri: str) -> None:
+    with PostgresMemoryStore.from_conn_string(bare_uri, index=INDEX, pool_size=2) as store, \
             serve(create_app(store=store, agent=False)) as url, \
             httpx.Client(base_url=url, timeout=30) as http:
         assert http.get("/healthz").json() == {"status": "ok"}
@@ -68,9 +52,9 @@ def test_health_readiness_and_metrics(scratch: str) -> None:
         assert "Lisbon" not in http.get("/metrics").text
 
 
-def test_readiness_fails_within_one_probe_and_recovers(scratch: str, pg_uri: str) -> None:
-    name = conninfo.conninfo_to_dict(scratch)["dbname"]
-    with PostgresMemoryStore.from_conn_string(scratch, index=None, pool_size=2) as store, \
+def test_readiness_fails_within_one_probe_and_recovers(bare_uri: str, pg_uri: str) -> None:
+    name = conninfo.conninfo_to_dict(bare_uri)["dbname"]
+    with PostgresMemoryStore.from_conn_string(bare_uri, index=None, pool_size=2) as store, \
             serve(create_app(store=store, agent=False)) as url, \
             httpx.Client(base_url=url, timeout=30) as http:
         assert http.get("/readyz").status_code == 200
@@ -86,26 +70,17 @@ def test_readiness_fails_within_one_probe_and_recovers(scratch: str, pg_uri: str
         assert http.get("/readyz").status_code == 200  # on its own, no restart
 
 
-def test_readiness_says_when_the_schema_is_not_current(scratch: str) -> None:
-    with psycopg.connect(scratch, autocommit=True) as conn:
-        conn.execute("DELETE FROM langmem_migrations WHERE v = "
-                     "(SELECT max(v) FROM langmem_migrations)")
-    with PostgresMemoryStore.from_conn_string(scratch, index=None, pool_size=2) as store:
-        app = create_app(store=store, agent=False)
-        with serve(app) as url:
-            # The app's own setup() applies it again at startup: current once it runs.
-            assert httpx.get(f"{url}/readyz", timeout=30).status_code == 200
-        with psycopg.connect(scratch, autocommit=True) as conn:
+def test_readiness_says_when_the_schema_is_not_current(bare_uri: str) -> None:
+    from fastapi.testclient import TestClient
+
+    with PostgresMemoryStore.from_conn_string(bare_uri, index=None, pool_size=2) as store, \
+            TestClient(create_app(store=store, agent=False)) as client:  # runs setup()
+        assert client.get("/readyz").status_code == 200
+        with psycopg.connect(bare_uri, autocommit=True) as conn:  # as an older version left it
             conn.execute("DELETE FROM langmem_migrations WHERE v = "
                          "(SELECT max(v) FROM langmem_migrations)")
-        from fastapi.testclient import TestClient
-
-        with TestClient(app) as client:
-            with psycopg.connect(scratch, autocommit=True) as conn:
-                conn.execute("DELETE FROM langmem_migrations WHERE v = "
-                             "(SELECT max(v) FROM langmem_migrations)")
-            stale = client.get("/readyz")
-            assert stale.status_code == 503 and "schema not current" in stale.text
+        stale = client.get("/readyz")
+        assert stale.status_code == 503 and "schema not current" in stale.text
 
 
 def test_json_logs_are_one_object_a_line(monkeypatch: pytest.MonkeyPatch) -> None:

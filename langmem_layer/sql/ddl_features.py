@@ -14,6 +14,38 @@ from langmem_layer.sql.trust import TRUST_TABLE
 
 __all__ = ["FEATURES"]
 
+
+def _bound_nearest(name: str, vector_type: str) -> str:
+    """Migration 29's reader of a user's own HNSW index of ``vector_type`` (``vector`` or
+    ``halfvec``): run as its owner, answering only for the bound user."""
+    return f"""
+    CREATE OR REPLACE FUNCTION {name}(
+        p_user text, p_model text, p_dims integer, p_query text,
+        p_prefix text, p_prefix_like text, p_limit integer, p_ef integer)
+    RETURNS TABLE (prefix text, key text, sim double precision)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path FROM CURRENT
+    SET enable_sort = off
+    SET hnsw.iterative_scan = 'relaxed_order'
+    SET hnsw.ef_search = 100
+    AS $fn$
+    BEGIN
+        IF NOT langmem_bound(p_user) THEN RETURN; END IF;
+        PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true);
+        RETURN QUERY EXECUTE format(
+            'SELECT e.prefix, e.key, 1 - (e.embedding::{vector_type}(%1$s)
+                                          <=> $1::{vector_type}(%1$s))
+             FROM langmem_embeddings e
+             WHERE e.user_id = %2$L AND e.model_id = %3$L
+               AND ($2 IS NULL OR e.prefix = $2 OR e.prefix LIKE $3)
+             ORDER BY e.embedding::{vector_type}(%1$s) <=> $1::{vector_type}(%1$s)
+             LIMIT $4',
+            p_dims, p_user, p_model)
+        USING p_query, p_prefix, p_prefix_like, p_limit;
+    END
+    $fn$;
+    """
+
 FEATURES: list[str] = [
     # the lifecycle: each memory's decay score, recomputed nightly into an
     # unindexed column (an in-place HOT update, like `access`), and the open loops with
@@ -304,53 +336,6 @@ FEATURES: list[str] = [
         USING p_user_refs, p_prefixes, p_statuses, p_now;
     END
     $fn$;
-    CREATE OR REPLACE FUNCTION langmem_user_nearest(
-        p_user text, p_model text, p_dims integer, p_query text,
-        p_prefix text, p_prefix_like text, p_limit integer, p_ef integer)
-    RETURNS TABLE (prefix text, key text, sim double precision)
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path FROM CURRENT
-    SET enable_sort = off
-    SET hnsw.iterative_scan = 'relaxed_order'
-    SET hnsw.ef_search = 100
-    AS $fn$
-    BEGIN
-        IF NOT langmem_bound(p_user) THEN RETURN; END IF;
-        PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true);
-        RETURN QUERY EXECUTE format(
-            'SELECT e.prefix, e.key, 1 - (e.embedding::vector(%1$s) <=> $1::vector(%1$s))
-             FROM langmem_embeddings e
-             WHERE e.user_id = %2$L AND e.model_id = %3$L
-               AND ($2 IS NULL OR e.prefix = $2 OR e.prefix LIKE $3)
-             ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
-             LIMIT $4',
-            p_dims, p_user, p_model)
-        USING p_query, p_prefix, p_prefix_like, p_limit;
-    END
-    $fn$;
-    CREATE OR REPLACE FUNCTION langmem_user_nearest_halfvec(
-        p_user text, p_model text, p_dims integer, p_query text,
-        p_prefix text, p_prefix_like text, p_limit integer, p_ef integer)
-    RETURNS TABLE (prefix text, key text, sim double precision)
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path FROM CURRENT
-    SET enable_sort = off
-    SET hnsw.iterative_scan = 'relaxed_order'
-    SET hnsw.ef_search = 100
-    AS $fn$
-    BEGIN
-        IF NOT langmem_bound(p_user) THEN RETURN; END IF;
-        PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true);
-        RETURN QUERY EXECUTE format(
-            'SELECT e.prefix, e.key, 1 - (e.embedding::halfvec(%1$s) <=> $1::halfvec(%1$s))
-             FROM langmem_embeddings e
-             WHERE e.user_id = %2$L AND e.model_id = %3$L
-               AND ($2 IS NULL OR e.prefix = $2 OR e.prefix LIKE $3)
-             ORDER BY e.embedding::halfvec(%1$s) <=> $1::halfvec(%1$s)
-             LIMIT $4',
-            p_dims, p_user, p_model)
-        USING p_query, p_prefix, p_prefix_like, p_limit;
-    END
-    $fn$;
-    """,
+""" + _bound_nearest("langmem_user_nearest", "vector")
+    + _bound_nearest("langmem_user_nearest_halfvec", "halfvec"),
 ]
