@@ -218,12 +218,14 @@ def test_eval_locomo_on_a_slice(pg_uri: str, capsys: pytest.CaptureFixture[str],
     layer = data["layer"]
     # The block holds at least the evidence its best-ranked memories hold, within target.
     assert layer["block"] >= layer["recall"] - 1e-9 and 0 < layer["share"] < 1
+    # Session-level recall_any@5: at least as often as the evidence itself is in the top 5.
+    assert 0 < layer["any5"] <= 1
     assert layer["tokens_p95"] <= data["settings"]["block_target_tokens"]
     assert set(layer["by_conversation"]) == {"conv-26"}
     assert data["cross_validation"]["folds"] == []  # one conversation: nothing to tune on
     assert main([*args, "--sessions", "1"]) == 0
     table = capsys.readouterr().out
-    assert "evidence in block" in table and "vector only" in table
+    assert "evidence in block" in table and "vector only" in table and "sess@5" in table
     assert "cross-validation needs two conversations" in table
     with pytest.raises(SystemExit):
         main([*args, "--split", "sideways"])

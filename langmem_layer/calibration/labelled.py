@@ -46,6 +46,8 @@ class LabelledQuery:
         score: ``(top-k recalled, k) -> [0, 1]`` (evidence recall, or hit).
         profile: The profile searched (None: the default).
         category: LoCoMo's category (None for fixtures).
+        sessions: The threads (LoCoMo's sessions) holding the evidence, for the
+            session-level recall_any@5.
     """
 
     user: str
@@ -54,6 +56,7 @@ class LabelledQuery:
     score: Callable[[Sequence[str], int], float]
     profile: str | None = None
     category: int | None = None
+    sessions: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -300,12 +303,18 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
                 bar.update()
     # Recall returns memory keys; the evidence is dia ids.
     queries = [LabelledQuery(prefix + q.sample_id, q.text, c.asked_at,
-                             _keyed(_evidence_score(q.evidence), labels), category=q.category)
+                             _keyed(_evidence_score(q.evidence), labels), category=q.category,
+                             sessions=frozenset(_session(e) for e in q.evidence))
                for c in convs if c.asked_at is not None for q in c.questions]
     texts: dict[str, list[str]] = {}
     for user, t in turns:
         texts.setdefault(user, []).append(t.text)
     return LabelledSet(path.name, queries, users, labels, turns=len(turns), texts=texts)
+
+
+def _session(dia_id: str) -> str:
+    """The thread a turn was written to: ``D3:5`` -> ``session-3``."""
+    return f"session-{dia_id.split(':', 1)[0].removeprefix('D')}"
 
 
 def _evidence_score(evidence: frozenset[str]) -> Callable[[Sequence[str], int], float]:

@@ -8,6 +8,8 @@ recall, which does not reinforce, then the block). Reported per conversation and
 category:
 
 * ``recall@k``: |evidence ∩ the k best-ranked memories| / |evidence|;
+* session-level ``recall_any@5``: whether a session holding evidence is among the first
+  five distinct sessions the ranking reaches (the figure other memory systems report);
 * evidence in block: |evidence ∩ the memories the rendered block holds| / |evidence| —
   what the agent actually sees;
 * block tokens, and their share of the conversation's tokens (every turn's text: what
@@ -98,6 +100,7 @@ class Outcome:
     block: float
     tokens: int
     share: float
+    any5: float = float("nan")
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -111,7 +114,23 @@ def _tokens_p50(rows: Sequence[Outcome]) -> int:
 
 def _means(rows: Sequence[Outcome]) -> dict[str, float]:
     return {"recall": _mean([r.recall for r in rows]), "block": _mean([r.block for r in rows]),
-            "share": _mean([r.share for r in rows])}
+            "share": _mean([r.share for r in rows]),
+            "any5": _mean([r.any5 for r in rows if r.any5 == r.any5])}  # NaN: no sessions
+
+
+def _any5(recalled: Sequence[Any], sessions: frozenset[str]) -> float:
+    """1 when a session of ``sessions`` is among the first five distinct sessions of the
+    ranking (``recalled`` in order), else 0; NaN for a question without sessions."""
+    if not sessions:
+        return float("nan")
+    seen: list[str] = []
+    for r in recalled:
+        thread = r.record.source.thread_id if r.record.source else None
+        if thread and thread not in seen:
+            seen.append(thread)
+            if len(seen) == 5:
+                break
+    return 1.0 if sessions & set(seen) else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,14 +271,15 @@ class LocomoReport:
                  f"{self.turns} turns, {self.questions} questions; profile {self.profile}; "
                  f"block target {self.settings['block_target_tokens']} tokens, relevance "
                  f"floor {self.settings['block_min_relevance']}, rrf_k {self.settings['rrf_k']}"]
-        head = f"{'':<20}{'n':>5}{'R@' + str(k):>8}{'in block':>10}{'tokens p50':>12}{'share':>8}"
+        head = (f"{'':<20}{'n':>5}{'R@' + str(k):>8}{'in block':>10}{'tokens p50':>12}"
+                f"{'share':>8}{'sess@5':>8}")
         lines += ["", "The library's settings (evidence in block = what the agent sees)",
                   head, "-" * len(head)]
 
         def row(name: str, rows: Sequence[Outcome]) -> str:
             m = _means(rows)
             return (f"{name[:20]:<20}{len(rows):>5}{m['recall']:>8.3f}{m['block']:>10.3f}"
-                    f"{_tokens_p50(rows):>12}{100 * m['share']:>7.1f}%")
+                    f"{_tokens_p50(rows):>12}{100 * m['share']:>7.1f}%{m['any5']:>8.3f}")
         lines.append(row("all", self.defaults))
         for c, name in CATEGORIES.items():
             rows = [r for r in self.defaults if r.category == c]
@@ -361,13 +381,14 @@ def _score_all(layer: Any, data: LabelledSet, k: int, prefix: str, show: bool, d
             seconds.append(time.perf_counter() - t0)
             ranked = [r.key for r in inputs.recalled if not r.record.pinned]
             recall = q.score(ranked, k)
+            any5 = _any5([r for r in inputs.recalled if not r.record.pinned], q.sessions)
             for b, env in envs:
                 block = context_block(env, block_memories(env, inputs.recalled), now=q.now)
                 placed = list(block.placements)
                 out[_key(b)].append(Outcome(
                     q.user.removeprefix(prefix), q.category, recall,
                     q.score(placed, len(placed)) if placed else 0.0, block.tokens,
-                    block.tokens / max(1, history[q.user])))
+                    block.tokens / max(1, history[q.user]), any5))
             bar.update()
     return out, seconds
 
