@@ -100,3 +100,43 @@ def test_json_logs_are_one_object_a_line(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("LANGMEM_LOG_FORMAT")
     plain = serve._log_config()["formatters"].values()
     assert serve.JsonFormatter not in {f.get("()") for f in plain}
+
+
+def test_the_worker_serves_the_same_metrics(bare_uri: str) -> None:
+    """``langmem-layer worker --metrics-port``: the figures the app's /metrics has, from
+    the worker process, plus the turns it extracted."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with PostgresMemoryStore.from_conn_string(bare_uri, index=None) as store:
+        store.setup()
+        layer = MemoryLayer(store)
+        layer.run(enqueue_turn(layer.env, "w", [HumanMessage("I live in Oslo.")],
+                               profile=None, thread_id=None, agent_id=None, now=layer.now()))
+    root = Path(__file__).resolve().parents[1]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "langmem_layer.cli", "--database-url", bare_uri, "worker",
+         "--no-jobs", "--interval", "0.2", "--metrics-port", str(port)],
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        found: dict = {}
+        for _ in range(150):  # up to 30 s: the worker starts, extracts, then reports
+            try:
+                found = _samples(httpx.get(f"http://127.0.0.1:{port}/metrics").text)
+            except httpx.HTTPError:
+                found = {}
+            if found.get(("langmem_turns_extracted_total", ())) == 1:
+                break
+            time.sleep(0.2)
+        assert found[("langmem_turns_extracted_total", ())] == 1
+        assert found[("langmem_extraction_backlog", ())] == 0
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)

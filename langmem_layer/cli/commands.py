@@ -6,10 +6,17 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
+from langmem_layer.errors import LangmemError
 from langmem_layer.jobs import JobContext
+from langmem_layer.jobs.runs import Shard
 
-__all__ = ["Command", "Failure", "always", "never", "positive", "user_id"]
+__all__ = ["PROG", "Command", "Failure", "always", "iso_time", "never", "positive", "shard",
+           "user_id"]
+
+#: The command's name, as errors print it.
+PROG = "langmem-layer"
 
 
 def always(args: argparse.Namespace) -> bool:
@@ -67,3 +74,20 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
     return value
+
+
+def iso_time(text: str) -> datetime:
+    """A ``--now`` value; a time without a zone is UTC (the database stores UTC)."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def shard(text: str) -> Shard:
+    """A ``--shard I/N`` value (argparse type)."""
+    try:
+        return Shard.parse(text)
+    except LangmemError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -13,16 +13,23 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from langmem_layer.cli import backups, memories
-from langmem_layer.cli.commands import Command, Failure, always, positive, user_id
+from langmem_layer.cli import backups, memories, worker
+from langmem_layer.cli.commands import (
+    PROG,
+    Command,
+    Failure,
+    always,
+    iso_time,
+    shard,
+    user_id,
+)
 from langmem_layer.cli.server import (
     keys_create,
     keys_create_arguments,
@@ -36,7 +43,6 @@ from langmem_layer.cli.server import (
 from langmem_layer.environment import open_store, settings_from_env
 from langmem_layer.errors import LangmemError
 from langmem_layer.jobs import JOBS, Job, JobContext
-from langmem_layer.jobs.runs import Shard, run_due
 from langmem_layer.jobs.runs import run as run_job
 from langmem_layer.jobs.schedule import zone
 from langmem_layer.jobs.status import counts_json, status
@@ -44,7 +50,6 @@ from langmem_layer.sanitize import redact
 
 __all__ = ["COMMANDS", "Command", "main"]
 
-PROG = "langmem-layer"
 #: SQLSTATE ``undefined_table``: the schema was never created in this database.
 _UNDEFINED_TABLE = "42P01"
 
@@ -204,64 +209,6 @@ def _mcp(args: argparse.Namespace, ctx: JobContext | None) -> int:
     return 0
 
 
-def _work_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--once", action="store_true",
-                        help="one pass: ready entries, then the jobs due")
-    parser.add_argument("--interval", type=float, default=5.0, help="seconds between polls")
-    parser.add_argument("--jobs", type=_job_names, default=None, metavar="NAME,...",
-                        help="run only these scheduled jobs (default: every scheduled job)")
-    parser.add_argument("--no-jobs", action="store_true",
-                        help="only extract; run no scheduled job")
-    parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",
-                        help="pin this worker to one shard of users for per-user jobs")
-    parser.add_argument("--shards", type=positive, default=1, metavar="N",
-                        help="split per-user jobs into N shards that the workers share, "
-                        "each taking the next free one (every worker: the same N)")
-    parser.add_argument("--now", type=_iso_time, default=None,
-                        help="run the pass as if at this ISO 8601 time (with --once)")
-
-
-def _job_names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
-
-
-def _shard(text: str) -> Shard:
-    try:
-        return Shard.parse(text)
-    except LangmemError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _job_failed(job: Job, error: Exception) -> None:
-    # The worker goes on: the failed run keeps its cursor and is resumed next pass.
-    print(f"{PROG}: job {job.name} failed: {type(error).__name__}: {error}",
-          file=sys.stderr, flush=True)
-
-
-def _work(args: argparse.Namespace, ctx: JobContext | None) -> int:
-    """Run the ``extract`` job and the scheduled jobs that are due, then poll; Ctrl-C
-    stops after the current pass.
-
-    Every worker runs the schedule: a period's run is claimed by one of them (see
-    ``langmem_layer.jobs.runs``), the others skip it.
-    """
-    assert ctx is not None
-    try:
-        while True:
-            result = JOBS["extract"].run(ctx)
-            if result.counts["extracted"] or result.failed:
-                print(result.summary(), flush=True)
-            if not args.no_jobs:
-                for run in run_due(ctx, now=args.now, jobs=args.jobs, shard=args.shard,
-                                   shards=args.shards, on_error=_job_failed):
-                    print(run.summary(), flush=True)
-            if args.once:
-                return 0
-            time.sleep(args.interval)
-    except KeyboardInterrupt:
-        return 0
-
-
 # -- jobs -----------------------------------------------------------------------------
 
 
@@ -309,24 +256,15 @@ def _jobs_list(args: argparse.Namespace, ctx: JobContext | None) -> int:
     return 0
 
 
-def _iso_time(text: str) -> datetime:
-    """A ``--now`` value; a time without a zone is UTC (the database stores UTC)."""
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def _jobs_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=sorted(JOBS), metavar="NAME",
                         help="a job from `jobs list`")
-    parser.add_argument("--now", type=_iso_time, default=None,
+    parser.add_argument("--now", type=iso_time, default=None,
                         help="run as if at this ISO 8601 time (default: now)")
     parser.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
                         help="a job option, e.g. -O threshold=1000 (repeatable)")
     parser.add_argument("--user", default=None, help="a per-user job for this user only")
-    parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",
+    parser.add_argument("--shard", type=shard, default=None, metavar="I/N",
                         help="a per-user job for shard I of N of the users (e.g. 0/4)")
     parser.add_argument("--dry-run", action="store_true",
                         help="a per-user job run without writing anything; not recorded")
@@ -366,7 +304,7 @@ def _when(value: datetime | None, tz: Any) -> str:
 
 
 def _jobs_status_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--now", type=_iso_time, default=None,
+    parser.add_argument("--now", type=iso_time, default=None,
                         help="next due times as of this ISO 8601 time (default: now)")
 
 
@@ -460,8 +398,7 @@ COMMANDS: dict[str, Command] = {
     **memories.COMMANDS,
     **{name: _job_command(JOBS[name]) for name in
        ("sweep-ttl", "purge-embedding-cache", "sweep-sessions", "index-large-users")},
-    "worker": Command("extract queued turns and run the scheduled jobs as they fall due "
-                      "(until interrupted)", _work_arguments, _work, always),
+    **worker.COMMANDS,
     "mcp": Command("serve one user's memory to MCP clients (stdio or streamable HTTP)",
                    _mcp_arguments, _mcp, uses_store=False),
     "jobs list": Command("list the maintenance jobs: name, schedule, summary",
