@@ -1,0 +1,243 @@
+"""On Citus (``make test-citus``): the schema distributed by ``setup()``, and a turn's
+statements planned as router plans (one task, on the shard group of the user).
+
+Runs only against a Citus coordinator (``LANGMEM_TEST_DATABASE_URL``, set by ``make
+test-citus``); ``make test`` skips the module. ``CITUS_PENDING`` lists the tests of the
+suite that ``make test-citus`` runs but that cannot pass on Citus yet, each with its
+reason; ``tests/conftest.py`` marks them as expected failures there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.store.base import PutOp
+
+from langmem_layer import Kind, Layer, MemoryLayer, MemoryRecord, MemorySettings
+from langmem_layer.sql.users import USER_TABLES
+from langmem_layer.store.ops import RecallOp
+from langmem_layer.store.sync import PostgresMemoryStore
+from tests import audit
+from tests.conftest import SERVER_ENV, on_citus
+from tests.fakes import Clock
+
+#: Tests ``make test-citus`` runs that cannot pass on Citus yet (node id -> reason).
+CITUS_PENDING: dict[str, str] = {}
+
+pytestmark = pytest.mark.skipif(not os.environ.get(SERVER_ENV),
+                                reason="runs on a Citus coordinator: make test-citus")
+
+NOW = datetime(2026, 11, 18, tzinfo=UTC)
+_NO_WAKE = MemorySettings(extract_every_n_turns=1000)
+
+
+@pytest.fixture(autouse=True)
+def _citus(pg_uri: str) -> None:
+    if not on_citus(pg_uri):
+        pytest.fail(f"{SERVER_ENV} is not a Citus coordinator (no citus extension)")
+
+
+# -- the schema ---------------------------------------------------------------------------
+
+def _distribution(uri: str) -> dict[str, tuple[str | None, int | None]]:
+    with psycopg.connect(uri) as conn:
+        rows = conn.execute(
+            """SELECT c.relname, p.partmethod, p.colocationid
+            FROM pg_class c LEFT JOIN pg_dist_partition p ON p.logicalrelid = c.oid
+            WHERE c.relkind = 'r' AND c.relname LIKE 'langmem\\_%'
+              AND c.relnamespace = current_schema()::regnamespace""").fetchall()
+    return {name: (method, colocation) for name, method, colocation in rows}
+
+
+def test_every_per_user_table_is_distributed_with_the_items_and_the_rest_replicated(
+    pg_uri: str,
+) -> None:
+    tables = _distribution(pg_uri)
+    colocation = tables["langmem_items"][1]
+    for name in USER_TABLES:
+        assert tables[name] == ("h", colocation), name
+    for name in set(tables) - set(USER_TABLES):
+        assert tables[name][0] == "n", name  # reference tables: migrations, job runs
+
+
+def test_setup_again_changes_nothing_and_distributes_a_new_table(pg_uri: str) -> None:
+    before = _distribution(pg_uri)
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:
+        assert store.setup() == []
+    assert _distribution(pg_uri) == before
+    # A table a later migration adds: a per-user one (in USER_TABLES in the library)
+    # would be distributed; one without user_id becomes a reference table.
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute("CREATE TABLE langmem_citus_probe (v int PRIMARY KEY)")
+    try:
+        with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:
+            store.setup(distributed=True)
+        after = _distribution(pg_uri)
+        assert after["langmem_citus_probe"][0] == "n"
+        assert {k: v for k, v in after.items() if k != "langmem_citus_probe"} == before
+    finally:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute("DROP TABLE langmem_citus_probe")
+
+
+def test_the_policies_of_distributed_tables_read_the_settings_without_a_subquery(
+    pg_uri: str,
+) -> None:
+    with psycopg.connect(pg_uri) as conn:
+        quals = conn.execute(
+            """SELECT tablename, policyname, qual FROM pg_policies
+            WHERE tablename = ANY(%s)""", [list(USER_TABLES)]).fetchall()
+    assert len(quals) == 2 * len(USER_TABLES)
+    for table, policy, qual in quals:
+        assert "SELECT" not in qual.upper(), (table, policy, qual)
+        assert "current_setting" in qual, (table, policy, qual)
+
+
+def _terms(uri: str, user: str) -> dict[str, int]:
+    with psycopg.connect(uri) as conn:
+        rows = conn.execute("SELECT lexeme, df FROM langmem_terms WHERE user_id = %s "
+                            "AND df > 0", [user]).fetchall()
+    return dict(rows)
+
+
+def _recount(uri: str, user: str) -> dict[str, int]:
+    with psycopg.connect(uri) as conn:
+        rows = conn.execute(
+            """SELECT l.lexeme, count(*) FROM langmem_items i
+            CROSS JOIN LATERAL langmem_terms_of(i.tsv) AS l(lexeme)
+            WHERE i.user_id = %s AND i.is_memory GROUP BY 1""", [user]).fetchall()
+    return dict(rows)
+
+
+def test_term_statistics_and_decay_scores_follow_the_items_on_the_workers(
+    store: PostgresMemoryStore, pg_uri: str,
+) -> None:
+    layer = MemoryLayer(store, settings=_NO_WAKE)
+    for user in ("alice", "bob"):
+        layer.remember(user, f"{user} drinks green tea every morning")
+        layer.remember(user, f"{user} lives in Lisbon")
+    kept = layer.remember("alice", "Alice plays the cello")
+    assert _terms(pg_uri, "alice") == _recount(pg_uri, "alice") != {}
+    assert _terms(pg_uri, "bob") == _recount(pg_uri, "bob") != {}
+    with psycopg.connect(pg_uri) as conn:
+        conn.execute("INSERT INTO langmem_decay (user_id, prefix, key, decay) "
+                     "SELECT user_id, prefix, key, 0.5 FROM langmem_items "
+                     "WHERE user_id = 'alice' AND is_memory")
+    assert layer.forget("alice", kept.key, hard=True)
+    assert _terms(pg_uri, "alice") == _recount(pg_uri, "alice")
+    with psycopg.connect(pg_uri) as conn:
+        (left,) = conn.execute("SELECT count(*) FROM langmem_decay d WHERE user_id = 'alice' "
+                               "AND NOT EXISTS (SELECT 1 FROM langmem_items i WHERE "
+                               "i.user_id = d.user_id AND i.prefix = d.prefix "
+                               "AND i.key = d.key)").fetchone()
+    assert left == 0
+    layer.close()
+
+
+# -- router plans -------------------------------------------------------------------------
+
+@contextmanager
+def _statements() -> Iterator[list[tuple[str, Any]]]:
+    """The statements library code sends inside the block, with their parameters."""
+    seen: list[tuple[str, Any]] = []
+    original = psycopg.Cursor.execute
+
+    def execute(self: Any, query: Any, params: Any = None, *a: Any, **k: Any) -> Any:
+        if isinstance(query, str):
+            seen.append((query, params))
+        return original(self, query, params, *a, **k)
+
+    psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        psycopg.Cursor.execute = original  # type: ignore[method-assign]
+
+
+def _one_user(seen: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The statements on per-user tables that bind one user (not DDL, not maintenance)."""
+    out = []
+    for sql, params in seen:
+        if sql in {s for s, _ in out} or not audit.per_user([sql]) or audit.check(sql):
+            continue
+        out.append((sql, params))
+    return out
+
+
+def _tasks(uri: str, sql: str, params: Any) -> list[int]:
+    with psycopg.connect(uri) as conn, psycopg.RawCursor(conn) as cur:
+        raw = "$" in sql and not re.search(r"%\(\w+\)s", sql)
+        if raw:
+            cur.execute("EXPLAIN " + sql, params)
+            plan = "\n".join(r[0] for r in cur.fetchall())
+        else:
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params).fetchall())
+        conn.rollback()
+    assert "Citus" in plan, plan
+    assert "Distributed Subplan" not in plan, (sql, plan)
+    return [int(n) for n in re.findall(r"Task Count: (\d+)", plan)]
+
+
+def _assert_router(uri: str, seen: list[tuple[str, Any]], least: int = 1) -> None:
+    statements = _one_user(seen)
+    assert len(statements) >= least, [s for s, _ in seen]
+    for sql, params in statements:
+        tasks = _tasks(uri, sql, params)
+        assert tasks and set(tasks) == {1}, (" ".join(sql.split())[:300], tasks)
+
+
+def _value(i: int, content: str) -> dict[str, Any]:
+    return MemoryRecord(content=content, kind=Kind.EPISODIC_EVENT, layer=Layer.EPISODIC,
+                        occurred_at=NOW - timedelta(days=i), last_accessed_at=NOW,
+                        refs=["lisbon"] if "Lisbon" in content else []).to_value()
+
+
+def test_the_stores_put_get_and_search_of_one_user_are_router_plans(
+    store: PostgresMemoryStore, pg_uri: str,
+) -> None:
+    ns = ("memories", "alice", "work")
+    with _statements() as seen:
+        store.put(ns, "k1", _value(0, "Alice moved to Lisbon in May"))
+        store.put(ns, "k2", _value(1, "the quarterly report is due on Friday"))
+        assert store.get(ns, "k1") is not None
+        assert store.search(ns, query="Lisbon", limit=5)
+        store.delete(ns, "k2")
+    _assert_router(pg_uri, seen, least=4)
+
+
+def test_a_turns_read_is_a_router_plan(store: PostgresMemoryStore, pg_uri: str) -> None:
+    store.batch([PutOp(("memories", "alice", "work"), f"m{i}", _value(i, t)) for i, t in
+                 enumerate(["Alice moved to Lisbon in May", "status meeting on thursday",
+                            "Alice prefers short answers"])])
+    with _statements() as seen:
+        (cands,) = store.batch([RecallOp("alice", ("work",), query="where is Lisbon",
+                                         now=NOW)])
+    assert cands
+    _assert_router(pg_uri, seen)
+
+
+def test_a_turns_write_and_the_extractions_apply_are_router_plans(
+    store: PostgresMemoryStore, pg_uri: str, clock: Clock,
+) -> None:
+    layer = MemoryLayer(store, clock=clock, settings=_NO_WAKE)
+    turn = [HumanMessage("I moved to Lisbon last year and I love green tea.", id="h1"),
+            AIMessage("Noted.", id="a1")]
+    with _statements() as seen:
+        assert layer.record_turn("alice", turn, thread_id="t1") is not None
+    _assert_router(pg_uri, seen)
+    with _statements() as seen:
+        layer.process_pending(user_id="alice")
+    with psycopg.connect(pg_uri) as conn:
+        (memories,) = conn.execute("SELECT count(*) FROM langmem_items WHERE "
+                                   "user_id = 'alice' AND is_memory").fetchone()
+    assert memories > 0
+    _assert_router(pg_uri, seen, least=2)
+    layer.close()
