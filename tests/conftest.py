@@ -96,6 +96,20 @@ def on_citus(uri: str) -> bool:
             "SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is not None
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On Citus, the tests ``tests/test_citus.py`` lists as not passing there yet are
+    expected failures, with their reasons."""
+    server = os.environ.get(SERVER_ENV)
+    if not server or _citus_nodes(server) is None:
+        return
+    from tests.test_citus import CITUS_PENDING
+
+    for item in items:
+        reason = CITUS_PENDING.get(item.nodeid) or CITUS_PENDING.get(item.nodeid.split("[")[0])
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(reason=f"on Citus: {reason}", strict=False))
+
+
 @pytest.fixture(scope="session")
 def pg_uri() -> Iterator[str]:
     """A database of its own for this test session, schema installed from scratch.

@@ -30,8 +30,40 @@ from tests import audit
 from tests.conftest import SERVER_ENV, on_citus
 from tests.fakes import Clock
 
-#: Tests ``make test-citus`` runs that cannot pass on Citus yet (node id -> reason).
-CITUS_PENDING: dict[str, str] = {}
+_STABLE_UPDATE = (
+    "a memory's status change (SetStatusOp) sets value with jsonb_build_object/to_jsonb "
+    "over its columns: Citus refuses STABLE functions with column references in an "
+    "UPDATE (they would have to be computed row by row on the worker, which it does "
+    "not assume they may be)")
+_LIFECYCLE = (
+    "the lifecycle pass's one-statement rules (a chain of CTEs over langmem_items ending "
+    "in an UPDATE with ctid): Citus: 'cannot perform distributed planning for the given "
+    "modification'")
+
+#: Tests ``make test-citus`` runs that cannot pass on Citus yet (node id, or a
+#: parametrised test's name, -> reason); tests/conftest.py marks them as expected
+#: failures there. Remove an entry when its test passes on Citus (it then XPASSes).
+CITUS_PENDING: dict[str, str] = {
+    "tests/test_store_conformance.py::test_setup_is_idempotent_even_without_version_table": (
+        "it drops the version table, so every migration runs again on tables already "
+        "distributed: Citus sends a migration's several commands to the workers as one "
+        "prepared statement ('cannot insert multiple commands into a prepared "
+        "statement'); migrations not yet applied run before distribution"),
+    "tests/test_store_conformance.py::test_async_setup_idempotent_and_sync_call_from_"
+    "worker_thread": "as test_setup_is_idempotent_even_without_version_table",
+    "tests/test_retrieval.py::test_inactive_memories_are_never_returned": _STABLE_UPDATE,
+    "tests/test_recall_plans.py::test_prepare_search_plans_generically_for_users_"
+    "without_an_index": (
+        "it checks PostgreSQL's generic plans of recall on the server it runs on; Citus "
+        "plans a router statement per execution on the coordinator and refuses the "
+        "generic plan of recall's vector CTE ('could not create distributed plan')"),
+    "tests/test_recall_plans.py::test_small_user_recall_is_the_same_under_generic_and_"
+    "custom_plans": "as test_prepare_search_plans_generically_for_users_without_an_index",
+    "tests/test_lifecycle_decay_table.py::test_rescore_writes_scores_not_memories": _LIFECYCLE,
+    "tests/test_lifecycle_decay_table.py::test_scores_go_with_their_memories": _LIFECYCLE,
+    "tests/test_lifecycle_decay_table.py::test_one_run_chains_rules_on_the_same_memory":
+        _LIFECYCLE,
+}
 
 pytestmark = pytest.mark.skipif(not os.environ.get(SERVER_ENV),
                                 reason="runs on a Citus coordinator: make test-citus")
