@@ -131,7 +131,8 @@ def build(source: str | None) -> None:
         shutil.copytree(source, src, symlinks=True)
     log = (LOGS / "build.log").open("w")
     steps = [["./configure", "--without-libcurl", "CC=clang", f"PG_CONFIG={BIN / 'pg_config'}"],
-             ["make", "-j2"], ["make", "install"]]
+             # a source tree built before (for another PostgreSQL) is rebuilt whole
+             ["make", "clean"], ["make", "-j2"], ["make", "install"]]
     for step in steps:
         if subprocess.run(step, cwd=src, stdout=log, stderr=subprocess.STDOUT).returncode:
             raise SystemExit(f"the Citus build failed at {' '.join(step)}: see {LOGS}/build.log")

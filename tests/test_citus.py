@@ -30,11 +30,6 @@ from tests import audit
 from tests.conftest import SERVER_ENV, on_citus
 from tests.fakes import Clock
 
-_STABLE_UPDATE = (
-    "a memory's status change (SetStatusOp) sets value with jsonb_build_object/to_jsonb "
-    "over its columns: Citus refuses STABLE functions with column references in an "
-    "UPDATE (they would have to be computed row by row on the worker, which it does "
-    "not assume they may be)")
 _LIFECYCLE = (
     "the lifecycle pass's one-statement rules (a chain of CTEs over langmem_items ending "
     "in an UPDATE with ctid): Citus: 'cannot perform distributed planning for the given "
@@ -57,7 +52,6 @@ CITUS_PENDING: dict[str, str] = {
         "statement'); migrations not yet applied run before distribution"),
     "tests/test_store_conformance.py::test_async_setup_idempotent_and_sync_call_from_"
     "worker_thread": "as test_setup_is_idempotent_even_without_version_table",
-    "tests/test_retrieval.py::test_inactive_memories_are_never_returned": _STABLE_UPDATE,
     "tests/test_recall_plans.py::test_prepare_search_plans_generically_for_users_"
     "without_an_index": (
         "it checks PostgreSQL's generic plans of recall on the server it runs on; Citus "
@@ -74,9 +68,6 @@ CITUS_PENDING: dict[str, str] = {
     "tests/test_privacy_delete.py::test_delete_user_erases_every_table_and_no_one_else":
         _LIFECYCLE,
     "tests/test_privacy_delete.py::test_delete_user_can_keep_the_keys": _LIFECYCLE,
-    "tests/test_large_user.py::test_write_path_links_a_threads_memories_in_order": (
-        "an UPDATE of langmem_items with a CASE/COALESCE over STABLE jsonb functions: "
-        "Citus: 'non-IMMUTABLE functions are not allowed in CASE or COALESCE statements'"),
     **{f"tests/test_large_user.py::{name}": _LARGE_USER for name in (
         "test_large_user_recall_uses_every_strategy_and_stays_in_the_user",
         "test_large_user_keyword_search_stays_in_the_user",
