@@ -64,7 +64,8 @@ def distribution() -> Sql:
 
 
 # The trigger functions of langmem_items (ddl_schema: langmem_terms_*, ddl_features:
-# langmem_decay_*) with the same statements aimed at the colocated shard.
+# langmem_decay_*) with the same statements aimed at the colocated shard (its name as
+# shard_name() gives it, quoted and schema-qualified as needed: format's %1$s).
 _TRIGGER_FUNCTIONS = r"""
 CREATE OR REPLACE FUNCTION langmem_colocated_shard(p_shard oid, p_table regclass)
 RETURNS text LANGUAGE sql STABLE AS $fn$
@@ -78,7 +79,7 @@ DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_terms');
 BEGIN
     IF s IS NULL THEN RETURN NULL; END IF;
     EXECUTE format($q$
-        INSERT INTO %s AS t (user_id, prefix, lexeme, df)
+        INSERT INTO %1$s AS t (user_id, prefix, lexeme, df)
         SELECT n.user_id, n.prefix, l.lexeme, count(*)
         FROM new_rows n CROSS JOIN LATERAL langmem_terms_of(n.tsv) AS l(lexeme)
         WHERE n.is_memory
@@ -91,7 +92,7 @@ DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_terms');
 BEGIN
     IF s IS NULL THEN RETURN NULL; END IF;
     EXECUTE format($q$
-        UPDATE %s t SET df = t.df - d.n
+        UPDATE %1$s t SET df = t.df - d.n
         FROM (SELECT o.user_id, o.prefix, l.lexeme, count(*) AS n
               FROM old_rows o CROSS JOIN LATERAL langmem_terms_of(o.tsv) AS l(lexeme)
               WHERE o.is_memory
@@ -105,14 +106,14 @@ BEGIN
     IF s IS NULL THEN RETURN NULL; END IF;
     IF OLD.is_memory THEN
         EXECUTE format($q$
-            UPDATE %s t SET df = t.df - 1
+            UPDATE %1$s t SET df = t.df - 1
             WHERE t.user_id = $1 AND t.prefix = $2
               AND t.lexeme IN (SELECT langmem_terms_of($3))$q$, s)
         USING OLD.user_id, OLD.prefix, OLD.tsv;
     END IF;
     IF NEW.is_memory THEN
         EXECUTE format($q$
-            INSERT INTO %s AS t (user_id, prefix, lexeme, df)
+            INSERT INTO %1$s AS t (user_id, prefix, lexeme, df)
             SELECT $1, $2, l.lexeme, 1
             FROM langmem_terms_of($3) AS l(lexeme) ORDER BY 3
             ON CONFLICT (user_id, prefix, lexeme) DO UPDATE SET df = t.df + 1$q$, s)
@@ -123,7 +124,7 @@ END $fn$;
 CREATE OR REPLACE FUNCTION langmem_terms_reset() RETURNS trigger LANGUAGE plpgsql AS $fn$
 DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_terms');
 BEGIN
-    IF s IS NOT NULL THEN EXECUTE format('DELETE FROM %s', s); END IF;
+    IF s IS NOT NULL THEN EXECUTE format('DELETE FROM %1$s', s); END IF;
     RETURN NULL;
 END $fn$;
 CREATE OR REPLACE FUNCTION langmem_decay_remove() RETURNS trigger LANGUAGE plpgsql AS $fn$
@@ -131,14 +132,14 @@ DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_decay');
 BEGIN
     IF s IS NULL THEN RETURN NULL; END IF;
     EXECUTE format($q$
-        DELETE FROM %s d USING old_rows o
+        DELETE FROM %1$s d USING old_rows o
         WHERE d.user_id = o.user_id AND d.prefix = o.prefix AND d.key = o.key$q$, s);
     RETURN NULL;
 END $fn$;
 CREATE OR REPLACE FUNCTION langmem_decay_reset() RETURNS trigger LANGUAGE plpgsql AS $fn$
 DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_decay');
 BEGIN
-    IF s IS NOT NULL THEN EXECUTE format('DELETE FROM %s', s); END IF;
+    IF s IS NOT NULL THEN EXECUTE format('DELETE FROM %1$s', s); END IF;
     RETURN NULL;
 END $fn$;
 """
