@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 # torch first: pinning 2.13.0 keeps pip on the CPU build instead of the CUDA one.
 TORCH := torch==2.13.0
 
-.PHONY: demo test lint bench clean install serve dev browser docs sync-store
+.PHONY: demo test lint bench clean install serve dev browser docs sync-store citus citus-stop \
+	test-citus
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +76,27 @@ test: $(VENV)/.installed-test $(DEV_VENV)/.installed browser
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(MAKE) docs
+
+# A local Citus cluster (a coordinator and two workers on loopback, tests/citus_cluster.py),
+# for `make test-citus`; `make test` never needs it. The first `make citus` builds Citus
+# from CITUS_SRC (the public repository citusdata/citus at tag v14.0.1) against a copy of
+# the embedded server's PostgreSQL, under CITUS_HOME (default ~/.cache/langmem-layer/citus).
+CITUS_SRC ?=
+citus: $(VENV)/.installed-local
+	@CITUS_SRC="$(CITUS_SRC)" $(BIN)/python -m tests.citus_cluster start
+
+citus-stop:
+	@$(BIN)/python -m tests.citus_cluster stop
+
+# The tests that run on Citus (tests/test_citus.py lists those that cannot yet, and why),
+# on a database of their own on the cluster, distributed by setup(distributed=True).
+CITUS_TESTS := tests/test_citus.py tests/test_store_conformance.py tests/test_retrieval.py \
+    tests/test_record_turn.py tests/test_recall_plans.py tests/test_lifecycle_decay_table.py \
+    tests/test_privacy_delete.py tests/test_large_user.py tests/test_store_errors.py \
+    tests/test_history.py tests/test_open_loops.py tests/test_jobs.py tests/test_jobs_runner.py
+test-citus: $(VENV)/.installed-test citus
+	LANGMEM_TEST_DATABASE_URL="$$($(BIN)/python -m tests.citus_cluster url)" HF_HUB_OFFLINE=1 \
+	    $(BIN)/python -m pytest -q -p no:cacheprovider $(CITUS_TESTS)
 
 # The documentation site, built strictly: a broken link or a missing reference fails.
 docs: $(VENV)/.installed-test

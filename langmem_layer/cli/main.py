@@ -62,9 +62,15 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
     pass
 
 
+def _setup_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--distributed", action="store_true", default=None,
+                        help="distribute the tables on Citus (the default when the "
+                             "database has the citus extension)")
+
+
 def _setup(args: argparse.Namespace, ctx: JobContext | None) -> int:
     assert ctx is not None
-    applied = ctx.store.setup()
+    applied = ctx.store.setup(distributed=args.distributed)
     print(f"schema up to date; applied migrations: {applied or 'none'}")
     return 0
 
@@ -384,7 +390,7 @@ def _calibrate(args: argparse.Namespace, ctx: JobContext | None) -> int:
 
 #: Every subcommand by name; a name with a space is a nested command (``jobs run``).
 COMMANDS: dict[str, Command] = {
-    "setup": Command("create or upgrade the schema (idempotent)", _no_arguments, _setup,
+    "setup": Command("create or upgrade the schema (idempotent)", _setup_arguments, _setup,
                      creates_database=True),
     "export": Command("write a user's memory as JSON", _export_arguments, _export),
     "import": Command("load a JSON export into a user (re-embeds)", _import_arguments,

@@ -113,7 +113,10 @@ def _refreshing(rows: str) -> str:
             FOR UPDATE OF i SKIP LOCKED
         ), refreshed AS (
             UPDATE langmem_items i
-            SET expires_at = %(now)s + make_interval(secs => i.ttl_minutes * 60)
+            -- in UTC timestamps: timestamptz + interval is STABLE, and Citus refuses a
+            -- STABLE function over a column in an UPDATE (the same instant either way)
+            SET expires_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC')
+                              + make_interval(secs => i.ttl_minutes * 60)) AT TIME ZONE 'UTC'
             FROM locked
             WHERE i.user_id = %(user_id)s AND i.prefix = locked.prefix AND i.key = locked.key
         )"""

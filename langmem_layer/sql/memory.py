@@ -97,32 +97,35 @@ def reinforce(user_id: str, keys: Sequence[str], now: datetime, confidence_step:
     m = folded()
     stale = f"{m}->>'status' = 'stale'"
     flagged = f"({m}->'metadata'->'needs_revalidation') = 'true'::jsonb"
-    entry = """jsonb_build_array(jsonb_build_object(
+    # IMMUTABLE functions only (as set_status): jsonb_object of text pairs, jsonb_set,
+    # ||, and numbers written as JSON through their text.
+    entry = """('[]'::jsonb || jsonb_object(ARRAY[
                         'at', %(now_iso)s::text, 'event', '{event}', 'old', {old},
-                        'new', {new}, 'reason', '{reason}'))"""
+                        'new', {new}, 'reason', '{reason}']))"""
     reactivated = entry.format(event="status", old="'stale'", new="'active'",
                                reason="reactivated: matched again by a turn")
     confirmed = entry.format(event="flag", old="'needs_revalidation'", new="NULL",
                              reason="confirmed again: restated by a turn")
     return (
         f"""UPDATE langmem_items i
-        SET value = {m} || jsonb_build_object(
-                'confidence', least(1.0, coalesce((i.value->>'confidence')::float8, 0)
-                                         + %(step)s::float8),
-                'reinforcement_count', coalesce((i.value->>'reinforcement_count')::int, 0) + 1)
+        SET value = {m} || jsonb_set(jsonb_set('{{}}'::jsonb, '{{confidence}}',
+                least(1.0, coalesce((i.value->>'confidence')::float8, 0)
+                           + %(step)s::float8)::text::jsonb),
+                '{{reinforcement_count}}',
+                (coalesce((i.value->>'reinforcement_count')::int, 0) + 1)::text::jsonb)
               -- A stale memory matched again comes back, a flagged fact is confirmed,
               -- and the history says so.
-              || CASE WHEN {stale} OR {flagged} THEN jsonb_build_object(
-                    'history', coalesce({m}->'history', '[]'::jsonb)
+              || CASE WHEN {stale} OR {flagged} THEN jsonb_set('{{}}'::jsonb, '{{history}}',
+                    coalesce({m}->'history', '[]'::jsonb)
                         || CASE WHEN {stale} THEN {reactivated} ELSE '[]'::jsonb END
                         || CASE WHEN {flagged} THEN {confirmed} ELSE '[]'::jsonb END)
                  ELSE '{{}}'::jsonb END
               || CASE WHEN {stale} THEN '{{"status": "active"}}'::jsonb ELSE '{{}}'::jsonb END
-              || CASE WHEN {flagged} THEN jsonb_build_object(
-                    'metadata', ({m}->'metadata') - 'needs_revalidation')
+              || CASE WHEN {flagged} THEN jsonb_set('{{}}'::jsonb, '{{metadata}}',
+                    ({m}->'metadata') - 'needs_revalidation')
                  ELSE '{{}}'::jsonb END,
             access = coalesce(i.access, '{{}}'::jsonb)
-                     || jsonb_build_object('last_accessed_at', %(now_iso)s::text),
+                     || jsonb_object(ARRAY['last_accessed_at', %(now_iso)s::text]),
             updated_at = %(now)s, {CLEAR}
         WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory
         RETURNING i.key""",
@@ -200,22 +203,26 @@ def set_status(user_id: str, keys: Sequence[str], status: str, now: datetime, *,
     m = folded()
     closes = ("%(close)s::boolean AND i.value->>'kind' = 'open_loop' "
               f"AND coalesce({m}->>'loop_status', 'open') <> 'closed'")
-    entry = """jsonb_build_object('at', %(now_iso)s::text, 'event', {event}, 'old', {old},
-                                  'new', {new}, 'reason', %(reason)s::text)"""
-    status_entry = entry.format(event="'status'", old=f"{m}->'status'",
-                                new="to_jsonb(%(status)s::text)")
-    loop_entry = entry.format(event="'loop_status'",
-                              old=f"to_jsonb(coalesce({m}->>'loop_status', 'open'))",
-                              new="'\"closed\"'::jsonb")
+    # Built from IMMUTABLE functions only (jsonb_object of text pairs, jsonb_set, ||):
+    # Citus refuses the STABLE jsonb_build_object/to_jsonb over columns in an UPDATE,
+    # and any non-IMMUTABLE function inside its CASE. '[]' || an object is the array
+    # of that object.
+    status_entry = f"""jsonb_set(jsonb_object(ARRAY['at', %(now_iso)s::text, 'event', 'status',
+                                           'new', %(status)s::text, 'reason', %(reason)s::text]),
+                            '{{old}}', coalesce({m}->'status', 'null'::jsonb))"""
+    loop_entry = f"""(jsonb_object(ARRAY['at', %(now_iso)s::text, 'event', 'loop_status',
+                                  'old', coalesce({m}->>'loop_status', 'open'),
+                                  'reason', %(reason)s::text])
+                     || '{{"new": "closed"}}'::jsonb)"""
     return (
         f"""UPDATE langmem_items i
-        SET value = {m} || jsonb_build_object(
-                'status', %(status)s::text,
-                'history', coalesce({m}->'history', '[]'::jsonb)
-                    || jsonb_build_array({status_entry})
-                    || CASE WHEN {closes} THEN jsonb_build_array({loop_entry})
-                       ELSE '[]'::jsonb END)
-              || CASE WHEN {closes} THEN jsonb_build_object('loop_status', 'closed')
+        SET value = {m} || jsonb_object(ARRAY['status', %(status)s::text])
+              || jsonb_set('{{}}'::jsonb, '{{history}}',
+                     coalesce({m}->'history', '[]'::jsonb)
+                     || ('[]'::jsonb || {status_entry})
+                     || CASE WHEN {closes} THEN '[]'::jsonb || {loop_entry}
+                        ELSE '[]'::jsonb END)
+              || CASE WHEN {closes} THEN '{{"loop_status": "closed"}}'::jsonb
                  ELSE '{{}}'::jsonb END,
             updated_at = %(now)s, {CLEAR}
         WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory

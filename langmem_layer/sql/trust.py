@@ -28,7 +28,10 @@ TRUST_TABLE = """
 def count(user_id: str, agent_id: str, kind: str, confirmed: int, total: int,
           now: datetime) -> Sql:
     """Add ``confirmed`` / ``total`` to the agent's counts, overall (kind ``''``) and for
-    ``kind``, in one statement; concurrent counts add up (no read-modify-write)."""
+    ``kind``, in one statement; concurrent counts add up (no read-modify-write). The row
+    updated on a conflict is the user's own (``user_id`` leads the key); a condition
+    naming a parameter there is not sent by Citus with its value (the insert's rows are
+    computed on the coordinator), so there is none."""
     return (
         """INSERT INTO langmem_agent_trust AS t
                (user_id, agent_id, kind, confirmed, total, updated_at)
@@ -36,8 +39,7 @@ def count(user_id: str, agent_id: str, kind: str, confirmed: int, total: int,
         FROM unnest(%(kinds)s::text[]) AS k
         ON CONFLICT (user_id, agent_id, kind) DO UPDATE
         SET confirmed = t.confirmed + excluded.confirmed, total = t.total + excluded.total,
-            updated_at = excluded.updated_at
-        WHERE t.user_id = %(user_id)s""",
+            updated_at = excluded.updated_at""",
         {"user_id": user_id, "agent_id": agent_id, "confirmed": confirmed, "total": total,
          "now": now, "kinds": sorted({"", kind})},
     )

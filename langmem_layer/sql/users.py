@@ -105,11 +105,17 @@ def forget_memory_traces(user_id: str, key: str) -> list[tuple[str, dict[str, An
                           WHERE d ->> 'content' = m.content OR d ->> 'target_id' = %(key)s)""",
             params,
         ),
+        # The hash is computed in a subquery kept apart (OFFSET 0: not pulled up into
+        # the join): Citus refuses a STABLE function (convert_to) over a column in the
+        # WHERE clause of a modification.
         (
-            f"""DELETE FROM langmem_embedding_cache c
-            USING ({memory}) m
-            WHERE c.user_id = %(user_id)s
-              AND c.content_hash = encode(sha256(convert_to(m.content, 'UTF8')), 'hex')""",
+            """DELETE FROM langmem_embedding_cache c
+            USING (SELECT encode(sha256(convert_to(i.value ->> 'content', 'UTF8')), 'hex')
+                          AS content_hash
+                   FROM langmem_items i
+                   WHERE i.user_id = %(user_id)s AND i.key = %(key)s AND i.is_memory
+                   OFFSET 0) m
+            WHERE c.user_id = %(user_id)s AND c.content_hash = m.content_hash""",
             params,
         ),
     ]

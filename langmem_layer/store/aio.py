@@ -454,9 +454,15 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             )
         return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), loop).result()
 
-    async def setup(self) -> list[int]:
-        """Create or upgrade the schema. Idempotent; returns the versions applied."""
-        return await self._drive(self._setup_job())  # type: ignore[no-any-return]
+    async def setup(self, *, distributed: bool | None = None) -> list[int]:
+        """Create or upgrade the schema. Idempotent; returns the versions applied.
+
+        On Citus (``distributed=True``, or by default when the database has the
+        ``citus`` extension) the per-user tables are then distributed on ``user_id``
+        and the others made reference tables (``langmem_layer.sql.citus``);
+        ``distributed=False`` leaves the tables local.
+        """
+        return await self._drive(self._setup_job(distributed))  # type: ignore[no-any-return]
 
     async def index_large_users(self, *, threshold: int = ANN_MIN_USER_VECTORS) -> list[str]:
         """Async twin of ``PostgresMemoryStore.index_large_users``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.sql import cache as csql
+from langmem_layer.sql import citus as citussql
 from langmem_layer.sql import items as isql
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import migrations as migsql
@@ -42,8 +43,17 @@ class Maintenance(ItemHandlers, Execution):
         # on a table with forced RLS would otherwise see no rows.
         return Plan([Step([0], self._setup(), bind=Binding(None, owner=True))], 1, None, None)
 
-    def _setup_job(self) -> Job:
-        return (yield from self._execution(self.setup_plan))[0]
+    def distribute_plan(self, distributed: bool | None = None) -> Plan:
+        """The plan that distributes the schema on Citus (see ``setup()``), in a
+        transaction after the migrations': ``None`` distributes when the database has
+        the ``citus`` extension."""
+        return Plan([Step([0], self._distribute(distributed), bind=Binding(None, owner=True))],
+                    1, None, None)
+
+    def _setup_job(self, distributed: bool | None = None) -> Job:
+        applied = (yield from self._execution(self.setup_plan))[0]
+        yield from self._execution(lambda: self.distribute_plan(distributed))
+        return applied
 
     def _index_large_users_job(self, threshold: int) -> Job:
         # One transaction per user: each build holds writes to the embeddings table.
@@ -66,6 +76,19 @@ class Maintenance(ItemHandlers, Execution):
             yield Query(*migsql.record_version(version))
             applied.append(version)
         return applied
+
+    def _distribute(self, distributed: bool | None) -> Handler:
+        if distributed is False:
+            return False
+        citus = (yield Query(*citussql.has_citus()))[0]["citus"]
+        if not citus:
+            if distributed:
+                raise ConfigurationError(
+                    "setup(distributed=True) needs the citus extension in the database "
+                    "(CREATE EXTENSION citus, on the coordinator)")
+            return False
+        yield Query(*citussql.distribute())
+        return True
 
     @handles(mops.LargeUsersOp)
     def _large_users(self, op: mops.LargeUsersOp) -> Handler:

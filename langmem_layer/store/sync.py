@@ -281,9 +281,15 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                 step.send(reply)
         return step.result
 
-    def setup(self) -> list[int]:
-        """Create or upgrade the schema. Idempotent; returns the versions applied."""
-        return self._drive(self._setup_job())  # type: ignore[no-any-return]
+    def setup(self, *, distributed: bool | None = None) -> list[int]:
+        """Create or upgrade the schema. Idempotent; returns the versions applied.
+
+        On Citus (``distributed=True``, or by default when the database has the
+        ``citus`` extension) the per-user tables are then distributed on ``user_id``
+        and the others made reference tables (``langmem_layer.sql.citus``);
+        ``distributed=False`` leaves the tables local.
+        """
+        return self._drive(self._setup_job(distributed))  # type: ignore[no-any-return]
 
     def index_large_users(self, *, threshold: int = ANN_MIN_USER_VECTORS) -> list[str]:
         """Give every user with ``threshold`` or more vectors an HNSW index and a full-text

@@ -1,0 +1,196 @@
+"""Distributing the schema on Citus: per-user tables on ``user_id``, the rest as reference tables.
+
+``setup(distributed=True)`` (automatic when the database has the ``citus`` extension)
+runs ``distribute()`` after the migrations, in a transaction of its own:
+
+- every table of ``USER_TABLES`` becomes a distributed table on ``user_id``, colocated
+  with ``langmem_items``, so each statement of one user runs on one shard group (a
+  router plan); every other ``langmem_`` table (``langmem_migrations``,
+  ``langmem_job_runs``: no ``user_id``) becomes a reference table. A table already
+  distributed is skipped, so running it again after a migration added a table
+  distributes just that one.
+- the row-level-security policies are rewritten without the scalar-subquery wrapper of
+  the single-server policies (Citus refuses subqueries in the policies of a distributed
+  table): the same predicate, evaluated per row instead of once per statement.
+- the triggers of ``langmem_items`` that keep ``langmem_terms`` (BM25 document
+  frequencies) and ``langmem_decay`` fire on the workers, on each shard of the items
+  table. There a statement on ``langmem_terms`` would be a distributed query nested in
+  a shard's query, which Citus refuses, and its planner cannot read a trigger's
+  transition table (``new_rows``/``old_rows``). The functions are replaced by ones that
+  write to the colocated shard of ``langmem_terms``/``langmem_decay`` on the same node
+  (``langmem_colocated_shard``: the shard of the target table covering the same hash
+  range), as plain local statements; on the coordinator's empty shell table they do
+  nothing. The statistics stay exact and in the writing transaction, as on one server.
+
+Nothing here runs on a server without Citus.
+"""
+
+from __future__ import annotations
+
+from langmem_layer.sql import Ddl, Sql
+from langmem_layer.sql.rls import MAINTENANCE_SETTING, USER_SETTING, policy_names
+from langmem_layer.sql.users import USER_TABLES
+
+__all__ = [
+    "COLOCATE_WITH",
+    "DISTRIBUTION_COLUMN",
+    "distribute",
+    "distribution",
+    "has_citus",
+]
+
+#: The table every per-user table is colocated with, and the distribution column.
+COLOCATE_WITH = "langmem_items"
+DISTRIBUTION_COLUMN = "user_id"
+
+
+def has_citus() -> Sql:
+    """Whether the database has the Citus extension (one row of ``citus``)."""
+    return ("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus", {})
+
+
+def distribution() -> Sql:
+    """How each ``langmem_`` table is distributed: rows of ``table_name`` and ``method``
+    (``h``: hash-distributed, ``n``: reference table, NULL: a local table)."""
+    return (
+        """SELECT c.relname AS table_name, p.partmethod AS method,
+                  p.colocationid AS colocation
+        FROM pg_class c LEFT JOIN pg_dist_partition p ON p.logicalrelid = c.oid
+        WHERE c.relkind = 'r' AND c.relname LIKE 'langmem\\_%'
+          AND c.relnamespace = current_schema()::regnamespace
+        ORDER BY c.relname""",
+        {},
+    )
+
+
+# The trigger functions of langmem_items (ddl_schema: langmem_terms_*, ddl_features:
+# langmem_decay_*) with the same statements aimed at the colocated shard (its name as
+# shard_name() gives it, quoted and schema-qualified as needed: format's %1$s).
+_TRIGGER_FUNCTIONS = r"""
+CREATE OR REPLACE FUNCTION langmem_colocated_shard(p_shard oid, p_table regclass)
+RETURNS text LANGUAGE sql STABLE AS $fn$
+    SELECT shard_name(p_table, t.shardid)
+    FROM pg_dist_shard i
+    JOIN pg_dist_shard t ON t.logicalrelid = p_table AND t.shardminvalue = i.shardminvalue
+    WHERE i.shardid = substring(p_shard::regclass::text FROM '_([0-9]+)$')::bigint
+$fn$;
+CREATE OR REPLACE FUNCTION langmem_terms_add() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_terms');
+BEGIN
+    IF s IS NULL THEN RETURN NULL; END IF;
+    EXECUTE format($q$
+        INSERT INTO %1$s AS t (user_id, prefix, lexeme, df)
+        SELECT n.user_id, n.prefix, l.lexeme, count(*)
+        FROM new_rows n CROSS JOIN LATERAL langmem_terms_of(n.tsv) AS l(lexeme)
+        WHERE n.is_memory
+        GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT (user_id, prefix, lexeme) DO UPDATE SET df = t.df + EXCLUDED.df$q$, s);
+    RETURN NULL;
+END $fn$;
+CREATE OR REPLACE FUNCTION langmem_terms_remove() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_terms');
+BEGIN
+    IF s IS NULL THEN RETURN NULL; END IF;
+    EXECUTE format($q$
+        UPDATE %1$s t SET df = t.df - d.n
+        FROM (SELECT o.user_id, o.prefix, l.lexeme, count(*) AS n
+              FROM old_rows o CROSS JOIN LATERAL langmem_terms_of(o.tsv) AS l(lexeme)
+              WHERE o.is_memory
+              GROUP BY 1, 2, 3 ORDER BY 1, 2, 3) d
+        WHERE t.user_id = d.user_id AND t.prefix = d.prefix AND t.lexeme = d.lexeme$q$, s);
+    RETURN NULL;
+END $fn$;
+CREATE OR REPLACE FUNCTION langmem_terms_change() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_terms');
+BEGIN
+    IF s IS NULL THEN RETURN NULL; END IF;
+    IF OLD.is_memory THEN
+        EXECUTE format($q$
+            UPDATE %1$s t SET df = t.df - 1
+            WHERE t.user_id = $1 AND t.prefix = $2
+              AND t.lexeme IN (SELECT langmem_terms_of($3))$q$, s)
+        USING OLD.user_id, OLD.prefix, OLD.tsv;
+    END IF;
+    IF NEW.is_memory THEN
+        EXECUTE format($q$
+            INSERT INTO %1$s AS t (user_id, prefix, lexeme, df)
+            SELECT $1, $2, l.lexeme, 1
+            FROM langmem_terms_of($3) AS l(lexeme) ORDER BY 3
+            ON CONFLICT (user_id, prefix, lexeme) DO UPDATE SET df = t.df + 1$q$, s)
+        USING NEW.user_id, NEW.prefix, NEW.tsv;
+    END IF;
+    RETURN NULL;
+END $fn$;
+CREATE OR REPLACE FUNCTION langmem_terms_reset() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_terms');
+BEGIN
+    IF s IS NOT NULL THEN EXECUTE format('DELETE FROM %1$s', s); END IF;
+    RETURN NULL;
+END $fn$;
+CREATE OR REPLACE FUNCTION langmem_decay_remove() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_decay');
+BEGIN
+    IF s IS NULL THEN RETURN NULL; END IF;
+    EXECUTE format($q$
+        DELETE FROM %1$s d USING old_rows o
+        WHERE d.user_id = o.user_id AND d.prefix = o.prefix AND d.key = o.key$q$, s);
+    RETURN NULL;
+END $fn$;
+CREATE OR REPLACE FUNCTION langmem_decay_reset() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE s text := langmem_colocated_shard(TG_RELID, 'langmem_decay');
+BEGIN
+    IF s IS NOT NULL THEN EXECUTE format('DELETE FROM %1$s', s); END IF;
+    RETURN NULL;
+END $fn$;
+"""
+
+
+def distribute() -> Ddl:
+    """Idempotent DDL distributing the schema (see the module's docstring)."""
+    user_policy, maintenance_policy = policy_names()
+    user_qual = f"user_id = substr(nullif(current_setting('{USER_SETTING}', true), ''), 2)"
+    maint_qual = f"current_setting('{MAINTENANCE_SETTING}', true) = 'on'"
+    user_qual, maint_qual = user_qual.replace("'", "''"), maint_qual.replace("'", "''")
+    tables = ", ".join(f"'{t}'" for t in USER_TABLES if t != COLOCATE_WITH)
+    return _TRIGGER_FUNCTIONS + f"""
+    SET LOCAL citus.enable_unsafe_triggers = on;
+    DO $dist$
+    DECLARE t text;
+    BEGIN
+        FOREACH t IN ARRAY ARRAY['{COLOCATE_WITH}', {tables}] LOOP
+            CONTINUE WHEN to_regclass(quote_ident(t)) IS NULL;
+            CONTINUE WHEN EXISTS (SELECT 1 FROM pg_dist_partition
+                                  WHERE logicalrelid = to_regclass(quote_ident(t)));
+            -- Citus refuses subqueries in the policies of a distributed table.
+            IF EXISTS (SELECT 1 FROM pg_policies WHERE tablename = t
+                       AND schemaname = current_schema() AND policyname = '{user_policy}')
+            THEN
+                EXECUTE format('ALTER POLICY {user_policy} ON %I USING ({user_qual}) '
+                               'WITH CHECK ({user_qual})', t);
+            END IF;
+            IF EXISTS (SELECT 1 FROM pg_policies WHERE tablename = t
+                       AND schemaname = current_schema()
+                       AND policyname = '{maintenance_policy}') THEN
+                EXECUTE format('ALTER POLICY {maintenance_policy} ON %I USING ({maint_qual}) '
+                               'WITH CHECK ({maint_qual})', t);
+            END IF;
+            IF t = '{COLOCATE_WITH}' THEN
+                PERFORM create_distributed_table(t, '{DISTRIBUTION_COLUMN}');
+            ELSE
+                PERFORM create_distributed_table(t, '{DISTRIBUTION_COLUMN}',
+                                                 colocate_with => '{COLOCATE_WITH}');
+            END IF;
+        END LOOP;
+        FOR t IN SELECT c.relname FROM pg_class c
+                 WHERE c.relkind = 'r' AND c.relname LIKE 'langmem\\_%'
+                   AND c.relnamespace = current_schema()::regnamespace
+                   AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid
+                                   AND a.attname = '{DISTRIBUTION_COLUMN}' AND NOT a.attisdropped)
+                   AND NOT EXISTS (SELECT 1 FROM pg_dist_partition p
+                                   WHERE p.logicalrelid = c.oid)
+                 ORDER BY 1 LOOP
+            PERFORM create_reference_table(t);
+        END LOOP;
+    END
+    $dist$;
+    """, None
