@@ -361,10 +361,10 @@ def test_a_turns_write_and_the_extractions_apply_are_router_plans(
     turn = [HumanMessage("I moved to Lisbon last year and I love green tea.", id="h1"),
             AIMessage("Noted.", id="a1")]
     with _statements() as seen:
-        assert layer.record_turn("alice", turn, thread_id="t1") is not None
+        assert layer.threads.record_turn("alice", turn, thread_id="t1") is not None
     _assert_router(pg_uri, seen)
     with _statements() as seen:
-        layer.process_pending(user_id="alice")
+        layer.admin.process_pending(user_id="alice")
     with psycopg.connect(pg_uri) as conn:
         (memories,) = conn.execute("SELECT count(*) FROM langmem_items WHERE "
                                    "user_id = 'alice' AND is_memory").fetchone()
