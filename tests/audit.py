@@ -100,6 +100,13 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "claim then leases one user's entries",
     ),
     Allowed(
+        "queue.backlog",
+        r"^select count\(\*\) filter \(where done_at is null and parked_at is null\) as "
+        r"waiting, ",
+        "the operator's metrics (sql/queue.backlog): counts and the oldest age of the "
+        "extraction queue across users, no user id and no content",
+    ),
+    Allowed(
         "cache.stale_cache_users",
         r"^select distinct user_id from langmem_embedding_cache where created_at <= ",
         "the cache purge's user list (sql/cache.stale_cache_users): user ids only; "

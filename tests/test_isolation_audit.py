@@ -96,6 +96,7 @@ ALLOWED_BUILDERS = {
     "jobs.count_users": jobs.count_users(after="a", shard=0, shards=2),
     "items.expired_users": items.expired_users(NOW),
     "queue.claimable_users": queue.claimable_users(NOW, 10),
+    "queue.backlog": queue.backlog(NOW),
     "cache.stale_cache_users": cache.stale_cache_users(NOW),
     "items.list_prefixes": items.list_prefixes(None, "memories", NOW),
     "reextract.fallback_turns": reextract.fallback_turns(None, 10),
