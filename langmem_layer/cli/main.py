@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from langmem_layer.cli import backups, memories, worker
+from langmem_layer.cli import backups, extraction, memories
 from langmem_layer.cli.commands import (
     PROG,
     Command,
@@ -404,7 +404,7 @@ COMMANDS: dict[str, Command] = {
     **memories.COMMANDS,
     **{name: _job_command(JOBS[name]) for name in
        ("sweep-ttl", "purge-embedding-cache", "sweep-sessions", "index-large-users")},
-    **worker.COMMANDS,
+    **extraction.COMMANDS,
     "mcp": Command("serve one user's memory to MCP clients (stdio or streamable HTTP)",
                    _mcp_arguments, _mcp, uses_store=False),
     "jobs list": Command("list the maintenance jobs: name, schedule, summary",
