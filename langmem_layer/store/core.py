@@ -32,11 +32,11 @@ from langmem_layer.store.handlers.keys import KeyHandlers
 from langmem_layer.store.handlers.lifecycle import LifecycleHandlers
 from langmem_layer.store.handlers.memory import MemoryHandlers
 from langmem_layer.store.handlers.queue import QueueHandlers
-from langmem_layer.store.handlers.trust import TrustHandlers
 from langmem_layer.store.handlers.users import UserHandlers
 from langmem_layer.store.handlers.working import WorkingHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.ops import GetManyOp
+from langmem_layer.store.ops.dispatch import OPERATIONS
 from langmem_layer.store.options import (
     MemoryIndexConfig,
     check_index_config,
@@ -55,6 +55,10 @@ __all__ = ["ANN_MIN_USER_VECTORS", "ASYNC_COMMIT_OPS", "ASYNC_HOOKS", "FREE_OPS"
 #: Which of the hooks ``StoreCore.on_close`` registers a store runs at close
 #: (``_closing_hooks``): the sync store the plain ones, the async store the coroutines.
 SYNC_HOOKS, ASYNC_HOOKS = 0, 1
+
+# The traits of the op types registered with ``langmem_layer.store.ops.dispatch.operation``
+# are declared on the ops (``Operation``); the four lists below hold those of the op
+# families whose handlers are still mixin methods.
 
 #: Ops that span users: their statements run under the maintenance bypass of
 #: row-level security, except the per-user statements they bind themselves
@@ -76,7 +80,7 @@ OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp, mops.DeleteUserOp)
 #: the writes here touches a table those read (items, links, embeddings): they write
 #: the queue, the message and ingest logs, and the thread's activity stamp.
 FREE_OPS: frozenset[type] = frozenset({
-    mops.RecallOp, mops.TrustOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
+    mops.RecallOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
     GetOp, SearchOp, ListNamespacesOp, GetManyOp,
     mops.TouchThreadOp, mops.EnqueueOp, mops.LogMessagesOp, mops.LogIngestOp,
     mops.CompleteEntryOp, mops.TurnStartOp, mops.TurnReadsOp,
@@ -90,13 +94,37 @@ FREE_OPS: frozenset[type] = frozenset({
 #: cache, computed again. Never a memory, a queued turn or a log entry: a batch holding
 #: any other op commits as usual.
 ASYNC_COMMIT_OPS: frozenset[type] = frozenset({
-    mops.RecallOp, mops.TrustOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
+    mops.RecallOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
     mops.TurnReadsOp, mops.TouchThreadOp, mops.TurnStartOp,
 })
 
 
+def spans_users(kind: type) -> bool:
+    """Whether ops of this type run under the maintenance bypass (``MAINTENANCE_OPS``)."""
+    registered = OPERATIONS.get(kind)
+    return registered.maintenance if registered else issubclass(kind, MAINTENANCE_OPS)
+
+
+def runs_as_owner(kind: type) -> bool:
+    """Whether ops of this type run as the tables' owner (``OWNER_OPS``)."""
+    registered = OPERATIONS.get(kind)
+    return registered.owner if registered else issubclass(kind, OWNER_OPS)
+
+
+def is_free(kind: type) -> bool:
+    """Whether ops of this type may share round trips (``FREE_OPS``)."""
+    registered = OPERATIONS.get(kind)
+    return registered.free if registered else kind in FREE_OPS
+
+
+def commits_async(kind: type | None) -> bool:
+    """Whether a batch of such ops alone may commit asynchronously (``ASYNC_COMMIT_OPS``)."""
+    registered = OPERATIONS.get(kind) if kind is not None else None
+    return registered.async_commit if registered else kind in ASYNC_COMMIT_OPS
+
+
 class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers,
-                Maintenance, KeyHandlers, TrustHandlers):
+                Maintenance, KeyHandlers):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:
@@ -201,12 +229,12 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         if isinstance(op, ListNamespacesOp):
             user = listing_user(op, self.tenant_roots)
             return MAINTENANCE if user is None else Binding(user)
-        if isinstance(op, MAINTENANCE_OPS):
+        if spans_users(type(op)):
             return MAINTENANCE
         user = getattr(op, "user_id", None)
         if user is None:
             return MAINTENANCE
-        return Binding(user, owner=isinstance(op, OWNER_OPS))
+        return Binding(user, owner=runs_as_owner(type(op)))
 
     def plan(self, ops: Iterable[Op | Any], *, validated: bool = False) -> Plan:
         """Turn a batch of ops into a ``Plan``. Consecutive puts of one user share
@@ -237,9 +265,9 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
                 continue
             flush()
             kind = type(op)
-            steps.append(Step([i], self._handler(op), bind=bind, free=kind in FREE_OPS,
+            steps.append(Step([i], self._handler(op), bind=bind, free=is_free(kind),
                               kind=kind))
         flush()
         return Plan(steps, size, self.dims, self.model_id, now=self.now(),
                     max_input_tokens=self.max_input_tokens,
-                    commit_async=all(step.kind in ASYNC_COMMIT_OPS for step in steps))
+                    commit_async=all(commits_async(step.kind) for step in steps))

@@ -345,6 +345,10 @@ class ItemHandlers(Registry, Tenancy):
         return vsql.prepare_search(user, self.model_id or "", ef_search=ef_search,
                                    vector_type=self.vector_type)
 
+    def forget_index(self, user_id: str) -> None:
+        """Forget what this store looked up of the user's own ANN index (it was dropped)."""
+        self._index_dims.pop(user_id, None)
+
     def _index_seen(self, user: str, dims: int | None) -> None:
         """Remember what a lookup found for ``user`` (bounded: a full memo starts over)."""
         if len(self._index_dims) >= _INDEX_MEMO_USERS and user not in self._index_dims:

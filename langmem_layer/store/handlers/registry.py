@@ -1,16 +1,18 @@
-"""The op → handler dispatch table, built once per class.
+"""The op → handler dispatch of the store core.
 
-A handler method is marked with ``handles``; ``Registry`` collects the marked
+An op type registered with ``langmem_layer.store.ops.dispatch.operation`` carries its
+handler, a function of the core and the op. The families not moved there yet keep
+handler methods on mixins, marked with ``handles``; ``Registry`` collects the marked
 methods of a class and its bases into a class-level table when the class is defined,
-so dispatching an op is one dictionary lookup.
+so dispatching an op is one dictionary lookup either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from langmem_layer.errors import InvalidInputError
+from langmem_layer.store.ops.dispatch import operation_of, own_parts
 from langmem_layer.store.plan import Handler
 
 __all__ = ["Registry", "handles", "own_parts"]
@@ -29,19 +31,6 @@ def handles(*op_types: type) -> Callable[[_F], _F]:
     return mark
 
 
-def own_parts(op: Any, parts: Iterable[Any], what: str = "a part") -> None:
-    """Refuse ``op`` when one of the ops it carries (``parts``, ``None`` skipped) acts
-    for another user than its own ``user_id``: its statements bind only that user.
-
-    Raises:
-        InvalidInputError: Naming the op and ``what`` it holds.
-    """
-    if any(p is not None and p.user_id != op.user_id for p in parts):
-        raise InvalidInputError(
-            f"{type(op).__name__} for user {op.user_id!r} holds {what} of another user: "
-            "give each part the op's user_id.")
-
-
 class Registry:
     """Base of every handler mixin; its subclasses get their dispatch table at definition."""
 
@@ -58,7 +47,11 @@ class Registry:
         cls._handlers = table
 
     def _handler(self, op: Any) -> Handler:
-        """The handler generator for ``op``."""
+        """The handler generator for ``op``: its registered operation's, run with this
+        core as its context, else a mixin's handler method."""
+        registered = operation_of(op)
+        if registered is not None:
+            return registered.handler(self, op)
         handler = self._handlers.get(type(op))
         if handler is None:
             raise TypeError(f"Unsupported operation: {type(op).__name__}")

@@ -1,0 +1,119 @@
+"""The op → handler table, built from the op classes themselves.
+
+An op type declares its handler and its traits where it is defined::
+
+    def _count(ctx: Context, op: TrustCountOp) -> Handler:
+        yield Query(*count(op.user_id, ...))
+
+    @operation(_count)
+    class TrustCountOp(NamedTuple):
+        ...
+
+A handler is a generator function of a ``Context`` (the public state of the store
+core it runs in) and the op: it yields the steps of ``langmem_layer.store.plan``
+(``Query``, an embedding request, ...) and returns the op's result; it never does I/O
+itself. ``OPERATIONS`` maps each registered op type to its ``Operation``; the store
+core looks an op up there (``operation_of``) for its handler, for whom its statements
+act (``maintenance``, ``owner``) and how its batch may run (``free``,
+``async_commit``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from langmem_layer.errors import InvalidInputError
+from langmem_layer.store.plan import Handler
+
+__all__ = ["OPERATIONS", "Context", "Operation", "operation", "operation_of", "own_parts"]
+
+_T = TypeVar("_T", bound=type)
+
+
+class Context(Protocol):
+    """What the store core gives a handler: its clock and the public parts of its state."""
+
+    def now(self) -> datetime:
+        """The store's current time."""
+        ...
+
+    def handler_at(self, op: Any, now: datetime | None) -> Handler:
+        """``op``'s handler (a nested op); a put inside it writes as of ``now``."""
+        ...
+
+    def forget_index(self, user_id: str) -> None:
+        """Forget what this store remembers of the user's own ANN index."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """A registered op type's handler and traits.
+
+    Attributes:
+        handler: ``handler(ctx, op)``, the generator that carries the op out.
+        free: The op may share round trips with the consecutive ones of its batch
+            (``Plan.next_round <langmem_layer.store.plan.Plan.next_round>``): a read of
+            a turn, or a one-statement write of a turn's bookkeeping that touches no
+            table those reads read (items, links, embeddings).
+        async_commit: A batch of nothing but such ops may commit without waiting for
+            its WAL to reach the disk (``synchronous_commit`` off for that transaction
+            alone): a crash can lose the last fraction of a second of them, so only
+            reads and the thread's activity stamp are.
+        maintenance: The op spans users: its statements run under the maintenance
+            bypass of row-level security, except the per-user statements it binds
+            itself (``Query(..., bind=Binding(user))``).
+        owner: Its statements run as the session's own role, not the app role: they
+            create or drop a user's own indexes, which only the tables' owner may do.
+            Still bound to their user.
+    """
+
+    handler: Callable[[Any, Any], Handler]
+    free: bool = False
+    async_commit: bool = False
+    maintenance: bool = False
+    owner: bool = False
+
+
+#: Every registered op type, with its handler and traits.
+OPERATIONS: dict[type, Operation] = {}
+
+
+def operation(handler: Callable[[Any, Any], Handler], *, free: bool = False,
+              async_commit: bool = False, maintenance: bool = False,
+              owner: bool = False) -> Callable[[_T], _T]:
+    """Register the decorated op type with its ``handler`` and traits (see ``Operation``).
+
+    Raises:
+        TypeError: The type is registered already.
+    """
+
+    def register(op_type: _T) -> _T:
+        if op_type in OPERATIONS:
+            raise TypeError(f"{op_type.__name__} is registered already")
+        OPERATIONS[op_type] = Operation(handler, free=free, async_commit=async_commit,
+                                        maintenance=maintenance, owner=owner)
+        return op_type
+
+    return register
+
+
+def operation_of(op: Any) -> Operation | None:
+    """The registration of ``op``'s type (None: not registered here)."""
+    return OPERATIONS.get(type(op))
+
+
+def own_parts(op: Any, parts: Iterable[Any], what: str = "a part") -> None:
+    """Refuse ``op`` when one of the ops it carries (``parts``, ``None`` skipped) acts
+    for another user than its own ``user_id``: its statements bind only that user.
+
+    Raises:
+        InvalidInputError: Naming the op and ``what`` it holds.
+    """
+    if any(p is not None and p.user_id != op.user_id for p in parts):
+        raise InvalidInputError(
+            f"{type(op).__name__} for user {op.user_id!r} holds {what} of another user: "
+            "give each part the op's user_id.")
