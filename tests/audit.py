@@ -120,11 +120,11 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "(docs/isolation.md); with a user it binds i.user_id",
     ),
     Allowed(
-        "reextract.fallback_turns",
+        "reextraction.fallback_turns",
         r"^select user_id, turn_key, .* from langmem_reextract order by recorded_at, "
         r"user_id, turn_key limit ",
-        "the reextract job over every user (sql/reextract.fallback_turns with user_id "
-        "None): reads waiting turns oldest first across users for maintenance, and "
+        "the reextract job over every user (store/ops/reextraction.fallback_turns with "
+        "user_id None): reads waiting turns oldest first across users for maintenance, and "
         "re-ingests each under its own user_id; never reaches a request's results",
     ),
     Allowed(

@@ -28,11 +28,9 @@ from langmem_layer.store import ops as mops
 from langmem_layer.store.embedding import models as embeddings
 from langmem_layer.store.embedding.work import RETRY_BASE_DELAY, default_max_input_tokens
 from langmem_layer.store.handlers.items import listing_user
-from langmem_layer.store.handlers.keys import KeyHandlers
 from langmem_layer.store.handlers.lifecycle import LifecycleHandlers
 from langmem_layer.store.handlers.memory import MemoryHandlers
 from langmem_layer.store.handlers.queue import QueueHandlers
-from langmem_layer.store.handlers.users import UserHandlers
 from langmem_layer.store.handlers.working import WorkingHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.ops import GetManyOp
@@ -71,7 +69,7 @@ MAINTENANCE_OPS: tuple[type, ...] = (
 #: Ops whose statements run as the session's own role, not the app role: they create
 #: or drop a user's own indexes, which only the tables' owner may do. Still bound to
 #: their user.
-OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp, mops.DeleteUserOp)
+OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp,)
 #: Ops that may share round trips with the consecutive ones of their batch
 #: (``Plan.next_round <langmem_layer.store.plan.Plan.next_round>``): the reads of a
 #: turn, and one-statement writes of a turn's bookkeeping. A round keeps the batch's
@@ -123,8 +121,8 @@ def commits_async(kind: type | None) -> bool:
     return registered.async_commit if registered else kind in ASYNC_COMMIT_OPS
 
 
-class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers,
-                Maintenance, KeyHandlers):
+class StoreCore(QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers,
+                Maintenance):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:

@@ -2,19 +2,14 @@
 beside LangGraph's own, and their results. One module per family; all re-exported here
 (``from langmem_layer.store import ops as mops``)."""
 
+from langmem_layer.store.ops.erasure import DeleteUserOp, UserDeletion
 from langmem_layer.store.ops.items import GetManyOp
 from langmem_layer.store.ops.keys import ApiKey, CreateKeyOp, DeleteKeyOp, FindKeyOp, ListKeysOp
 from langmem_layer.store.ops.lifecycle import (
-    DeleteUserOp,
-    FallbackTurn,
-    FallbackTurnsOp,
     LifecycleOp,
     MemoryHistoryOp,
     PurgeExpiredMemoriesOp,
-    RecordFallbackOp,
     RecordOutcomeOp,
-    ResolveFallbackOp,
-    UserDeletion,
 )
 from langmem_layer.store.ops.memory import (
     AddMemoryOp,
@@ -64,6 +59,12 @@ from langmem_layer.store.ops.queue import (
     RecordTurnOp,
     RenewLeaseOp,
     TurnRecorded,
+)
+from langmem_layer.store.ops.reextraction import (
+    FallbackTurn,
+    FallbackTurnsOp,
+    RecordFallbackOp,
+    ResolveFallbackOp,
 )
 from langmem_layer.store.ops.trust import LearnedTrust, TrustCountOp, TrustOp
 from langmem_layer.store.ops.working import (

@@ -14,17 +14,18 @@ from typing import Any, NamedTuple
 # Ops of working memory and of a memory's life live in their own modules, re-exported
 # here; the write path's (the queue, exactly-once apply) in ops.queue. Callers import
 # every op from the package, langmem_layer.store.ops.
+from langmem_layer.store.ops.erasure import DeleteUserOp, UserDeletion
 from langmem_layer.store.ops.lifecycle import (
-    DeleteUserOp,
-    FallbackTurn,
-    FallbackTurnsOp,
     LifecycleOp,
     MemoryHistoryOp,
     PurgeExpiredMemoriesOp,
-    RecordFallbackOp,
     RecordOutcomeOp,
+)
+from langmem_layer.store.ops.reextraction import (
+    FallbackTurn,
+    FallbackTurnsOp,
+    RecordFallbackOp,
     ResolveFallbackOp,
-    UserDeletion,
 )
 from langmem_layer.store.ops.trust import LearnedTrust
 from langmem_layer.store.ops.working import (
