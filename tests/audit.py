@@ -138,15 +138,17 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "working.idle_threads",
         r"^select user_id, thread_id, profile, agent_id, last_active_at from langmem_threads "
         r"where closed_at is null and last_active_at < ",
-        "the session sweeper's list (sql/working.idle_threads): thread ids and activity "
-        "times, no content; each thread is then closed under its own user (close_thread)",
+        "the session sweeper's list (store/ops/working.idle_threads): thread ids and "
+        "activity times, no content; each thread is then closed under its own user "
+        "(close_thread)",
     ),
     Allowed(
         "working.users_with_expired_messages",
         r"^select user_id from langmem_messages where at < .* union select user_id from "
         r"langmem_threads where closed_at < ",
-        "the message log's retention user list (sql/working.users_with_expired_messages): "
-        "user ids only; the purge then runs per user",
+        "the message log's retention user list "
+        "(store/ops/working.users_with_expired_messages): user ids only; the purge then "
+        "runs per user",
     ),
     Allowed(
         "cache.lookup_cached",

@@ -18,9 +18,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.sql import cache, items, jobs, queue, vector, working
+from langmem_layer.sql import cache, items, jobs, queue, vector
 from langmem_layer.store import ops as mops
-from langmem_layer.store.ops import reextraction
+from langmem_layer.store.ops import reextraction, working
 from tests import audit
 from tests.fakes import Clock
 

@@ -31,7 +31,6 @@ from langmem_layer.store.handlers.items import listing_user
 from langmem_layer.store.handlers.lifecycle import LifecycleHandlers
 from langmem_layer.store.handlers.memory import MemoryHandlers
 from langmem_layer.store.handlers.queue import QueueHandlers
-from langmem_layer.store.handlers.working import WorkingHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.ops import GetManyOp
 from langmem_layer.store.ops.dispatch import OPERATIONS
@@ -63,8 +62,7 @@ SYNC_HOOKS, ASYNC_HOOKS = 0, 1
 #: (``Query(..., bind=Binding(user))``). A claim or re-extraction without a user, and
 #: a namespace listing without one, are of this kind too.
 MAINTENANCE_OPS: tuple[type, ...] = (
-    mops.SweepExpiredOp, mops.PurgeEmbeddingCacheOp, mops.LargeUsersOp, mops.IdleThreadsOp,
-    mops.PurgeMessagesOp,
+    mops.SweepExpiredOp, mops.PurgeEmbeddingCacheOp, mops.LargeUsersOp,
 )
 #: Ops whose statements run as the session's own role, not the app role: they create
 #: or drop a user's own indexes, which only the tables' owner may do. Still bound to
@@ -78,10 +76,8 @@ OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp,)
 #: the writes here touches a table those read (items, links, embeddings): they write
 #: the queue, the message and ingest logs, and the thread's activity stamp.
 FREE_OPS: frozenset[type] = frozenset({
-    mops.RecallOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
-    GetOp, SearchOp, ListNamespacesOp, GetManyOp,
-    mops.TouchThreadOp, mops.EnqueueOp, mops.LogMessagesOp, mops.LogIngestOp,
-    mops.CompleteEntryOp, mops.TurnStartOp, mops.TurnReadsOp,
+    mops.RecallOp, mops.SummaryCandidatesOp, GetOp, SearchOp, ListNamespacesOp, GetManyOp,
+    mops.EnqueueOp, mops.LogIngestOp, mops.CompleteEntryOp, mops.TurnReadsOp,
 })
 
 #: Ops a batch of nothing else may commit without waiting for its WAL to reach the disk
@@ -92,8 +88,7 @@ FREE_OPS: frozenset[type] = frozenset({
 #: cache, computed again. Never a memory, a queued turn or a log entry: a batch holding
 #: any other op commits as usual.
 ASYNC_COMMIT_OPS: frozenset[type] = frozenset({
-    mops.RecallOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
-    mops.TurnReadsOp, mops.TouchThreadOp, mops.TurnStartOp,
+    mops.RecallOp, mops.SummaryCandidatesOp, mops.TurnReadsOp,
 })
 
 
@@ -121,8 +116,7 @@ def commits_async(kind: type | None) -> bool:
     return registered.async_commit if registered else kind in ASYNC_COMMIT_OPS
 
 
-class StoreCore(QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers,
-                Maintenance):
+class StoreCore(QueueHandlers, LifecycleHandlers, MemoryHandlers, Maintenance):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:

@@ -14,9 +14,9 @@ from typing import Any
 from langmem_layer.sql import Sql, with_writes
 from langmem_layer.sql import memory as msql
 from langmem_layer.sql import queue as qsql
-from langmem_layer.sql import working as wsql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.handlers.registry import Registry, handles, own_parts
+from langmem_layer.store.ops.working import log_messages
 from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 
 __all__ = ["QueueHandlers", "combine"]
@@ -94,8 +94,8 @@ class QueueHandlers(Registry):
         writes = []
         if op.log is not None and op.log.messages:
             log = op.log
-            writes.append(wsql.log_messages(log.user_id, log.thread_id, profile=log.profile,
-                                            messages=log.messages, at=log.at))
+            writes.append(log_messages(log.user_id, log.thread_id, profile=log.profile,
+                                       messages=log.messages, at=log.at))
         if op.touch is not None and op.touch.keys:
             touch = op.touch
             writes.append(msql.touch(touch.user_id, touch.keys, touch.now or self.now()))
