@@ -30,7 +30,6 @@ from langmem_layer.store.embedding.work import RETRY_BASE_DELAY, default_max_inp
 from langmem_layer.store.handlers.items import listing_user
 from langmem_layer.store.handlers.lifecycle import LifecycleHandlers
 from langmem_layer.store.handlers.memory import MemoryHandlers
-from langmem_layer.store.handlers.queue import QueueHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.ops import GetManyOp
 from langmem_layer.store.ops.dispatch import OPERATIONS
@@ -77,7 +76,7 @@ OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp,)
 #: the queue, the message and ingest logs, and the thread's activity stamp.
 FREE_OPS: frozenset[type] = frozenset({
     mops.RecallOp, mops.SummaryCandidatesOp, GetOp, SearchOp, ListNamespacesOp, GetManyOp,
-    mops.EnqueueOp, mops.LogIngestOp, mops.CompleteEntryOp, mops.TurnReadsOp,
+    mops.TurnReadsOp,
 })
 
 #: Ops a batch of nothing else may commit without waiting for its WAL to reach the disk
@@ -116,7 +115,7 @@ def commits_async(kind: type | None) -> bool:
     return registered.async_commit if registered else kind in ASYNC_COMMIT_OPS
 
 
-class StoreCore(QueueHandlers, LifecycleHandlers, MemoryHandlers, Maintenance):
+class StoreCore(LifecycleHandlers, MemoryHandlers, Maintenance):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:

@@ -18,10 +18,9 @@ from langmem_layer.sql import summaries as ssql
 from langmem_layer.sql import users as usql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.handlers.items import ItemHandlers, Write, row_to_item
-from langmem_layer.store.handlers.queue import combine
 from langmem_layer.store.handlers.registry import handles
 from langmem_layer.store.ops.trust import learned_trust
-from langmem_layer.store.plan import Embed, Handler, Query
+from langmem_layer.store.plan import Embed, Handler, Query, combine
 from langmem_layer.store.tenancy import ns_text, ns_tuple
 from langmem_layer.types import MEMORY_ROOT, content_hash
 
