@@ -28,7 +28,6 @@ from langmem_layer.store import ops as mops
 from langmem_layer.store.embedding import models as embeddings
 from langmem_layer.store.embedding.work import RETRY_BASE_DELAY, default_max_input_tokens
 from langmem_layer.store.handlers.items import listing_user
-from langmem_layer.store.handlers.lifecycle import LifecycleHandlers
 from langmem_layer.store.handlers.memory import MemoryHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.ops import GetManyOp
@@ -115,7 +114,7 @@ def commits_async(kind: type | None) -> bool:
     return registered.async_commit if registered else kind in ASYNC_COMMIT_OPS
 
 
-class StoreCore(LifecycleHandlers, MemoryHandlers, Maintenance):
+class StoreCore(MemoryHandlers, Maintenance):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:
