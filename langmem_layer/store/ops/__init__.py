@@ -2,9 +2,9 @@
 beside LangGraph's own, and their results. One module per family; all re-exported here
 (``from langmem_layer.store import ops as mops``)."""
 
+from langmem_layer.store.ops.api_keys import ApiKey, CreateKeyOp, DeleteKeyOp, FindKeyOp, ListKeysOp
 from langmem_layer.store.ops.erasure import DeleteUserOp, UserDeletion
 from langmem_layer.store.ops.items import GetManyOp
-from langmem_layer.store.ops.keys import ApiKey, CreateKeyOp, DeleteKeyOp, FindKeyOp, ListKeysOp
 from langmem_layer.store.ops.lifecycle import (
     LifecycleOp,
     MemoryHistoryOp,
