@@ -6,11 +6,11 @@ The parts live in their own modules:
 
 - ``options``: the index configuration;
 - ``tenancy``: namespace validation, namespace → user;
-- ``registry``: the op → handler table, built once per class;
-- ``items``: LangGraph's ``BaseStore`` ops;
-- ``memory``: recall, links, export and import;
-- ``queue``, ``working``;
-- ``maintenance``: migrations, sweeps, indexes of large users;
+- ``ops``: the memory ops, one module per family with their SQL and handlers, each op
+  registered with its handler and traits (``ops/dispatch.py``);
+- ``handlers/items``: LangGraph's ``BaseStore`` ops, methods of the core;
+- ``handlers/registry``: the op → handler dispatch;
+- ``maintenance``: migrations and the maintenance jobs;
 - ``driver``: the one execution of a plan, for both stores.
 """
 
@@ -24,14 +24,12 @@ from typing import Any, Literal, cast
 from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp, ensure_embeddings
 
 from langmem_layer.sql.rls import APP_ROLE
-from langmem_layer.store import ops as mops
 from langmem_layer.store.embedding import models as embeddings
 from langmem_layer.store.embedding.work import RETRY_BASE_DELAY, default_max_input_tokens
 from langmem_layer.store.handlers.items import listing_user
-from langmem_layer.store.handlers.memory import MemoryHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.ops import GetManyOp
-from langmem_layer.store.ops.dispatch import OPERATIONS
+from langmem_layer.store.ops.dispatch import OPERATIONS, Context
 from langmem_layer.store.options import (
     MemoryIndexConfig,
     check_index_config,
@@ -43,78 +41,50 @@ from langmem_layer.store.options import (
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
 from langmem_layer.types import MEMORY_ROOT
 
-__all__ = ["ANN_MIN_USER_VECTORS", "ASYNC_COMMIT_OPS", "ASYNC_HOOKS", "FREE_OPS",
-           "MAINTENANCE_OPS", "OWNER_OPS", "SYNC_HOOKS", "MemoryIndexConfig", "Plan",
-           "StoreCore"]
+__all__ = ["ANN_MIN_USER_VECTORS", "ASYNC_HOOKS", "FREE_OPS", "SYNC_HOOKS",
+           "MemoryIndexConfig", "Plan", "StoreCore", "commits_async", "is_free",
+           "runs_as_owner", "spans_users"]
 
 #: Which of the hooks ``StoreCore.on_close`` registers a store runs at close
 #: (``_closing_hooks``): the sync store the plain ones, the async store the coroutines.
 SYNC_HOOKS, ASYNC_HOOKS = 0, 1
 
-# The traits of the op types registered with ``langmem_layer.store.ops.dispatch.operation``
-# are declared on the ops (``Operation``); the four lists below hold those of the op
-# families whose handlers are still mixin methods.
-
-#: Ops that span users: their statements run under the maintenance bypass of
-#: row-level security, except the per-user statements they bind themselves
-#: (``Query(..., bind=Binding(user))``). A claim or re-extraction without a user, and
-#: a namespace listing without one, are of this kind too.
-MAINTENANCE_OPS: tuple[type, ...] = (
-    mops.SweepExpiredOp, mops.PurgeEmbeddingCacheOp, mops.LargeUsersOp,
-)
-#: Ops whose statements run as the session's own role, not the app role: they create
-#: or drop a user's own indexes, which only the tables' owner may do. Still bound to
-#: their user.
-OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp,)
-#: Ops that may share round trips with the consecutive ones of their batch
-#: (``Plan.next_round <langmem_layer.store.plan.Plan.next_round>``): the reads of a
-#: turn, and one-statement writes of a turn's bookkeeping. A round keeps the batch's
-#: order of statements, so only a step's second statement (recall's candidates after
-#: its index lookup, a search's TTL refresh) can run after a later op's first; none of
-#: the writes here touches a table those read (items, links, embeddings): they write
-#: the queue, the message and ingest logs, and the thread's activity stamp.
-FREE_OPS: frozenset[type] = frozenset({
-    mops.RecallOp, mops.SummaryCandidatesOp, GetOp, SearchOp, ListNamespacesOp, GetManyOp,
-    mops.TurnReadsOp,
-})
-
-#: Ops a batch of nothing else may commit without waiting for its WAL to reach the disk
-#: (``synchronous_commit`` off for that transaction alone): a turn's reads, and the
-#: thread's activity stamp read with them. A crash can lose the last fraction of a
-#: second of such commits: a stamp, so the session sweeper sees the thread idle a
-#: moment early (its next turn reopens it), or a query's vector in the embedding
-#: cache, computed again. Never a memory, a queued turn or a log entry: a batch holding
-#: any other op commits as usual.
-ASYNC_COMMIT_OPS: frozenset[type] = frozenset({
-    mops.RecallOp, mops.SummaryCandidatesOp, mops.TurnReadsOp,
-})
+#: LangGraph's own ops that may share round trips with the consecutive ones of their
+#: batch, like the memory ops registered ``free`` (``Operation.free``): LangGraph's
+#: classes cannot carry the trait, and their handlers (``ItemHandlers``) stay methods
+#: of the core. ``GetManyOp`` is the async store's batch of ``aget`` calls.
+FREE_OPS: frozenset[type] = frozenset({GetOp, SearchOp, ListNamespacesOp, GetManyOp})
 
 
 def spans_users(kind: type) -> bool:
-    """Whether ops of this type run under the maintenance bypass (``MAINTENANCE_OPS``)."""
+    """Whether ops of this type span users (``Operation.maintenance``): their statements
+    run under the maintenance bypass of row-level security, except the per-user ones
+    they bind themselves."""
     registered = OPERATIONS.get(kind)
-    return registered.maintenance if registered else issubclass(kind, MAINTENANCE_OPS)
+    return registered is not None and registered.maintenance
 
 
 def runs_as_owner(kind: type) -> bool:
-    """Whether ops of this type run as the tables' owner (``OWNER_OPS``)."""
+    """Whether ops of this type run as the tables' owner (``Operation.owner``)."""
     registered = OPERATIONS.get(kind)
-    return registered.owner if registered else issubclass(kind, OWNER_OPS)
+    return registered is not None and registered.owner
 
 
-def is_free(kind: type) -> bool:
-    """Whether ops of this type may share round trips (``FREE_OPS``)."""
-    registered = OPERATIONS.get(kind)
+def is_free(kind: type | None) -> bool:
+    """Whether ops of this type may share round trips (``Operation.free``,
+    ``FREE_OPS``)."""
+    registered = OPERATIONS.get(kind) if kind is not None else None
     return registered.free if registered else kind in FREE_OPS
 
 
 def commits_async(kind: type | None) -> bool:
-    """Whether a batch of such ops alone may commit asynchronously (``ASYNC_COMMIT_OPS``)."""
+    """Whether a batch of nothing but such ops may commit without waiting for its WAL
+    (``Operation.async_commit``)."""
     registered = OPERATIONS.get(kind) if kind is not None else None
-    return registered.async_commit if registered else kind in ASYNC_COMMIT_OPS
+    return registered is not None and registered.async_commit
 
 
-class StoreCore(MemoryHandlers, Maintenance):
+class StoreCore(Maintenance):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:
@@ -209,7 +179,7 @@ class StoreCore(MemoryHandlers, Maintenance):
         """Whom an op's statements act for under row-level security (sql/rls.py).
 
         The user its namespace or ``user_id`` names; the maintenance bypass for the
-        ops that span users (``MAINTENANCE_OPS``, a claim or re-extraction without
+        ops that span users (``spans_users``, a claim or re-extraction without
         a user, a namespace listing across tenants).
         """
         if isinstance(op, (PutOp, GetOp, GetManyOp)):
@@ -261,3 +231,8 @@ class StoreCore(MemoryHandlers, Maintenance):
         return Plan(steps, size, self.dims, self.model_id, now=self.now(),
                     max_input_tokens=self.max_input_tokens,
                     commit_async=all(commits_async(step.kind) for step in steps))
+
+
+def _is_a_context(core: StoreCore) -> Context:
+    """The store core is the context its ops' handlers run in (checked by mypy)."""
+    return core

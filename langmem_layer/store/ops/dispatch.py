@@ -23,10 +23,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from langmem_layer.errors import InvalidInputError
 from langmem_layer.store.plan import Handler
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
+    from langmem_layer.sql import Sql
+    from langmem_layer.store.ops.items import Write
 
 __all__ = ["OPERATIONS", "Context", "Operation", "operation", "operation_of", "own_parts"]
 
@@ -34,14 +40,54 @@ _T = TypeVar("_T", bound=type)
 
 
 class Context(Protocol):
-    """What the store core gives a handler: its clock and the public parts of its state."""
+    """What the store core gives a handler: its configuration, its clock, and the public
+    parts of its state (``StoreCore`` is checked against this protocol)."""
+
+    #: The embedding model (None: a store without vectors).
+    embeddings: Embeddings | None
+    #: The model's id, under which vectors and indexes are stored.
+    model_id: str | None
+    #: The vectors' dimensions.
+    dims: int | None
+    #: The store's index configuration (``MemoryIndexConfig``).
+    index_config: Any
+
+    @property
+    def vector_type(self) -> str:
+        """The vectors' column type: ``vector`` or ``halfvec``."""
+        ...
 
     def now(self) -> datetime:
         """The store's current time."""
         ...
 
+    def tenant(self, namespace: tuple[str, ...], *, prefix: bool = False) -> str:
+        """The user a namespace belongs to (``""``: the shared tenant)."""
+        ...
+
     def handler_at(self, op: Any, now: datetime | None) -> Handler:
         """``op``'s handler (a nested op); a put inside it writes as of ``now``."""
+        ...
+
+    def write_items(self, writes: list[Write], now: datetime, *, last: bool = False
+                    ) -> Handler:
+        """Upsert or delete items and replace their vectors."""
+        ...
+
+    def ann_dims(self, user: str, *, ef_search: int = ...) -> Handler:
+        """Look the user's own ANN index up: its dims (None: search exactly)."""
+        ...
+
+    def ann_lookup(self, user: str, ef_search: int) -> Sql:
+        """The statement ``ann_dims`` sends."""
+        ...
+
+    def remembered_index(self, user_id: str) -> tuple[bool, int | None]:
+        """Whether this store looked the user's index up before, and its dims then."""
+        ...
+
+    def index_seen(self, user: str, dims: int | None) -> None:
+        """Remember what a lookup of the user's index found."""
         ...
 
     def forget_index(self, user_id: str) -> None:

@@ -15,10 +15,9 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from langmem_layer.sql import Sql, with_writes
-from langmem_layer.sql import memory as msql
 from langmem_layer.sql import queue as qsql
 from langmem_layer.store.ops.dispatch import Context, operation, own_parts
-from langmem_layer.store.ops.memory import LockUserWritesOp, TouchOp
+from langmem_layer.store.ops.memory import LockUserWritesOp, TouchOp, lock_user_writes, touch
 from langmem_layer.store.ops.working import LogMessagesOp, log_messages
 from langmem_layer.store.plan import Binding, Handler, Query, combine
 
@@ -61,7 +60,7 @@ def _mark_applied_sql(ctx: Context, op: ApplyOnceOp | MarkAppliedOp, *,
     locks = None
     if op.lock is not None:
         own_parts(op, [op.lock], "the write lock")
-        locks = msql.lock_user_writes(op.lock.user_id, op.lock.thread_id)
+        locks = lock_user_writes(op.lock.user_id, op.lock.thread_id)
     return qsql.mark_applied(op.user_id, op.op_id, op.now or ctx.now(), locks=locks,
                              strict=strict)
 
@@ -90,8 +89,8 @@ def _record_turn(ctx: Context, op: RecordTurnOp) -> Handler:
         writes.append(log_messages(log.user_id, log.thread_id, profile=log.profile,
                                    messages=log.messages, at=log.at))
     if op.touch is not None and op.touch.keys:
-        touch = op.touch
-        writes.append(msql.touch(touch.user_id, touch.keys, touch.now or ctx.now()))
+        seen = op.touch
+        writes.append(touch(seen.user_id, seen.keys, seen.now or ctx.now()))
     # The queue, the message log and the memories: three tables, so no part reads
     # what another writes, and one statement does all three.
     rows = yield Query(*with_writes(_enqueue_sql(ctx, op.enqueue, op.lease_seconds),
