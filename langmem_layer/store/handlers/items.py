@@ -22,12 +22,11 @@ from langgraph.store.base import (
 )
 from pydantic import ValidationError
 
-from langmem_layer.errors import InvalidMemoryError, InvalidNamespaceError
+from langmem_layer.errors import InvalidMemoryError
 from langmem_layer.sql import Sql
 from langmem_layer.sql import items as isql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
-from langmem_layer.store import ops as mops
 from langmem_layer.store.handlers.registry import Registry, handles
 from langmem_layer.store.ops.items import GetManyOp, Write, row_to_item
 from langmem_layer.store.ops.links import delete_links_of
@@ -291,23 +290,6 @@ class ItemHandlers(Registry, Tenancy):
             )
             for r in rows
         ]
-
-    @handles(mops.MatchOp)
-    def _match(self, op: mops.MatchOp) -> Handler:
-        if self.tenant(op.namespace_prefix, prefix=True) != op.user_id:
-            raise InvalidNamespaceError(
-                f"Namespace {op.namespace_prefix!r} does not belong to user {op.user_id!r}.")
-        qvec = None
-        if self.embeddings is not None:
-            _, (qvec,) = yield Embed([], [op.query])
-        rows = yield Query(*isql.match_items(
-            op.user_id, ns_text(op.namespace_prefix), filter_sql=compile_filter(
-                op.filter, column=isql.VALUE), query_text=op.query, query_vector=qvec,
-            model_id=self.model_id, floor=op.floor, episodic_floor=op.episodic_floor,
-            limit=op.limit, offset=op.offset, now=self.now()), last=True)
-        return [SearchItem(namespace=ns_tuple(r["prefix"]), key=r["key"], value=r["value"],
-                           created_at=r["created_at"], updated_at=r["updated_at"],
-                           score=r["score"]) for r in rows]
 
     def ann_dims(self, user: str, *, ef_search: int = vsql.ANN_EF_SEARCH) -> Handler:
         """Dims of the user's own HNSW index; None means search exactly."""

@@ -1,12 +1,13 @@
 """A user's memories themselves, in one place: write one unless it is there already,
-reinforce, touch, change status, find and delete; the write lock of the apply; their
-SQL and handlers.
+reinforce, touch, change status, find, search and delete; the write lock of the
+apply; their SQL and handlers.
 
 Builders return ``(sql, params)`` with named parameters and do no I/O. Each
 statement binds ``user_id``. The other families of memory ops have modules of their
 own: ``turn_reads`` (recall), ``links``, ``portability`` (export, import),
-``lifecycle``, ``housekeeping``. ``MatchOp`` (the memory panel's search) is handled
-with LangGraph's search by ``langmem_layer.store.handlers.items``.
+``lifecycle``, ``housekeeping``. ``MatchOp`` is the memory panel's search; its SQL
+(``sql/items.py`` ``match_items``) shares the filters and the vector walk of
+LangGraph's search.
 """
 
 from __future__ import annotations
@@ -17,17 +18,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langgraph.store.base import PutOp
+from langgraph.store.base import PutOp, SearchItem
 
 from langmem_layer.errors import InvalidNamespaceError
 from langmem_layer.sql import Sql
+from langmem_layer.sql import items as isql
 from langmem_layer.sql import users as usql
+from langmem_layer.sql.filters import compile_filter
 from langmem_layer.sql.items import VALUE
 from langmem_layer.sql.moved import CLEAR, STATUS, UPDATED, folded
 from langmem_layer.store.ops.dispatch import Context, operation
 from langmem_layer.store.ops.items import row_to_item
-from langmem_layer.store.plan import Handler, Query, combine
-from langmem_layer.store.tenancy import ns_text
+from langmem_layer.store.plan import Embed, Handler, Query, combine
+from langmem_layer.store.tenancy import ns_text, ns_tuple
 from langmem_layer.types import content_hash, utc_iso
 
 __all__ = [
@@ -320,9 +323,27 @@ def _delete_memory(ctx: Context, op: DeleteMemoryOp) -> Handler:
     return bool(deleted)
 
 
+def _match(ctx: Context, op: MatchOp) -> Handler:
+    if ctx.tenant(op.namespace_prefix, prefix=True) != op.user_id:
+        raise InvalidNamespaceError(
+            f"Namespace {op.namespace_prefix!r} does not belong to user {op.user_id!r}.")
+    qvec = None
+    if ctx.embeddings is not None:
+        _, (qvec,) = yield Embed([], [op.query])
+    rows = yield Query(*isql.match_items(
+        op.user_id, ns_text(op.namespace_prefix), filter_sql=compile_filter(
+            op.filter, column=isql.VALUE), query_text=op.query, query_vector=qvec,
+        model_id=ctx.model_id, floor=op.floor, episodic_floor=op.episodic_floor,
+        limit=op.limit, offset=op.offset, now=ctx.now()), last=True)
+    return [SearchItem(namespace=ns_tuple(r["prefix"]), key=r["key"], value=r["value"],
+                       created_at=r["created_at"], updated_at=r["updated_at"],
+                       score=r["score"]) for r in rows]
+
+
 # -- ops ----------------------------------------------------------------------------------
 
 
+@operation(_match)
 class MatchOp(NamedTuple):
     """One page of a user's items that match a query by recall's relevance floor, best
     first (result: ``list[SearchItem]``, ``score`` the cosine similarity): a word shared

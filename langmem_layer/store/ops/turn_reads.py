@@ -1,10 +1,11 @@
 """The reads of a turn, in one place: recall's candidates, the narrative arc's
 summaries and the learned trust read with them; the ops and their handlers.
 
-Their SQL stays in the ``sql`` room: recall's candidates (``sql/recall.py``) share
-their sources and decay with the ranking of the ``read`` room and the lifecycle's SQL,
-and the summaries' statement (``sql/summaries.py``) joins the trust counts of
-``sql/trust.py``.
+Their SQL stays in the ``sql`` room: recall's candidates (``sql/recall.py``) alone
+are about as long as a module may be (600 lines), and build on the sources and
+vector walk the ranking and the other searches share (``sql/sources.py``,
+``sql/vector.py``); the summaries' statement (``sql/summaries.py``) is also the
+summary jobs', and joins the trust counts of ``sql/trust.py``.
 """
 
 from __future__ import annotations
