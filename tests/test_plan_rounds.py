@@ -2,7 +2,7 @@
 
 A round is the next statement and the pending statements of the steps after it, as
 long as no op can see another's statements out of the batch's order: free ops
-(``FREE_OPS``) share rounds, an op that is not free joins only after every earlier
+(``Operation.free``, ``FREE_OPS``) share rounds, an op that is not free joins only after every earlier
 statement of the round was its handler's last, and a round holds one statement that
 sets transaction settings (``langmem_layer.store.plan``). Bindings may differ within a
 round. :class:`~langmem_layer.store.driver.Rounds` lays each round out as the
