@@ -20,9 +20,8 @@ from langmem_layer.sql import rls
 from langmem_layer.sql.users import USER_TABLES
 from langmem_layer.store import core
 from langmem_layer.store.driver import Fetch
-from langmem_layer.store.handlers.registry import Registry
 from langmem_layer.store.ops import GetManyOp
-from langmem_layer.store.ops.dispatch import OPERATIONS
+from langmem_layer.store.ops.dispatch import OPERATIONS, Registry
 from langmem_layer.store.plan import MAINTENANCE, Binding, Query
 from tests.fakes import Clock
 

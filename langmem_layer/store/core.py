@@ -8,8 +8,7 @@ The parts live in their own modules:
 - ``tenancy``: namespace validation, namespace → user;
 - ``ops``: the memory ops, one module per family with their SQL and handlers, each op
   registered with its handler and traits (``ops/dispatch.py``);
-- ``handlers/items``: LangGraph's ``BaseStore`` ops, methods of the core;
-- ``handlers/registry``: the op → handler dispatch;
+- ``base_store``: LangGraph's ``BaseStore`` ops, methods of the core;
 - ``maintenance``: migrations and the maintenance jobs;
 - ``driver``: the one execution of a plan, for both stores.
 """
@@ -24,9 +23,9 @@ from typing import Any, Literal, cast
 from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp, ensure_embeddings
 
 from langmem_layer.sql.rls import APP_ROLE
+from langmem_layer.store.base_store import listing_user
 from langmem_layer.store.embedding import models as embeddings
 from langmem_layer.store.embedding.work import RETRY_BASE_DELAY, default_max_input_tokens
-from langmem_layer.store.handlers.items import listing_user
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.ops import GetManyOp
 from langmem_layer.store.ops.dispatch import OPERATIONS, Context

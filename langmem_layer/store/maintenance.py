@@ -12,8 +12,8 @@ from langmem_layer.errors import ConfigurationError
 from langmem_layer.sql import citus as citussql
 from langmem_layer.sql import migrations as migsql
 from langmem_layer.store import ops as mops
+from langmem_layer.store.base_store import ItemHandlers
 from langmem_layer.store.driver import Execution, Job
-from langmem_layer.store.handlers.items import ItemHandlers
 from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 
 __all__ = ["ANN_MIN_USER_VECTORS", "Maintenance"]

@@ -16,6 +16,11 @@ itself. ``OPERATIONS`` maps each registered op type to its ``Operation``; the st
 core looks an op up there (``operation_of``) for its handler, for whom its statements
 act (``maintenance``, ``owner``) and how its batch may run (``free``,
 ``async_commit``).
+
+LangGraph's own ops (``GetOp``, ``PutOp``, ``SearchOp``, ``ListNamespacesOp``) are
+classes of another package: their handlers are methods of the store core
+(``langmem_layer.store.base_store``), marked with ``handles`` and collected by
+``Registry`` into a class-level table when the class is defined.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from langmem_layer.errors import InvalidInputError
 from langmem_layer.store.plan import Handler
@@ -34,9 +39,12 @@ if TYPE_CHECKING:
     from langmem_layer.sql import Sql
     from langmem_layer.store.ops.items import Write
 
-__all__ = ["OPERATIONS", "Context", "Operation", "operation", "operation_of", "own_parts"]
+__all__ = ["OPERATIONS", "Context", "Operation", "Registry", "handles", "operation", "operation_of",
+           "own_parts"]
 
 _T = TypeVar("_T", bound=type)
+_F = TypeVar("_F", bound=Callable[..., Handler])
+_MARK = "__langmem_handles__"
 
 
 class Context(Protocol):
@@ -163,3 +171,43 @@ def own_parts(op: Any, parts: Iterable[Any], what: str = "a part") -> None:
         raise InvalidInputError(
             f"{type(op).__name__} for user {op.user_id!r} holds {what} of another user: "
             "give each part the op's user_id.")
+
+
+# -- handler methods: LangGraph's own ops, whose classes cannot be registered ------------
+
+
+def handles(*op_types: type) -> Callable[[_F], _F]:
+    """Mark a method as the handler of ``op_types``."""
+
+    def mark(method: _F) -> _F:
+        setattr(method, _MARK, (*getattr(method, _MARK, ()), *op_types))
+        return method
+
+    return mark
+
+
+class Registry:
+    """Base of every handler mixin; its subclasses get their dispatch table at definition."""
+
+    _handlers: ClassVar[dict[type, Callable[..., Handler]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        table: dict[type, Callable[..., Handler]] = {}
+        # Bases first (reversed MRO), so a subclass's own handler wins.
+        for klass in reversed(cls.__mro__):
+            for attr in vars(klass).values():
+                for op_type in getattr(attr, _MARK, ()):
+                    table[op_type] = attr
+        cls._handlers = table
+
+    def _handler(self, op: Any) -> Handler:
+        """The handler generator for ``op``: its registered operation's, run with this
+        core as its context, else a handler method's."""
+        registered = operation_of(op)
+        if registered is not None:
+            return registered.handler(self, op)
+        handler = self._handlers.get(type(op))
+        if handler is None:
+            raise TypeError(f"Unsupported operation: {type(op).__name__}")
+        return handler(self, op)

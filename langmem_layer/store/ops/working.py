@@ -4,7 +4,7 @@ per-user message log; the ops, their SQL and their handlers.
 Builders return ``(sql, params)`` and do no I/O. Every statement binds ``user_id``
 except ``idle_threads`` and ``users_with_expired_messages``, which read only
 identities (user and thread ids) to know whom a job serves, like the queue's
-``claimable_users``. The write path's ``RecordTurnOp`` (``store/handlers/queue.py``)
+``claimable_users``. The write path's ``RecordTurnOp`` (``store/ops/queue.py``)
 logs a turn's messages with ``log_messages`` too.
 """
 

@@ -27,7 +27,7 @@ from langmem_layer.sql import Sql
 from langmem_layer.sql import items as isql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
-from langmem_layer.store.handlers.registry import Registry, handles
+from langmem_layer.store.ops.dispatch import Registry, handles
 from langmem_layer.store.ops.items import GetManyOp, Write, row_to_item
 from langmem_layer.store.ops.links import delete_links_of
 from langmem_layer.store.options import (
