@@ -240,7 +240,7 @@ def test_the_read_of_a_turn_is_one_round_once_the_store_knows_the_user(
     for user in ("alice", "bob"):
         layer.ingest(user, [HumanMessage("I live in Lisbon and I work at Acme.")],
                      thread_id="t1")
-    store._index_dims.pop("bob")  # as if this process had never read bob's memories
+    store.forget_index("bob")  # as if this process had never read bob's memories
     rounds.clear()
     layer.threads.load_thread("bob", [HumanMessage("Where do I live?")], "Where do I live?",
                       thread_id="t1", reinforce=False)
