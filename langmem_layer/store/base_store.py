@@ -1,8 +1,11 @@
 """Handlers of LangGraph's ``BaseStore`` ops: get, put, search, list namespaces.
 
-Mixed into ``StoreCore``; like every handler they are
-generators that yield requests and never do I/O themselves. ``ItemHandlers.write_items``
-(items and their vectors) is shared with the import of a user's memory.
+LangGraph's op classes cannot carry a registration (``store/ops/dispatch.py``), so
+their handlers are methods of the store core, mixed into ``StoreCore``; like every
+handler they are generators that yield requests and never do I/O themselves. The
+public methods here are part of the ``Context`` the memory ops' handlers run in:
+``write_items`` (items and their vectors, shared with the import of a user's memory),
+and the lookup of a user's own ANN index and what this store remembers of it.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ class ItemHandlers(Registry, Tenancy):
     ttl_config: Any
     #: Per user, the dims of their own HNSW index as this store last looked them up
     #: (``None``: no index), set up empty by the core. Only the shape of a recall
-    #: depends on it, never what it finds (see ``MemoryHandlers._recall``).
+    #: depends on it, never what it finds (see ``store/ops/turn_reads.py``).
     _index_dims: dict[str, int | None]
 
     @property
