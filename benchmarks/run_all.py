@@ -142,8 +142,9 @@ SUITE: tuple[Benchmark, ...] = (
               "retrieval figures"),
     # ~1-2 min: the 2,760 LoCoMo turns and 759 questions embedded at both precisions.
     Benchmark("embedder_precision", (),
-              "the local embedding model in float32 and in bfloat16: LoCoMo recall@10 of "
-              "the embedder alone, agreement, documents/s and query latency"),
+              "the local embedding model in int8 (ONNX, the default), float32 and bfloat16 "
+              "(torch): LoCoMo recall@10 of the embedder alone, agreement, documents/s and "
+              "query latency"),
     # ~10-15 min: writing the 2,760 turns with the local model (~6-9 min), then the 759
     # questions read three times (one per rrf_k of the grid), once per ablation row (7),
     # and the vector-only baseline.
