@@ -48,10 +48,10 @@ if _TYPE_CHECKING:
     from langmem_layer.knowledge import knowledge_store
     from langmem_layer.layer import MemoryLayer
     from langmem_layer.layer.agent_graph import build_agent_graph
-    from langmem_layer.layer.graph import MemoryState, wire
     from langmem_layer.layer.nodes import memory_prompt
     from langmem_layer.layer.prebuilt import MemoryAgentState, MemoryMiddleware
     from langmem_layer.layer.tools import create_memory_tools
+    from langmem_layer.layer.wiring import MemoryState, wire
     from langmem_layer.read.block import ContextBlock
     from langmem_layer.settings import MemorySettings
     from langmem_layer.store.aio import AsyncPostgresMemoryStore
@@ -68,9 +68,9 @@ _LAZY = {
     "knowledge_store": "langmem_layer.knowledge",
     "MemoryLayer": "langmem_layer.layer",
     "build_agent_graph": "langmem_layer.layer.agent_graph",
-    "MemoryState": "langmem_layer.layer.graph",
+    "MemoryState": "langmem_layer.layer.wiring",
     "memory_prompt": "langmem_layer.layer.nodes",
-    "wire": "langmem_layer.layer.graph",
+    "wire": "langmem_layer.layer.wiring",
     "MemoryAgentState": "langmem_layer.layer.prebuilt",
     "MemoryMiddleware": "langmem_layer.layer.prebuilt",
     "create_memory_tools": "langmem_layer.layer.tools",

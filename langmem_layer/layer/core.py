@@ -393,8 +393,8 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
         return self._built_nodes()[2]
 
     def wire(self, builder: StateGraph, agent: str = "agent") -> StateGraph:
-        """Put the three nodes around ``agent`` (see ``langmem_layer.layer.graph.wire``)."""
-        from langmem_layer.layer.graph import wire
+        """Put the three nodes around ``agent`` (see ``langmem_layer.layer.wiring.wire``)."""
+        from langmem_layer.layer.wiring import wire
 
         return wire(self, builder, agent)
 

@@ -18,7 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from langmem_layer.errors import ConfigurationError
-from langmem_layer.layer.state import ASSEMBLE, EXTRACT, LOAD, MemoryFields, Wirable
+from langmem_layer.layer.fields import ASSEMBLE, EXTRACT, LOAD, MemoryFields, Wirable
 
 __all__ = ["MemoryState", "wire"]
 
