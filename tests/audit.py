@@ -87,6 +87,14 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "then each user's work runs in a transaction of its own that binds the user",
     ),
     Allowed(
+        "jobs.users_distributed",
+        r"select u\.user_id from \( select t\.user_id from langmem_items t "
+        r"where t\.user_id > ",
+        "the job runner's user walk on Citus (sql/jobs.users, count_users with "
+        "distributed=True): lists user ids only, as the recursive walk does; each "
+        "user's work then runs in a transaction of its own that binds the user",
+    ),
+    Allowed(
         "items.expired_users",
         r"^select distinct user_id from langmem_items where expires_at is not null "
         r"and expires_at <= ",

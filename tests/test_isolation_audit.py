@@ -94,6 +94,10 @@ def test_references_read_aliases() -> None:
 ALLOWED_BUILDERS = {
     "jobs.users": jobs.users(after=None, shard=0, shards=2, limit=10),
     "jobs.count_users": jobs.count_users(after="a", shard=0, shards=2),
+    "jobs.users_distributed": jobs.users(after=None, shard=0, shards=2, limit=10,
+                                         distributed=True),
+    "jobs.users_distributed.count": jobs.count_users(after="a", shard=0, shards=2,
+                                                     distributed=True),
     "items.expired_users": items.expired_users(NOW),
     "queue.claimable_users": queue.claimable_users(NOW, 10),
     "queue.backlog": queue.backlog(NOW),
