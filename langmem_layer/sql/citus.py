@@ -47,6 +47,7 @@ __all__ = [
     "distribute",
     "distribution",
     "has_citus",
+    "migrating",
 ]
 
 #: The table every per-user table is colocated with, and the distribution column.
@@ -57,6 +58,13 @@ DISTRIBUTION_COLUMN = "user_id"
 def has_citus() -> Sql:
     """Whether the database has the Citus extension (one row of ``citus``)."""
     return ("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus", {})
+
+
+def migrating() -> Ddl:
+    """The settings of a transaction running migrations on a cluster: a migration run
+    again (or a new one) may create triggers on tables already distributed, which
+    ``distribute()`` then points at the colocated shards."""
+    return "SET LOCAL citus.enable_unsafe_triggers = on", None
 
 
 def distribution() -> Sql:

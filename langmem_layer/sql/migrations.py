@@ -17,6 +17,8 @@ one shard of a distributed PostgreSQL (e.g. Citus, distributing on ``user_id``).
 
 from __future__ import annotations
 
+import re
+
 from langmem_layer.sql import Ddl, Sql
 from langmem_layer.sql.ddl_features import FEATURES
 from langmem_layer.sql.ddl_schema import SCHEMA, VERSION_TABLE
@@ -28,7 +30,9 @@ __all__ = [
     "create_version_table",
     "lock_setup",
     "migration",
+    "migration_statements",
     "record_version",
+    "split_statements",
 ]
 
 
@@ -56,6 +60,70 @@ def applied_versions() -> Sql:
 def migration(version: int) -> Ddl:
     """The DDL of migration ``version``."""
     return MIGRATIONS[version], None
+
+
+def split_statements(text: str) -> list[str]:
+    """``text``'s SQL statements, one per item, without the comments between them.
+
+    Splits at the semicolons outside quotes ('...', "..."), dollar quotes (``$fn$``,
+    ``$$``) and comments (``--``, nested ``/* */``).
+    """
+    out: list[str] = []
+    start = i = 0
+    n = len(text)
+    dollar = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
+    while i < n:
+        ch = text[i]
+        if ch == "-" and text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif ch == "/" and text.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if text.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif text.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        elif ch in "'\"":
+            i += 1
+            while i < n:
+                if text[i] == ch:
+                    if text.startswith(ch * 2, i):  # a doubled quote inside
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+        elif ch == "$" and (m := dollar.match(text, i)) and not (
+                i and (text[i - 1].isalnum() or text[i - 1] == "_")):
+            end = text.find(m.group(0), m.end())
+            i = n if end < 0 else end + len(m.group(0))
+        elif ch == ";":
+            out.append(text[start:i])
+            start = i = i + 1
+        else:
+            i += 1
+    out.append(text[start:])
+    return [s.strip() for s in out if _code(s)]
+
+
+def _code(statement: str) -> bool:
+    """Whether ``statement`` holds more than whitespace and comments."""
+    return bool(re.sub(r"--[^\n]*|/\*.*?\*/", "", statement, flags=re.DOTALL).strip())
+
+
+def migration_statements(version: int) -> list[Ddl]:
+    """The statements of migration ``version``, each sent on its own.
+
+    One command per statement: Citus sends a command on a distributed table to its
+    workers with the statement's text, and refuses a text of several commands
+    ('cannot insert multiple commands into a prepared statement'); a migration run
+    again on tables already distributed (after the version table was lost) or a new
+    migration on a cluster sends its commands one by one. In one transaction, as before.
+    """
+    return [(s, None) for s in split_statements(MIGRATIONS[version])]
 
 
 def record_version(version: int) -> Sql:
