@@ -95,6 +95,15 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "user's work then runs in a transaction of its own that binds the user",
     ),
     Allowed(
+        "migrations.terms_backfill",
+        r"^insert into langmem_terms as t \(user_id, prefix, lexeme, df\) select i\.user_id, "
+        r"i\.prefix, l\.lexeme, count\(\*\) from langmem_items i cross join lateral ",
+        "migration 10's backfill of the term statistics (sql/ddl_schema.py), sent as a "
+        "statement of its own like every migration statement (sql/migrations."
+        "migration_statements): once at setup, as the owner, each row counted under "
+        "its own user_id; never reaches a request's results",
+    ),
+    Allowed(
         "items.expired_users",
         r"^select distinct user_id from langmem_items where expires_at is not null "
         r"and expires_at <= ",
