@@ -99,7 +99,16 @@ def citus_database(server: str, name: str) -> str:
     return uri
 
 
+def recover(uri: str) -> None:
+    """Finish the two-phase commits a stopped worker left prepared (Citus does it every
+    minute on its own): a turn committed on the coordinator is then on its worker."""
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("SELECT recover_prepared_transactions()")
+
+
 def drop_citus_database(server: str, name: str) -> None:
+    host, port, _ = _citus_nodes(server)[0]
+    recover(conninfo.make_conninfo(server, host=host, port=port, dbname=name))
     for host, port, _ in _citus_nodes(server):
         node = conninfo.make_conninfo(server, host=host, port=port, dbname="postgres")
         with psycopg.connect(node, autocommit=True) as conn:
@@ -128,7 +137,8 @@ def fill(uri: str, args: argparse.Namespace, texts: list[str], embeddings: Any,
 
 def read_path(uri: str, index: dict[str, Any], queries: list[str], user: str
               ) -> list[float]:
-    """ms of load_memory + assemble_context per query for ``user`` (10 warm-ups first)."""
+    """ms of load_memory + assemble_context per query for ``user`` (up to 10 warm-ups
+    first)."""
     from langchain_core.messages import HumanMessage
 
     from langmem_layer import MemoryLayer
@@ -138,12 +148,13 @@ def read_path(uri: str, index: dict[str, Any], queries: list[str], user: str
     with PostgresMemoryStore.from_conn_string(uri, index=index) as store:
         layer = MemoryLayer(store, extraction="inline")
         config = {"configurable": {"user_id": user, "thread_id": "bench"}}
-        for n, q in enumerate(queries[:10] + queries):
+        warm = queries[:10]
+        for n, q in enumerate(warm + queries):
             state = {"messages": [HumanMessage(q)]}
             t0 = time.perf_counter()
             got = layer.load_memory.invoke(state, config)
             layer.assemble_context.invoke({**state, **got}, config)
-            if n >= 10:
+            if n >= len(warm):
                 out.append((time.perf_counter() - t0) * 1000)
         layer.close()
     return out
@@ -175,6 +186,8 @@ def lifecycle(uri: str, index: dict[str, Any]) -> tuple[int, float]:
 # -- faults under load (the cluster only) ------------------------------------------------
 
 _TAG = re.compile(r"\[(f\d+)#\d+\]")
+#: Seconds the users are served after the stopped worker is back.
+RECOVERY = 10.0
 
 
 class Faults:
@@ -234,13 +247,24 @@ class Faults:
 
 async def _faulted_turns(uri: str, args: argparse.Namespace, run: str, faults: Faults
                          ) -> dict[str, Any]:
+    ok: list[tuple[str, str, float]] = []  # (user, text, when)
+    errors: list[float] = []
+    first: list[str] = []
+    at_exit: list[str] = []
+    try:
+        await _serve(uri, args, run, faults, ok, errors, first)
+    except Exception as e:  # the exit's drain of the extraction queue
+        at_exit.append(f"{type(e).__name__}: {e}"[:200])
+    return {"ok": ok, "errors": errors, "first": first, "at_exit": at_exit}
+
+
+async def _serve(uri: str, args: argparse.Namespace, run: str, faults: Faults,
+                 ok: list[tuple[str, str, float]], errors: list[float], first: list[str]
+                 ) -> None:
     from langchain_core.messages import HumanMessage
 
     from langmem_layer.server.http.lifespan import memory_lifespan
 
-    ok: list[tuple[str, str, float]] = []  # (user, text, when)
-    errors: list[float] = []
-    first: list[str] = []
     async with memory_lifespan(database_url=uri,
                                store_options={"index": None, "pool_size": args.pool_size},
                                layer_options=layer_options(),
@@ -248,10 +272,18 @@ async def _faulted_turns(uri: str, args: argparse.Namespace, run: str, faults: F
         graph = service.graph
         assert graph is not None
         deadline = time.monotonic() + args.fault_duration
+        thread = threading.Thread(target=faults.run, daemon=True)
+
+        def serving() -> bool:
+            # --fault-duration at least, and RECOVERY seconds past the worker's return
+            now = time.monotonic()
+            if now < deadline or thread.is_alive():
+                return True
+            return faults.down is not None and now < faults.down[1] + RECOVERY
 
         async def user_loop(u: int) -> None:
             user, i = f"{run}-f{u}", 0
-            while time.monotonic() < deadline:
+            while serving():
                 text = f"{SCRIPT[i % len(SCRIPT)]} [f{u}#{i}]"
                 i += 1
                 try:
@@ -266,15 +298,14 @@ async def _faulted_turns(uri: str, args: argparse.Namespace, run: str, faults: F
                 else:
                     ok.append((user, text, time.monotonic()))
 
-        thread = threading.Thread(target=faults.run, daemon=True)
         thread.start()
         await asyncio.gather(*(user_loop(u) for u in range(args.fault_users)))
         thread.join()
-    return {"ok": ok, "errors": errors, "first": first}
 
 
 def check_rows(uri: str, run: str, ok: list[tuple[str, str, float]]) -> tuple[int, int]:
     """(lost turns, cross-user rows) of the faulted run's users."""
+    recover(uri)
     with psycopg.connect(uri) as conn:
         logged = conn.execute(
             "SELECT user_id, text FROM langmem_messages WHERE user_id LIKE %s",
@@ -316,6 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--fault-users", type=int, default=50)
     p.add_argument("--fault-duration", type=float, default=30.0)
     p.add_argument("--skip-faults", action="store_true")
+    p.add_argument("--faults-only", action="store_true",
+                   help="only the faults under load (on the cluster; no comparison)")
     add_noise_option(p)
     args = p.parse_args(argv)
     args.big = args.big or max(1, args.memories // 5)
@@ -333,6 +366,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     small = owner(args.big, args.big, args.small_size) if args.memories > args.big else BIG
     run = uuid.uuid4().hex[:6]
     name = f"langmem_citus_bench_{run}"
+    if args.faults_only:
+        uri = citus_database(server, name)
+        try:
+            from langmem_layer.store.sync import PostgresMemoryStore
+
+            with PostgresMemoryStore.from_conn_string(uri, index=None) as store:
+                store.setup()
+            return 1 if faults(uri, args, run) else 0
+        finally:
+            drop_citus_database(server, name)
     results: dict[str, dict[str, Any]] = {}
     failed = False
     with database(args.database_url, "langmem-citus-bench-") as single:
@@ -401,7 +444,9 @@ def faults(uri: str, args: argparse.Namespace, run: str) -> bool:
           f"errors otherwise {other}, ok after recovery {after}")
     print(f"    lost turns {lost}, cross-user rows {crossed}"
           + (f"  (first error: {got['first'][0]})" if got["first"] else ""))
-    return bool(lost or crossed or other or not after)
+    if got["at_exit"]:
+        print(f"    the app's exit (draining extraction) failed: {got['at_exit'][0]}")
+    return bool(lost or crossed or other or not after or got["at_exit"])
 
 
 if __name__ == "__main__":
