@@ -18,20 +18,27 @@ one shard of a distributed PostgreSQL (e.g. Citus, distributing on ``user_id``).
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from langmem_layer.sql import Ddl, Sql
 from langmem_layer.sql.ddl_features import FEATURES
 from langmem_layer.sql.ddl_schema import SCHEMA, VERSION_TABLE
 
 __all__ = [
+    "LOCK_TIMEOUT",
     "MIGRATIONS",
     "VERSION_TABLE",
+    "OnlineIndex",
     "applied_versions",
     "create_version_table",
+    "drop_invalid_index",
+    "index_state",
     "lock_setup",
     "migration",
     "migration_statements",
+    "online_indexes",
     "record_version",
+    "set_lock_timeout",
     "split_statements",
 ]
 
@@ -121,7 +128,7 @@ def migration_statements(version: int) -> list[Ddl]:
     workers with the statement's text, and refuses a text of several commands
     ('cannot insert multiple commands into a prepared statement'); a migration run
     again on tables already distributed (after the version table was lost) or a new
-    migration on a cluster sends its commands one by one. In one transaction, as before.
+    migration on a cluster sends its commands one by one, in the migration's transaction.
     """
     return [(s, None) for s in split_statements(MIGRATIONS[version])]
 
@@ -130,3 +137,57 @@ def record_version(version: int) -> Sql:
     """Record ``version`` as applied (a concurrent setup may have recorded it too)."""
     return (f"INSERT INTO {VERSION_TABLE} (v) VALUES (%(version)s) ON CONFLICT DO NOTHING",
             {"version": version})
+
+
+#: How long a migration's statement waits for a table's lock before the migration
+#: gives up and is tried again (``setup()``): a DDL statement queued behind a long
+#: query would otherwise block every statement queued behind it.
+LOCK_TIMEOUT = "1s"
+
+
+def set_lock_timeout() -> Sql:
+    """Bound the lock waits of the rest of the transaction by ``LOCK_TIMEOUT``."""
+    return "SELECT set_config('lock_timeout', %(t)s, true)", {"t": LOCK_TIMEOUT}
+
+
+class OnlineIndex(NamedTuple):
+    """An index a migration creates, built beforehand without blocking writes."""
+
+    name: str
+    table: str
+    concurrently: str  # the CREATE INDEX CONCURRENTLY IF NOT EXISTS statement
+
+
+_CREATE_INDEX = re.compile(
+    r"^\s*CREATE\s+(UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+(\w+)\s+ON\s+(\w+)\b(.*)$",
+    re.IGNORECASE | re.DOTALL)
+
+
+def online_indexes(version: int) -> list[OnlineIndex]:
+    """The indexes migration ``version`` creates, each as a ``CREATE INDEX CONCURRENTLY``
+    statement: ``setup()`` builds those on tables that already exist before it runs the
+    migration, whose own ``CREATE INDEX IF NOT EXISTS`` then finds them (an index build
+    in the migration's transaction would block the table's writes until it commits)."""
+    found = []
+    for statement in split_statements(MIGRATIONS[version]):
+        if (m := _CREATE_INDEX.match(statement)) is not None:
+            unique, name, table, rest = m.groups()
+            found.append(OnlineIndex(name, table, (
+                f"CREATE {'UNIQUE ' if unique else ''}INDEX CONCURRENTLY IF NOT EXISTS "
+                f"{name} ON {table}{rest}")))
+    return found
+
+
+def index_state(index: OnlineIndex) -> Sql:
+    """Whether ``index``'s table exists, and whether the index exists and is valid (a
+    concurrent build that failed leaves an invalid one behind)."""
+    return ("SELECT to_regclass(%(table)s) IS NOT NULL AS has_table, "
+            "(SELECT i.indisvalid FROM pg_index i "
+            " WHERE i.indexrelid = to_regclass(%(index)s)) AS valid",
+            {"table": index.table, "index": index.name})
+
+
+def drop_invalid_index(index: OnlineIndex) -> str:
+    """Drop the invalid leftover of a failed concurrent build (the name is the
+    migration's own, never a caller's)."""
+    return f"DROP INDEX CONCURRENTLY IF EXISTS {index.name}"
