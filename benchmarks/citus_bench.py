@@ -10,9 +10,10 @@ its own on every node, distributed by ``setup()``. Measured on each side:
 
 * **read path**: ``load_memory`` + ``assemble_context`` (the turn's recall and context),
   ``--queries`` questions for the large user and for a small one: p50 and p95 in ms;
-* **served turns**: the served app's turn (``serve_bench``'s: ``memory_lifespan``, the
-  offline chat model, the rule extractor, extraction behind the turns) for each count of
-  ``--users``, ``--duration`` seconds each: turns/s and p50/p95;
+* **served turns**: the served app's turn (as ``serve_bench`` serves it:
+  ``memory_lifespan``, the offline chat model, the rule extractor, extraction behind the
+  turns, drained at exit) for each count of ``--users``, ``--duration`` seconds each:
+  turns/s and p50/p95;
 * **nightly lifecycle**: the ``lifecycle`` job through the runner over every user (on
   Citus each user's pass runs on their shard group): users and seconds.
 
@@ -161,12 +162,49 @@ def read_path(uri: str, index: dict[str, Any], queries: list[str], user: str
 
 
 def served(uri: str, users: int, args: argparse.Namespace, run: str) -> dict[str, Any]:
-    """serve_bench's served turn, ``users`` at a time for ``--duration`` seconds."""
-    import serve_bench
+    """The served app's turn (as ``serve_bench`` serves it), ``users`` at a time for
+    ``--duration`` seconds: latencies, elapsed seconds, errors."""
+    return asyncio.run(_served(uri, users, args, run))
 
-    opts = argparse.Namespace(embeddings="none", pool_size=args.pool_size,
-                              duration=args.duration, max_turns=args.max_turns)
-    return asyncio.run(serve_bench._ours(uri, users, opts, run))
+
+async def _served(uri: str, users: int, args: argparse.Namespace, run: str
+                  ) -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage
+
+    from langmem_layer.server.http.lifespan import memory_lifespan
+
+    latencies: list[float] = []
+    errors = [0]
+    async with memory_lifespan(database_url=uri,
+                               store_options={"index": None, "pool_size": args.pool_size},
+                               layer_options=layer_options(),
+                               graph_factory=offline_agent) as service:
+        graph = service.graph
+        assert graph is not None
+        deadline = time.monotonic() + args.duration
+        budget = [args.max_turns]
+
+        async def user_loop(u: int) -> None:
+            i = 0
+            while time.monotonic() < deadline and budget[0] > 0:
+                budget[0] -= 1
+                t0 = time.perf_counter()
+                try:
+                    await graph.ainvoke({"messages": [HumanMessage(SCRIPT[i % len(SCRIPT)])]},
+                                        {"configurable": {"user_id": f"{run}-{users}-{u}",
+                                                          "thread_id": f"t{u}"}})
+                except Exception as e:
+                    if not errors[0]:
+                        print(f"    first error: {type(e).__name__}: {e}"[:300])
+                    errors[0] += 1
+                else:
+                    latencies.append(time.perf_counter() - t0)
+                i += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(user_loop(u) for u in range(users)))
+        elapsed = time.perf_counter() - t0
+    return {"latencies": latencies, "elapsed": elapsed, "errors": errors[0]}
 
 
 def lifecycle(uri: str, index: dict[str, Any]) -> tuple[int, float]:
