@@ -1,0 +1,233 @@
+"""Train the reranker (``langmem_layer/read/reranker.json``) and score it by leave one
+conversation out.
+
+Every turn of ``../shared/data/locomo-dev.json`` is written the way ``eval locomo`` writes
+it (``load_locomo``: the speaker as subject, the session as thread); every question is
+asked the way the block asks it (``block_inputs_flow``), and the candidates ranking is
+given are kept. Offline, each question's candidates are ranked by the library with the
+reranking stage off (``rerank_depth=0``); the first ``--depth`` get the library's own
+features (``langmem_layer.read.rerank.features``) and the label "is evidence". A
+logistic regression (L2, Newton steps, standardised inputs; numpy only) is trained:
+
+* for each conversation, on the other four, and that conversation's questions are
+  ranked with it: recall@10/@20, evidence in block (the library's block fill at its
+  defaults), session recall_any@5 — held out, per category;
+* on all five: the weights written with ``--write`` (what the package ships).
+
+``--drop a,b`` zeroes features (the ablation of a part: trained and scored without it).
+Figures print before (no reranker) and after, both held out. Unseen LoCoMo
+conversations can be scored with ``--unseen FILE`` (a LoCoMo file; scored with the
+weights trained on all five, never trained on).
+
+Run:  .venv/bin/python benchmarks/locomo_rerank.py [--vector-cache FILE] [--write]
+      [--drop names] [--depth 40] [--unseen FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import statistics
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from common import fresh_database
+from locomo_retrieval import DEFAULT_DATA, BenchEmbeddings, VectorCache
+
+from langmem_layer import MemoryLayer
+from langmem_layer.calibration.labelled import CATEGORIES, read_locomo
+from langmem_layer.calibration.rerank import features_of, fit, reorder
+from langmem_layer.read import recall as rmod
+from langmem_layer.read.block import build_context_block
+from langmem_layer.read.rank import rank_candidates
+from langmem_layer.read.recall import block_inputs_flow, block_memories
+from langmem_layer.read.rerank import FEATURES
+from langmem_layer.refs import extract_refs
+from langmem_layer.settings import MemorySettings
+from langmem_layer.store.sync import PostgresMemoryStore
+from langmem_layer.tokens import get_token_counter
+from langmem_layer.types import Kind, Layer
+
+ROOT = Path(__file__).resolve().parents[1]
+WEIGHTS = ROOT / "langmem_layer" / "read" / "reranker.json"
+
+
+def dump(path: Path, cache: VectorCache, data_dir: str, keep: Path | None = None
+         ) -> tuple[list[dict[str, Any]], Any]:
+    """Write the file's turns; every question's candidates (what ranking is given).
+
+    ``keep``: a pickle of the result, read instead when it exists (a later run with
+    other features or drops asks nothing again)."""
+    if keep is not None and keep.exists():
+        with keep.open("rb") as f:
+            return pickle.load(f)  # type: ignore[no-any-return]
+    out = _dump(path, cache, data_dir)
+    if keep is not None:
+        with keep.open("wb") as f:
+            pickle.dump(out, f)
+    return out
+
+
+def _dump(path: Path, cache: VectorCache, data_dir: str) -> tuple[list[dict[str, Any]], Any]:
+    convs = read_locomo(path)
+    cache.ensure([t.text for c in convs for t in c.turns], "embed turns")
+    uri = fresh_database(data_dir, "locomo_rerank")
+    index = {"embed": BenchEmbeddings(cache), "dims": 384, "model_id": "all-MiniLM-L6-v2"}
+    captured: dict[str, Any] = {}
+    original = rmod.rank_candidates
+
+    def spy(candidates: Any, **kw: Any) -> Any:
+        captured.update(cands=list(candidates), links=kw.get("links") or {},
+                        names=tuple(kw.get("names") or ()))
+        return original(candidates, **kw)
+
+    rows = []
+    with PostgresMemoryStore.from_conn_string(uri, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        # The candidates are what ranking is given: the reranker's own weights are not
+        # needed (nor read) to collect them.
+        st = MemoryLayer(store).settings.model_copy(update={"rerank_depth": 0})
+        layer = MemoryLayer(store, settings=st)
+        labels: dict[str, str] = {}
+        for c in convs:
+            for t in c.turns:
+                item = layer.remember(c.sample_id, t.text, profile="work",
+                                      kind=Kind.EPISODIC_EVENT, layer=Layer.EPISODIC,
+                                      confidence=0.8, salience=0.5, refs=extract_refs(t.text),
+                                      subject=t.speaker, thread_id=f"session-{t.session}",
+                                      now=t.when)
+                labels[item.key] = t.dia_id
+        rmod.rank_candidates = spy  # type: ignore[assignment]
+        try:
+            for c in convs:
+                for q in c.questions:
+                    layer.run(block_inputs_flow(layer.env, c.sample_id, q.text, profile=None,
+                                                now=c.asked_at))
+                    rows.append({"conv": c.sample_id, "q": q.text, "cat": q.category,
+                                 "ev": set(q.evidence), "now": c.asked_at, **captured,
+                                 "labels": labels})
+                print(f"asked {c.sample_id}", file=sys.stderr)
+        finally:
+            rmod.rank_candidates = original  # type: ignore[assignment]
+    return rows, st
+
+
+def prepare(rows: list[dict[str, Any]], st: MemorySettings, depth: int) -> None:
+    """Each question's ranking without the reranker, its features and labels."""
+    off = st.model_copy(update={"rerank_depth": 0})
+    for row in rows:
+        ranked = [r for r in rank_candidates(row["cands"], now=row["now"], settings=off,
+                                             limit=100, links=row["links"],
+                                             names=row["names"]) if not r.record.pinned]
+        row["ranked"] = ranked
+        row["X"] = features_of(ranked, row["q"], row["now"], depth=depth)
+        row["y"] = [float(row["labels"].get(r.key) in row["ev"]) for r in ranked[:depth]]
+
+
+def train(rows: Sequence[dict[str, Any]], drop: Sequence[str]) -> dict[str, Any]:
+    """The weights trained on ``rows`` (``langmem_layer.calibration.rerank.fit``)."""
+    return fit([x for r in rows for x in r["X"]], [y for r in rows for y in r["y"]],
+               drop=drop)
+
+
+def score(rows: Sequence[dict[str, Any]], st: MemorySettings,
+          model: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each question's figures, its ranking reordered by ``model`` (None: as ranked)."""
+    counter = get_token_counter(st.encoding)
+    env = SimpleNamespace(settings=st, counter=counter)
+    out = []
+    for row in rows:
+        ranked = list(row["ranked"])
+        if model is not None and row["X"]:
+            ranked = reorder(ranked, row["X"], model)
+        dias = [row["labels"].get(r.key) for r in ranked]
+        ev = row["ev"]
+        block = build_context_block(
+            block_memories(env, ranked[: st.block_memory_limit]),  # type: ignore[arg-type]
+            budget_tokens=st.context_budget_tokens, counter=counter,
+            semantic_share=st.semantic_share, now=row["now"],
+            target_tokens=st.block_target_tokens or None)
+        placed = {row["labels"].get(k) for k in block.placements}
+        seen: list[str] = []
+        for r in ranked:
+            thread = r.record.source.thread_id if r.record.source else None
+            if thread and thread not in seen and len(seen) < 5:
+                seen.append(thread)
+        sessions = {"session-" + e.split(":")[0][1:] for e in ev}
+        out.append({"conv": row["conv"], "cat": row["cat"],
+                    "r10": len(ev & set(dias[:10])) / len(ev),
+                    "r20": len(ev & set(dias[:20])) / len(ev),
+                    "block": len(ev & placed) / len(ev), "tokens": block.tokens,
+                    "any5": float(bool(sessions & set(seen)))})
+    return out
+
+
+def report(label: str, res: Sequence[dict[str, Any]]) -> None:
+    def m(rs: Sequence[dict[str, Any]], k: str) -> float:
+        return statistics.fmean(r[k] for r in rs) if rs else float("nan")
+    convs = list(dict.fromkeys(r["conv"] for r in res))
+    per = [m([r for r in res if r["conv"] == c], "block") for c in convs]
+    cats = "  ".join(f"{CATEGORIES[c]} {m([r for r in res if r['cat'] == c], 'r10'):.3f}/"
+                     f"{m([r for r in res if r['cat'] == c], 'block'):.3f}" for c in CATEGORIES)
+    print(f"{label:<34} block {m(res, 'block'):.3f} (mean of conversations "
+          f"{statistics.fmean(per):.3f})  R@10 {m(res, 'r10'):.3f}  R@20 {m(res, 'r20'):.3f}  "
+          f"sess@5 {m(res, 'any5'):.3f}  tokens p50 "
+          f"{statistics.median(r['tokens'] for r in res):.0f}")
+    print(f"{'':<34} R@10/in block: {cats}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--unseen", type=Path, default=None,
+                   help="a LoCoMo file of other conversations, scored, never trained on")
+    p.add_argument("--data-dir", default="/tmp/langmem-locomo/pgdata")
+    p.add_argument("--vector-cache", type=Path, default=None)
+    p.add_argument("--depth", type=int, default=40)
+    p.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                   help="keep each file's candidates in DIR (pickles) and reuse them")
+    p.add_argument("--drop", default="", help="features to leave out, comma-separated")
+    p.add_argument("--floor", type=float, default=None,
+                   help="block_min_relevance to score the blocks with (default: the library's)")
+    p.add_argument("--write", action="store_true", help=f"write {WEIGHTS.name}")
+    args = p.parse_args(argv)
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
+    drop = [n.strip() for n in args.drop.split(",") if n.strip()]
+    unknown = sorted(set(drop) - set(FEATURES))
+    if unknown:
+        raise SystemExit(f"unknown features {unknown}; known: {list(FEATURES)}")
+    cache = VectorCache(args.vector_cache)
+    keep = (lambda f: args.keep / f"{f.stem}.candidates.pkl") if args.keep else (lambda f: None)
+    rows, st = dump(args.data, cache, args.data_dir, keep(args.data))
+    if args.floor is not None:
+        st = st.model_copy(update={"block_min_relevance": args.floor})
+    prepare(rows, st, args.depth)
+    convs = list(dict.fromkeys(r["conv"] for r in rows))
+    held: list[dict[str, Any]] = []
+    for c in convs:
+        model = train([r for r in rows if r["conv"] != c], drop)
+        held += score([r for r in rows if r["conv"] == c], st, model)
+    report("before (no reranker)", score(rows, st, None))
+    report("after, held out (leave one out)", held)
+    final = train(rows, drop)
+    print("weights (standardised):", ", ".join(
+        f"{n} {w:+.2f}" for n, w in zip(FEATURES, final["weights"], strict=True)))
+    if args.unseen is not None:
+        unseen, _ = dump(args.unseen, cache, args.data_dir, keep(args.unseen))
+        prepare(unseen, st, args.depth)
+        report("unseen, before", score(unseen, st, None))
+        report("unseen, after", score(unseen, st, final))
+    if args.write:
+        final["trained_on"] = f"{args.data.name}: {', '.join(convs)}; depth {args.depth}"
+        WEIGHTS.write_text(json.dumps(final, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {WEIGHTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
