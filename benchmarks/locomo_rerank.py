@@ -19,8 +19,11 @@ Figures print before (no reranker) and after, both held out. Unseen LoCoMo
 conversations can be scored with ``--unseen FILE`` (a LoCoMo file; scored with the
 weights trained on all five, never trained on).
 
+``--ablation`` trains and scores, held out, without each group of features (``GROUPS``):
+each group's held-out contribution.
+
 Run:  .venv/bin/python benchmarks/locomo_rerank.py [--vector-cache FILE] [--write]
-      [--drop names] [--depth 40] [--unseen FILE]
+      [--drop names] [--depth 40] [--unseen FILE] [--ablation] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from common import fresh_database
+from common import fresh_database, header
 from locomo_retrieval import DEFAULT_DATA, BenchEmbeddings, VectorCache
 
 from langmem_layer import MemoryLayer
@@ -54,6 +57,13 @@ from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import Kind, Layer
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The ablation's groups of features (``--ablation``).
+GROUPS = {
+    "the temporal signals": ("asks_when", "names_time", "when_names_time", "in_window"),
+    "the subject": ("subject", "other_subject"),
+    "the strategies' ranks": ("vector", "keyword", "ref", "time", "link"),
+    "relevance, place, cosine": ("relevance", "position", "similarity"),
+}
 WEIGHTS = ROOT / "langmem_layer" / "read" / "reranker.json"
 
 
@@ -195,7 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--floor", type=float, default=None,
                    help="block_min_relevance to score the blocks with (default: the library's)")
     p.add_argument("--write", action="store_true", help=f"write {WEIGHTS.name}")
+    p.add_argument("--ablation", action="store_true",
+                   help="also train and score without each group of features (held out)")
     args = p.parse_args(argv)
+    header("locomo_rerank", wait_seconds=0, allow_noisy=True)
+    print("(accuracy figures only: the machine's load does not change them)")
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
     drop = [n.strip() for n in args.drop.split(",") if n.strip()]
     unknown = sorted(set(drop) - set(FEATURES))
@@ -214,6 +228,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         held += score([r for r in rows if r["conv"] == c], st, model)
     report("before (no reranker)", score(rows, st, None))
     report("after, held out (leave one out)", held)
+    if args.ablation:
+        print("\nAblation: each row trained and scored without one group of features, "
+              "held out (leave one conversation out)")
+        for name, group in GROUPS.items():
+            res: list[dict[str, Any]] = []
+            for c in convs:
+                model = train([r for r in rows if r["conv"] != c], [*drop, *group])
+                res += score([r for r in rows if r["conv"] == c], st, model)
+            report(f"without {name}", res)
     final = train(rows, drop)
     print("weights (standardised):", ", ".join(
         f"{n} {w:+.2f}" for n, w in zip(FEATURES, final["weights"], strict=True)))
