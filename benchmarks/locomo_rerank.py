@@ -20,7 +20,8 @@ conversations can be scored with ``--unseen FILE`` (a LoCoMo file; scored with t
 weights trained on all five, never trained on).
 
 ``--ablation`` trains and scores, held out, without each group of features (``GROUPS``):
-each group's held-out contribution.
+each group's held-out contribution. ``--windows`` scores windows of turns as candidates
+(a hit with its neighbours in its session, as one), against the link walk alone.
 
 Run:  .venv/bin/python benchmarks/locomo_rerank.py [--vector-cache FILE] [--write]
       [--drop names] [--depth 40] [--unseen FILE] [--ablation] [--keep DIR]
@@ -177,6 +178,58 @@ def score(rows: Sequence[dict[str, Any]], st: MemorySettings,
     return out
 
 
+def windows(rows: Sequence[dict[str, Any]], path: Path, st: MemorySettings) -> None:
+    """Windows as candidates: each of the first ``n`` ranked hits (no reranker) brings the
+    turns ``radius`` before and after it in its session into the block with it; ``n``
+    chosen on four conversations, scored on the fifth (the block filled to
+    ``block_target_tokens`` in rank order, the relevance floor on the hit)."""
+    counter = get_token_counter(st.encoding)
+    turns = {(c.sample_id, t.dia_id): counter.count(t.text) + 2
+             for c in read_locomo(path) for t in c.turns}
+    grid = [(0, 0), (3, 1), (5, 1), (10, 1)]
+
+    def block(row: dict[str, Any], n: int, radius: int) -> float:
+        placed: list[str] = []
+        used = 0
+        for i, r in enumerate(row["ranked"][: st.block_memory_limit]):
+            dia = row["labels"].get(r.key)
+            if dia is None or (r.relevance or 0) < st.block_min_relevance \
+                    or used >= st.block_target_tokens:
+                continue
+            session, k = dia.split(":")
+            group = ([f"{session}:{j}" for j in range(int(k) - radius, int(k) + radius + 1)]
+                     if i < n else [dia])
+            for g in group:
+                cost = turns.get((row["conv"], g))
+                if cost is None or g in placed or (
+                        g != dia and used + cost > st.block_target_tokens):
+                    continue
+                placed.append(g)
+                used += cost
+        return len(row["ev"] & set(placed)) / len(row["ev"])
+
+    scores = {g: [(row["conv"], block(row, *g)) for row in rows] for g in grid}
+
+    def mean(g: tuple[int, int], conv: str | None = None, out: bool = False) -> float:
+        """Over every conversation, or ``conv`` alone, or (``out``) all but ``conv``."""
+        return statistics.fmean(v for c, v in scores[g]
+                                if conv is None or (c != conv if out else c == conv))
+    convs = list(dict.fromkeys(r["conv"] for r in rows))
+    print("\nWindows (the first n hits with the turns around them; block filled in rank "
+          "order): evidence in block")
+    for g in grid:
+        print(f"  n={g[0]:<3} radius {g[1]}: {mean(g):.3f}")
+    held, none = [], []
+    for conv in convs:
+        best = max(grid, key=lambda g: mean(g, conv, out=True))
+        held.append(mean(best, conv))
+        none.append(mean((0, 0), conv))
+        print(f"  held out {conv}: n={best[0]} chosen on the others, {held[-1]:.3f} "
+              f"(no windows {none[-1]:.3f})")
+    print(f"  mean of the held-out conversations: {statistics.fmean(held):.3f} "
+          f"(no windows {statistics.fmean(none):.3f})")
+
+
 def report(label: str, res: Sequence[dict[str, Any]]) -> None:
     def m(rs: Sequence[dict[str, Any]], k: str) -> float:
         return statistics.fmean(r[k] for r in rs) if rs else float("nan")
@@ -205,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--floor", type=float, default=None,
                    help="block_min_relevance to score the blocks with (default: the library's)")
     p.add_argument("--write", action="store_true", help=f"write {WEIGHTS.name}")
+    p.add_argument("--windows", action="store_true",
+                   help="also score windows of turns as candidates (leave one out)")
     p.add_argument("--ablation", action="store_true",
                    help="also train and score without each group of features (held out)")
     args = p.parse_args(argv)
@@ -237,6 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 model = train([r for r in rows if r["conv"] != c], [*drop, *group])
                 res += score([r for r in rows if r["conv"] == c], st, model)
             report(f"without {name}", res)
+    if args.windows:
+        windows(rows, args.data, st)
     final = train(rows, drop)
     print("weights (standardised):", ", ".join(
         f"{n} {w:+.2f}" for n, w in zip(FEATURES, final["weights"], strict=True)))

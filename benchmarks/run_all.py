@@ -154,7 +154,7 @@ SUITE: tuple[Benchmark, ...] = (
     # asked once; the training itself takes seconds.
     Benchmark("locomo_rerank", ("--data", "../shared/data/locomo-dev.json", "--vector-cache",
                                 "/tmp/langmem-locomo-rerank/vectors.npz", "--data-dir",
-                                "/tmp/langmem-locomo-rerank/pgdata", "--ablation"),
+                                "/tmp/langmem-locomo-rerank/pgdata", "--ablation", "--windows"),
               "the reranker's features and weights: leave-one-conversation-out on LoCoMo, "
               "before and after, and each part's held-out contribution"),
 )
