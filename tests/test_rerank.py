@@ -50,8 +50,12 @@ def _cands() -> list[Candidate]:
             for n, k in enumerate("abcdef")]
 
 
+ASKED = RerankQuery(False, None, frozenset())
+
+
 def _ranked(settings: MemorySettings) -> list[str]:
-    return [r.key for r in rank_candidates(_cands(), now=NOW, settings=settings, limit=10)]
+    return [r.key for r in rank_candidates(_cands(), now=NOW, settings=settings, limit=10,
+                                           query=ASKED)]
 
 
 def test_order_changes_only_within_the_candidates_reranked(tmp_path: Path) -> None:
@@ -64,7 +68,7 @@ def test_order_changes_only_within_the_candidates_reranked(tmp_path: Path) -> No
     assert reranked[3:] == fused[3:]
     assert reranked[0] == "c"
     scores = [r.score for r in rank_candidates(
-        _cands(), now=NOW, limit=10, settings=base.model_copy(
+        _cands(), now=NOW, limit=10, query=ASKED, settings=base.model_copy(
             update={"rerank_depth": 3, "rerank_model": model}))]
     assert scores == sorted(scores, reverse=True)  # the scores stay the list's
 
@@ -89,9 +93,16 @@ def test_a_missing_or_corrupt_weights_file_is_a_configuration_error(
     load_reranker.cache_clear()
     settings = MemorySettings(rerank_model=str(path))
     with pytest.raises(ConfigurationError) as err:
-        rank_candidates(_cands(), now=NOW, settings=settings, limit=10)
+        rank_candidates(_cands(), now=NOW, settings=settings, limit=10, query=ASKED)
     assert isinstance(err.value, LangmemError)
     assert "reranker" in str(err.value)
+
+
+def test_a_ranking_that_answers_no_question_is_not_reranked(tmp_path: Path) -> None:
+    # The write path ranks similar memories with no question: nothing to rerank for.
+    settings = MemorySettings(rrf_k=60, rerank_model=_weights(tmp_path, keyword=5.0))
+    plain = [r.key for r in rank_candidates(_cands(), now=NOW, settings=settings, limit=10)]
+    assert plain == _ranked(settings.model_copy(update={"rerank_depth": 0}))
 
 
 def test_the_shipped_weights_load_and_name_the_features() -> None:

@@ -315,8 +315,9 @@ def rank_candidates(
         links: For each candidate key, the keys it is linked to (for the link spread).
         names: The references the query names (normalised): the subjects it asks
             about, whose memories ``subject_focus`` favours.
-        query: What the reranking stage reads of the question (``None``: only
-            ``names``; see ``langmem_layer.read.rerank``).
+        query: What the reranking stage reads of the question
+            (``langmem_layer.read.rerank``); ``None``: no reranking (a ranking that
+            answers no question, such as the write path's look for similar memories).
         search_floor: Rank as a search: only memories that match the question come
             back (a keyword, reference, period or open-question hit, or a similarity
             of at least this), pinned ones, linked ones and those that come back
@@ -370,9 +371,8 @@ def rank_candidates(
         scored.append((composite * factor, c.key, c, f))
         rest[c.key] = (others, factor)
     scored.sort(key=lambda t: (-t[0], t[1]))
-    if settings.rerank_depth > 1 and len(scored) > 1:
-        scored = _reranked(scored, settings, total, top,
-                           query or RerankQuery(False, None, frozenset(names)), rest)
+    if query is not None and settings.rerank_depth > 1 and len(scored) > 1:
+        scored = _reranked(scored, settings, total, top, query, rest)
     best = scored[:limit]
     open_questions = [t for t in scored[limit:] if "open_question" in t[2].ranks]
     chosen = best + open_questions[: settings.open_question_limit]

@@ -3,9 +3,9 @@
 Ranking fuses the strategies' lists (``langmem_layer.read.rank``); the reranker then
 reorders the first ``rerank_depth`` ranked memories by a linear model (logistic
 regression; its probability, over the best one's, replaces the fused relevance in the
-composite, whose other terms weigh as before) over what was found of each: its fused relevance and place, its cosine,
-each strategy's rank, whether the link walk brought it, whether its subject is one the
-question names, and four temporal signals.
+composite, whose other terms weigh as before) over what was found of each: its fused
+relevance and place, its cosine, each strategy's rank, whether the link walk brought it,
+whether its subject is one the question names, and four temporal signals.
 Nothing is read from the database and no model runs: a few multiplications per
 candidate.
 
