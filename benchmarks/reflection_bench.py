@@ -15,7 +15,7 @@ the procedural profile's tokens. ``--jobs`` picks the jobs run (e.g. ``--jobs su
 for the summaries alone). Each job's line says how many texts the model embedded, how
 many of them were distinct, in how many model calls, how many users were skipped
 (nothing new since the job last ran for them), and the seconds spent in the model, the
-bulk of a first run; ``--torch-threads`` sets torch's intra-op threads (on a shared
+bulk of a first run; ``--threads`` sets the local model's intra-op threads (on a shared
 machine one thread beats two by far). Each job then runs again over the unchanged data
 (``--no-rerun`` to leave that out): every user should be skipped, nothing embedded.
 ``--workers 2`` runs each job from two OS processes against the same database (the
@@ -272,15 +272,11 @@ def job_line(job: str, users: int, took: float, memories: int, counts: dict[str,
             f"({emb['seconds'] / max(took, 1e-9):.0%} of the job)")
 
 
-def worker(uri: str, job: str, shards: int, torch_threads: int | None) -> int:
+def worker(uri: str, job: str, shards: int, threads: int | None) -> int:
     """One worker process of ``--workers``: the scheduler's pass over ``job``'s shards
     (``run_due``), taking each shard no other worker holds; prints what it did as
     one JSON line."""
-    if torch_threads:
-        import torch
-
-        torch.set_num_threads(torch_threads)
-    timed = TimedEmbeddings(LocalEmbeddings())
+    timed = TimedEmbeddings(LocalEmbeddings(threads=threads))
     index = {"embed": timed, "dims": LOCAL_DIMS, "model_id": MODEL_ID}
     with PostgresMemoryStore.from_conn_string(uri, index=index) as store:  # type: ignore[arg-type]
         ctx = JobContext(store, settings=MemorySettings(), synthesizer=OfflineSynthesizer())
@@ -290,7 +286,7 @@ def worker(uri: str, job: str, shards: int, torch_threads: int | None) -> int:
     return 0
 
 
-def run_workers(uri: str, job: str, workers: int, torch_threads: int | None
+def run_workers(uri: str, job: str, workers: int, threads: int | None
                 ) -> list[dict[str, Any]]:
     """``workers`` OS processes running ``job`` against the same database at once."""
     import subprocess
@@ -298,8 +294,8 @@ def run_workers(uri: str, job: str, workers: int, torch_threads: int | None
     shards = 4 * workers  # more shards than workers, so that they share them
     cmd = [sys.executable, __file__, "--worker-uri", uri, "--worker-job", job,
            "--shards", str(shards)]
-    if torch_threads:
-        cmd += ["--torch-threads", str(torch_threads)]
+    if threads:
+        cmd += ["--threads", str(threads)]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
              for _ in range(workers)]
     out = []
@@ -348,8 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data-dir", help="embedded server directory (default: a temporary one)")
     ap.add_argument("--jobs", default="consolidate,reflect,summarize,procedural-profile",
                     help="comma-separated jobs to run (default all four)")
-    ap.add_argument("--torch-threads", type=int,
-                    help="torch intra-op threads for the local model (default: torch's)")
+    ap.add_argument("--threads", type=int,
+                    help="intra-op threads of the local model (default: one per core)")
     ap.add_argument("--workers", type=int, default=1,
                     help="run each job from this many OS processes sharing the users "
                     "(shards), and check every user was processed exactly once")
@@ -361,16 +357,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_noise_option(ap)
     args = ap.parse_args(argv)
     if args.worker_uri:
-        return worker(args.worker_uri, args.worker_job, args.shards, args.torch_threads)
+        return worker(args.worker_uri, args.worker_job, args.shards, args.threads)
     header("reflection_bench", allow_noisy=args.allow_noisy)
     jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
     with scratch_dir(args.data_dir, "langmem-reflection-bench-") as data_dir:
         uri = fresh_database(data_dir, "langmem_reflection_bench")
-        if args.torch_threads:
-            import torch
-
-            torch.set_num_threads(args.torch_threads)
-        embedder = LocalEmbeddings()
+        embedder = LocalEmbeddings(threads=args.threads)
         texts = distinct_texts()
         t = time.perf_counter()
         cache = data_dir / "reflection_bench_vectors.json"
@@ -400,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 timed.take()
                 t = time.perf_counter()
                 if args.workers > 1:
-                    done = run_workers(uri, job, args.workers, args.torch_threads)
+                    done = run_workers(uri, job, args.workers, args.threads)
                     took = time.perf_counter() - t
                     counts: Counter[str] = Counter()
                     emb: dict[str, Any] = Counter()
@@ -461,9 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"reflections: {n_ref} = {n_ref / args.users:.2f} per user, "
               f"{float(avg_ev or 0):.1f} pieces of evidence each")
         print(f"a consolidated record: {ev['sample']!r}")
-        import torch
-
-        print(f"torch threads: {torch.get_num_threads()}")
+        print(f"model: {embedder.describe()}")
         print(f"load average now: {' '.join(f'{x:.2f}' for x in load_average())}")
     return 0
 

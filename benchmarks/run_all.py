@@ -104,7 +104,7 @@ SUITE: tuple[Benchmark, ...] = (
               "through LangServe's routes and through a bare FastAPI route"),
     Benchmark("jobs_bench", ("--users", "200", "--memories", "200000"),
               "the nightly lifecycle over 200k memories, and the read path while it runs"),
-    Benchmark("reflection_bench", ("--users", "50", "--torch-threads", "1"),
+    Benchmark("reflection_bench", ("--users", "50", "--threads", "1"),
               "consolidation, reflections and summaries for 50 users of 300 memories"),
     # ~1.5 min: two 30 s phases and the server's start and stop.
     Benchmark("http_bench_50", ("--users", "50", "--duration", "30"),
@@ -118,12 +118,12 @@ SUITE: tuple[Benchmark, ...] = (
     # ~5-8 min: 300,000 memories loaded (COPY), consolidation and summaries for 1,000
     # users, each run again over the unchanged data (reflections and the procedural
     # profile are left to the 50-user run).
-    Benchmark("reflection_bench_1000", ("--users", "1000", "--torch-threads", "1",
+    Benchmark("reflection_bench_1000", ("--users", "1000", "--threads", "1",
                                         "--jobs", "consolidate,summarize"),
               "consolidation and summaries for 1,000 users of 300 memories",
               script="reflection_bench"),
     # ~1 min: the same two jobs for 50 users from two worker processes at once.
-    Benchmark("reflection_workers", ("--users", "50", "--workers", "2", "--torch-threads",
+    Benchmark("reflection_workers", ("--users", "50", "--workers", "2", "--threads",
                                      "1", "--jobs", "consolidate,summarize"),
               "consolidation and summaries from two worker processes on one database: "
               "each user processed exactly once", script="reflection_bench"),
@@ -142,8 +142,9 @@ SUITE: tuple[Benchmark, ...] = (
               "retrieval figures"),
     # ~1-2 min: the 2,760 LoCoMo turns and 759 questions embedded at both precisions.
     Benchmark("embedder_precision", (),
-              "the local embedding model in float32 and in bfloat16: LoCoMo recall@10 of "
-              "the embedder alone, agreement, documents/s and query latency"),
+              "the local embedding model in int8 (ONNX, the default), float32 and bfloat16 "
+              "(torch): LoCoMo recall@10 of the embedder alone, agreement, documents/s and "
+              "query latency"),
     # ~10-15 min: writing the 2,760 turns with the local model (~6-9 min), then the 759
     # questions read three times (one per rrf_k of the grid), once per ablation row (7),
     # and the vector-only baseline.

@@ -62,6 +62,11 @@ SERVER_ENV = "LANGMEM_TEST_DATABASE_URL"
 #: The Citus tests need a cluster, which ``make test-citus`` starts and ``make test`` does
 #: not: collected only when the suite runs against another server.
 collect_ignore = [] if os.environ.get(SERVER_ENV) else ["test_citus.py"]
+#: The torch build of the local model is an extra ``make test`` does not install:
+#: ``make test-torch`` installs it and runs these.
+TORCH_ENV = "LANGMEM_TEST_TORCH"
+if not os.environ.get(TORCH_ENV):
+    collect_ignore.append("local_torch")
 
 
 def _citus_nodes(server_uri: str) -> tuple[tuple[str, int], list[tuple[str, int]]] | None:

@@ -4,7 +4,6 @@ settings winning over them, ``langmem-layer calibrate`` and ``eval locomo``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,18 +27,6 @@ from langmem_layer.settings import MemorySettings, RankingWeights
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.conftest import _truncate
 from tests.fakes import BagOfWordsEmbeddings
-
-
-@pytest.fixture(scope="module")
-def one_thread() -> Iterator[None]:
-    # The local model embeds a few short texts: more threads only contend when busy.
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 SLICE = Path(__file__).parent / "data" / "locomo-slice.json"  # conv-26, sessions 1-2
 DEFAULTS = MemorySettings()
@@ -191,8 +178,7 @@ def test_calibrate_reads_fixtures(pg_uri: str, tmp_path: Path,
         assert store.list_namespaces(prefix=("memories",)) == []
 
 
-def test_calibrate_command(pg_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                           one_thread: None) -> None:
+def test_calibrate_command(pg_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tiny = _tiny_locomo(tmp_path / "tiny.json")
     code = main(["--database-url", pg_uri, "calibrate", str(tiny), "--split", "conv-1",
                  "--k", "3", "--json", "--no-progress"])
@@ -203,8 +189,7 @@ def test_calibrate_command(pg_uri: str, tmp_path: Path, capsys: pytest.CaptureFi
     assert 0 <= data["calib"]["chosen"] <= 1 and 0 <= data["heldout"]["chosen"] <= 1
 
 
-def test_eval_locomo_on_a_slice(pg_uri: str, capsys: pytest.CaptureFixture[str],
-                                one_thread: None) -> None:
+def test_eval_locomo_on_a_slice(pg_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--database-url", pg_uri, "eval", "locomo", str(SLICE), "--no-progress"]
     assert main([*args, "--json", "--k", "5"]) == 0
     data = json.loads(capsys.readouterr().out)

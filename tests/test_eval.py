@@ -5,7 +5,6 @@ figures must not drop below what the rule extractor reaches today."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -55,18 +54,7 @@ class _Memo(Embeddings):
 
 
 @pytest.fixture(scope="module")
-def one_thread() -> Iterator[None]:
-    # One short text at a time: more threads only contend on a shared machine.
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def report(pg_uri: str, one_thread: None) -> EvalReport:
+def report(pg_uri: str) -> EvalReport:
     index = {"embed": _Memo(), "dims": LOCAL_DIMS, "model_id": LOCAL_MODEL}
     with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as store:
         return run_fixtures(store, load_fixtures())
@@ -119,7 +107,7 @@ def test_the_report_renders_as_a_table_and_json(report: EvalReport) -> None:
 
 def test_the_command_runs_a_fixture_file_and_gates_on_thresholds(
         pg_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch, one_thread: None) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     fixture = tmp_path / "one.yaml"

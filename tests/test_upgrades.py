@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,19 +55,31 @@ def _psql() -> str:
 def loaded(request: pytest.FixtureRequest, pg_uri: str) -> Iterator[tuple[str, int]]:
     """A database of its own holding one dump; yields its URI and migration count."""
     dump: Path = request.param
-    name = f"langmem_upgrade_{os.getpid()}_{dump.name.split('-')[0]}"
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
+    with _restored(pg_uri, dump, f"langmem_upgrade_{os.getpid()}_{dump.name.split('-')[0]}"
+                   ) as uri:
+        yield uri, int(dump.name.split("-")[0])
+
+
+@contextmanager
+def _restored(pg_uri: str, dump: Path, name: str) -> Iterator[str]:
+    """Database ``name`` on the suite's server holding ``dump``; dropped afterwards."""
+
+    def drop(conn: psycopg.Connection[Any]) -> None:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
             sql.Identifier(name)))
+
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        drop(conn)
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     uri = conninfo.make_conninfo(pg_uri, dbname=name)
     subprocess.run([_psql(), "--quiet", "--no-psqlrc", "-v", "ON_ERROR_STOP=1",
                     f"--dbname={uri}"], input=gzip.decompress(dump.read_bytes()),
                    check=True, capture_output=True)
-    yield uri, int(dump.name.split("-")[0])
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(name)))
+    try:
+        yield uri
+    finally:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            drop(conn)
 
 
 def _tables(conn: psycopg.Connection[Any]) -> list[str]:
@@ -150,6 +163,13 @@ def _shared(found: dict[str, Any]) -> dict[str, Any]:
             for k, rows in found.items()}
 
 
+def _files(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Each langmem table's file node: a table rewritten gets a new one."""
+    rows = conn.execute("SELECT relname, relfilenode FROM pg_class WHERE relkind = 'r' "
+                        "AND relname LIKE 'langmem%%'").fetchall()
+    return {name: node for name, node in rows}
+
+
 def _content(value: str) -> Any:
     v = json.loads(value)
     return v.get("content", v)
@@ -161,6 +181,7 @@ def test_upgrade_keeps_everything(loaded: tuple[str, int], pg_uri: str) -> None:
         fresh = _shared(schema(conn))
     with psycopg.connect(uri, autocommit=True) as conn:
         before = snapshot(conn)
+        files_before = _files(conn)
     assert {int(k[0]) for k in before["langmem_migrations"]} == set(range(count))
     assert before["langmem_items"] and before["langmem_embeddings"] and before["langmem_links"]
 
@@ -169,6 +190,12 @@ def test_upgrade_keeps_everything(loaded: tuple[str, int], pg_uri: str) -> None:
         with psycopg.connect(uri, autocommit=True) as conn:
             after = snapshot(conn)
             schema_once = schema(conn)
+            files_after = _files(conn)
+        # No migration rewrote a table that was there: a rewrite holds an exclusive
+        # lock for as long as copying the table takes, minutes on a large database
+        # (benchmarks/migration_locks.py measures what an upgrade blocks).
+        rewritten = sorted(t for t, f in files_before.items() if files_after.get(t) != f)
+        assert not rewritten, f"the upgrade rewrote {rewritten}"
         # The upgraded schema is the one a new database gets.
         assert _shared(schema_once) == fresh
 
@@ -238,3 +265,85 @@ def test_upgrade_keeps_everything(loaded: tuple[str, int], pg_uri: str) -> None:
         with psycopg.connect(uri, autocommit=True) as conn:
             assert schema(conn) == schema_once
             assert snapshot(conn) == rows_once
+
+
+def test_a_migrations_indexes_are_found_outside_function_bodies() -> None:
+    from langmem_layer.sql.migrations import online_indexes
+
+    summaries = online_indexes(24)
+    assert [(i.name, i.table) for i in summaries] == [("langmem_items_summaries",
+                                                       "langmem_items")]
+    assert summaries[0].concurrently.startswith(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS langmem_items_summaries ON langmem_items")
+    assert "WHERE" in summaries[0].concurrently  # the partial index's predicate kept
+    # Migration 29 is functions only: nothing in a function body is taken for an index.
+    assert online_indexes(29) == []
+    every = [i for v in range(len(MIGRATIONS)) for i in online_indexes(v)]
+    assert all(i.concurrently.count("CONCURRENTLY") == 1 for i in every)
+    assert len({i.name for i in every}) == len(every)
+
+
+@pytest.fixture
+def at_22(pg_uri: str) -> Iterator[str]:
+    """A database of its own at schema 22 (its fixture), not yet upgraded."""
+    dump = next(p for p in DUMPS if p.name.startswith("22-"))
+    with _restored(pg_uri, dump, f"langmem_online_{os.getpid()}") as uri:
+        yield uri
+
+
+def test_an_invalid_index_left_by_a_failed_build_is_built_again(at_22: str) -> None:
+    # A concurrent build that failed leaves an invalid index of the migration's name,
+    # which the migration's own IF NOT EXISTS would take as done.
+    with psycopg.connect(at_22, autocommit=True) as conn:
+        conn.execute("CREATE INDEX langmem_items_summaries ON langmem_items (user_id)")
+        conn.execute("UPDATE pg_index SET indisvalid = false "
+                     "WHERE indexrelid = 'langmem_items_summaries'::regclass")
+    with PostgresMemoryStore.from_conn_string(at_22, index=None) as store:
+        assert store.setup() == list(range(22, len(MIGRATIONS)))
+    with psycopg.connect(at_22, autocommit=True) as conn:
+        valid, definition = conn.execute(
+            "SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i "
+            "WHERE i.indexrelid = 'langmem_items_summaries'::regclass").fetchone()  # type: ignore[misc]
+    assert valid and "updated_at DESC" in definition
+
+
+def test_a_migration_waits_a_bounded_time_for_a_lock_and_tries_again(
+        at_22: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # A long transaction holding a table: the migration's DDL does not queue behind it
+    # (which would block every statement queued behind the DDL) but gives up after
+    # LOCK_TIMEOUT and tries again; it succeeds once the transaction ends.
+    import threading
+
+    from langmem_layer.sql import migrations as migsql
+    from langmem_layer.store import maintenance
+
+    monkeypatch.setattr(migsql, "LOCK_TIMEOUT", "100ms")
+    monkeypatch.setattr(maintenance, "MIGRATION_ATTEMPTS", 50)
+    holder = psycopg.connect(at_22)
+    holder.execute("LOCK TABLE langmem_job_runs IN ACCESS SHARE MODE")
+    released = threading.Event()
+
+    def release_after_two_timeouts() -> None:
+        with psycopg.connect(at_22, autocommit=True) as watch:
+            waits: set[Any] = set()
+            while len(waits) < 2:
+                row = watch.execute(
+                    "SELECT query_start FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND datname = current_database()").fetchone()
+                if row is not None:
+                    waits.add(row[0])
+        holder.rollback()
+        released.set()
+
+    thread = threading.Thread(target=release_after_two_timeouts, daemon=True)
+    thread.start()
+    try:
+        with caplog.at_level("WARNING", logger="langmem_layer.store"), \
+                PostgresMemoryStore.from_conn_string(at_22, index=None) as store:
+            assert store.setup() == list(range(22, len(MIGRATIONS)))
+    finally:
+        thread.join(timeout=60)
+        holder.close()
+    assert released.is_set()
+    assert any("waited 100ms for a lock; trying again" in r.getMessage()
+               for r in caplog.records)

@@ -54,6 +54,7 @@ from langmem_layer.store.coalesce import Call, Coalescer, arrange, deliver, sett
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, ASYNC_HOOKS, StoreCore
 from langmem_layer.store.driver import (
     IO,
+    Autocommit,
     EmbedDocuments,
     EmbedQuery,
     Fetch,
@@ -281,6 +282,20 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                 return await self._model().aembed_query(text)
             case Sleep(seconds):
                 return await asyncio.sleep(seconds)
+            case Autocommit(statement):
+                async with self._connection() as conn:
+                    if conn.info.transaction_status != TransactionStatus.IDLE:
+                        raise psycopg.errors.ActiveSqlTransaction(
+                            "the connection is in a transaction of the caller's")
+                    manual = not conn.autocommit
+                    if manual:
+                        await conn.set_autocommit(True)
+                    try:
+                        await conn.execute(statement, prepare=False)
+                    finally:
+                        if manual:
+                            await conn.set_autocommit(False)
+                return None
         raise TypeError(f"unknown I/O step {io!r}")
 
     async def _drive(self, job: Job) -> Any:

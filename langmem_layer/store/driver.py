@@ -99,7 +99,14 @@ class Sleep(NamedTuple):
     seconds: float
 
 
-IO = Fetch | EmbedDocuments | EmbedQuery | RunTransaction | Sleep
+class Autocommit(NamedTuple):
+    """Run one statement outside any transaction, as the session's own role (what
+    ``CREATE INDEX CONCURRENTLY`` needs); the reply is ``None``."""
+
+    sql: str
+
+
+IO = Fetch | EmbedDocuments | EmbedQuery | RunTransaction | Sleep | Autocommit
 Job = Generator[IO, Any, Any]
 
 

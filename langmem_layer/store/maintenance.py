@@ -8,7 +8,11 @@ line in each store.
 
 from __future__ import annotations
 
-from langmem_layer.errors import ConfigurationError
+import logging
+
+import psycopg
+
+from langmem_layer.errors import ConfigurationError, LangmemError
 from langmem_layer.sql import cache as csql
 from langmem_layer.sql import citus as citussql
 from langmem_layer.sql import items as isql
@@ -16,14 +20,26 @@ from langmem_layer.sql import memory as msql
 from langmem_layer.sql import migrations as migsql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.store import ops as mops
-from langmem_layer.store.driver import Execution, Job
+from langmem_layer.store.driver import Autocommit, Execution, Fetch, Job, Sleep
 from langmem_layer.store.embedding.work import CACHE_TTL
 from langmem_layer.store.handlers.items import ItemHandlers
 from langmem_layer.store.handlers.registry import handles
 from langmem_layer.store.options import hnsw_params
 from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 
-__all__ = ["ANN_MIN_USER_VECTORS", "Maintenance"]
+__all__ = ["ANN_MIN_USER_VECTORS", "MIGRATION_ATTEMPTS", "Maintenance"]
+
+logger = logging.getLogger("langmem_layer.store")
+
+#: Tries of one migration whose lock waits time out (``migsql.LOCK_TIMEOUT``), with a
+#: growing pause between them.
+MIGRATION_ATTEMPTS = 8
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+def _sqlstate(error: BaseException) -> str | None:
+    """The SQLSTATE of a database error, or of the one behind a library error."""
+    return getattr(error, "sqlstate", None) or getattr(error.__cause__, "sqlstate", None)
 
 #: Users with at least this many vectors of the store's model get their own HNSW index
 #: (benchmarks/vector_bench.py: exact search costs ~10 ms p50 at 5k vectors, an index
@@ -37,11 +53,19 @@ class Maintenance(ItemHandlers, Execution):
 
     # -- jobs -------------------------------------------------------------------------
 
-    def setup_plan(self) -> Plan:
-        """The plan that applies pending migrations (see ``setup()``)."""
+    def pending_plan(self) -> Plan:
+        """The plan that creates the version table if needed and reads which migrations
+        are pending."""
+        return Plan([Step([0], self._pending_versions(), bind=Binding(None, owner=True))], 1, None,
+                    None)
+
+    def setup_plan(self, version: int | None = None) -> Plan:
+        """The plan that applies migration ``version`` (``None``: every pending one) in
+        one transaction, unless another ``setup()`` applied it first (see ``setup()``)."""
         # Migrations run as the owner, under the maintenance bypass: a data migration
         # on a table with forced RLS would otherwise see no rows.
-        return Plan([Step([0], self._setup(), bind=Binding(None, owner=True))], 1, None, None)
+        return Plan([Step([0], self._setup(version), bind=Binding(None, owner=True))], 1,
+                    None, None)
 
     def distribute_plan(self, distributed: bool | None = None) -> Plan:
         """The plan that distributes the schema on Citus (see ``setup()``), in a
@@ -51,9 +75,47 @@ class Maintenance(ItemHandlers, Execution):
                     1, None, None)
 
     def _setup_job(self, distributed: bool | None = None) -> Job:
-        applied = (yield from self._execution(self.setup_plan))[0]
+        # Each pending migration in a transaction of its own, its indexes on tables that
+        # exist built beforehand without blocking writes, and its locks waited for at
+        # most migsql.LOCK_TIMEOUT (then the migration is tried again): an upgrade of a
+        # served database blocks its reads and writes for a migration's DDL, not for
+        # the whole upgrade (benchmarks/migration_locks.py).
+        pending = (yield from self._execution(self.pending_plan))[0]
+        applied = []
+        for version in pending:
+            for index in migsql.online_indexes(version):
+                yield from self._online_index(index)
+            for attempt in range(1, MIGRATION_ATTEMPTS + 1):
+                try:
+                    done = (yield from self._execution(
+                        lambda v=version: self.setup_plan(v)))[0]  # type: ignore[misc]
+                except (LangmemError, psycopg.Error) as e:
+                    if _sqlstate(e) != LOCK_NOT_AVAILABLE or attempt == MIGRATION_ATTEMPTS:
+                        raise
+                    logger.warning("migration %d waited %s for a lock; trying again "
+                                   "(attempt %d of %d)", version, migsql.LOCK_TIMEOUT,
+                                   attempt + 1, MIGRATION_ATTEMPTS)
+                    yield Sleep(min(30.0, 0.5 * 2 ** attempt))
+                    continue
+                applied.extend(done)
+                break
         yield from self._execution(lambda: self.distribute_plan(distributed))
         return applied
+
+    def _online_index(self, index: migsql.OnlineIndex) -> Job:
+        """Build ``index`` concurrently when its table exists; a migration on a new
+        table, or a connection inside the caller's transaction, builds it itself."""
+        state = (yield from self._database(Fetch(Query(*migsql.index_state(index)),
+                                                 Binding(None, owner=True))))[0]
+        if not state["has_table"] or state["valid"]:
+            return
+        try:
+            if state["valid"] is False:  # a failed concurrent build's leftover
+                yield Autocommit(migsql.drop_invalid_index(index))
+            yield Autocommit(index.concurrently)
+        except psycopg.Error as e:
+            # e.g. a column the migration itself adds: its own statement builds it.
+            logger.info("index %s left to its migration (%s)", index.name, e.sqlstate)
 
     def _index_large_users_job(self, threshold: int) -> Job:
         # One transaction per user: each build holds writes to the embeddings table.
@@ -64,12 +126,18 @@ class Maintenance(ItemHandlers, Execution):
 
     # -- handlers ---------------------------------------------------------------------
 
-    def _setup(self) -> Handler:
+    def _pending_versions(self) -> Handler:
+        yield Query(*migsql.create_version_table())
+        done = {r["v"] for r in (yield Query(*migsql.applied_versions()))}
+        return [v for v in range(len(migsql.MIGRATIONS)) if v not in done]
+
+    def _setup(self, only: int | None = None) -> Handler:
         yield Query(*migsql.create_version_table())
         yield Query(*migsql.lock_setup())
+        yield Query(*migsql.set_lock_timeout())
         done = {r["v"] for r in (yield Query(*migsql.applied_versions()))}
         applied = []
-        for version in range(len(migsql.MIGRATIONS)):
+        for version in range(len(migsql.MIGRATIONS)) if only is None else [only]:
             if version in done:
                 continue
             yield Query(*migsql.migration(version))

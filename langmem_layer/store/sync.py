@@ -31,6 +31,7 @@ from langmem_layer.sql import numbered
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, SYNC_HOOKS, StoreCore
 from langmem_layer.store.driver import (
     IO,
+    Autocommit,
     EmbedDocuments,
     EmbedQuery,
     Fetch,
@@ -268,6 +269,20 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                 return self._model().embed_query(text)
             case Sleep(seconds):
                 return time.sleep(seconds)
+            case Autocommit(statement):
+                with self._connection() as conn:
+                    if conn.info.transaction_status != TransactionStatus.IDLE:
+                        raise psycopg.errors.ActiveSqlTransaction(
+                            "the connection is in a transaction of the caller's")
+                    manual = not conn.autocommit
+                    if manual:
+                        conn.set_autocommit(True)
+                    try:
+                        conn.execute(statement, prepare=False)
+                    finally:
+                        if manual:
+                            conn.set_autocommit(False)
+                return None
         raise TypeError(f"unknown I/O step {io!r}")
 
     def _drive(self, job: Job) -> Any:

