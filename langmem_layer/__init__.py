@@ -15,7 +15,9 @@ ranking settings, calibration profiles), ``langmem_layer.store.options`` and
 ``langmem_layer.layer.*`` and ``langmem_layer.server.*``.
 """
 
-from langmem_layer.environment import aopen_store, open_store
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
 from langmem_layer.errors import (
     AccessDeniedError,
     ConcurrencyError,
@@ -39,18 +41,62 @@ from langmem_layer.errors import (
     SchemaNotReadyError,
     SyncCallOnEventLoopError,
 )
-from langmem_layer.knowledge import knowledge_store
-from langmem_layer.layer import MemoryLayer
-from langmem_layer.layer.agent_graph import build_agent_graph
-from langmem_layer.layer.nodes import MemoryState, memory_prompt, wire
-from langmem_layer.layer.prebuilt import MemoryAgentState, MemoryMiddleware
-from langmem_layer.layer.tools import create_memory_tools
-from langmem_layer.read.block import ContextBlock
-from langmem_layer.settings import MemorySettings
-from langmem_layer.store.aio import AsyncPostgresMemoryStore
-from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, MemoryRecord, Policy, Recalled, Status
-from langmem_layer.working.sessions import apostgres_checkpointer, postgres_checkpointer
+
+if _TYPE_CHECKING:
+    from langmem_layer.environment import aopen_store, open_store
+    from langmem_layer.knowledge import knowledge_store
+    from langmem_layer.layer import MemoryLayer
+    from langmem_layer.layer.agent_graph import build_agent_graph
+    from langmem_layer.layer.nodes import memory_prompt
+    from langmem_layer.layer.prebuilt import MemoryAgentState, MemoryMiddleware
+    from langmem_layer.layer.tools import create_memory_tools
+    from langmem_layer.layer.wiring import MemoryState, wire
+    from langmem_layer.read.block import ContextBlock
+    from langmem_layer.settings import MemorySettings
+    from langmem_layer.store.aio import AsyncPostgresMemoryStore
+    from langmem_layer.store.sync import PostgresMemoryStore
+    from langmem_layer.working.sessions import apostgres_checkpointer, postgres_checkpointer
+
+#: Where each name that is not an error or a type lives. They are imported on first
+#: use (PEP 562): the graph runtime, the agent middleware and the retriever classes they
+#: bring cost about a second of start-up, which a command-line call that needs none of
+#: them (``langmem-layer search``) should not pay.
+_LAZY = {
+    "aopen_store": "langmem_layer.environment",
+    "open_store": "langmem_layer.environment",
+    "knowledge_store": "langmem_layer.knowledge",
+    "MemoryLayer": "langmem_layer.layer",
+    "build_agent_graph": "langmem_layer.layer.agent_graph",
+    "MemoryState": "langmem_layer.layer.wiring",
+    "memory_prompt": "langmem_layer.layer.nodes",
+    "wire": "langmem_layer.layer.wiring",
+    "MemoryAgentState": "langmem_layer.layer.prebuilt",
+    "MemoryMiddleware": "langmem_layer.layer.prebuilt",
+    "create_memory_tools": "langmem_layer.layer.tools",
+    "ContextBlock": "langmem_layer.read.block",
+    "MemorySettings": "langmem_layer.settings",
+    "AsyncPostgresMemoryStore": "langmem_layer.store.aio",
+    "PostgresMemoryStore": "langmem_layer.store.sync",
+    "apostgres_checkpointer": "langmem_layer.working.sessions",
+    "postgres_checkpointer": "langmem_layer.working.sessions",
+}
+
+
+def __getattr__(name: str) -> _Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'langmem_layer' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # imported once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AccessDeniedError",

@@ -8,8 +8,11 @@ and ``assemble_context`` renders them in their own block section,
 (``langmem_layer.read.block``). ``knowledge_store`` builds langchain-postgres's
 ``PGVectorStore`` on the memory's own database.
 
-``MemoryRetriever`` goes the other way: the user's recalled memories as a
-``BaseRetriever`` for LCEL chains (``memory.agents.as_retriever(user_id=...)``).
+The other way, the user's recalled memories as a ``BaseRetriever`` for LCEL chains
+(``memory.agents.as_retriever(user_id=...)``), is ``langmem_layer.layer.retriever``.
+LangChain's retriever and vector-store classes are imported where a retriever is
+used, not here: they bring LangSmith's tracing types, most of a second of start-up that
+a command reading memory does not need.
 """
 
 from __future__ import annotations
@@ -17,26 +20,22 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
-from langchain_core.vectorstores import VectorStore
-from pydantic import ConfigDict
 
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.tokens import TokenCounter
 from langmem_layer.types import Recalled, utc_iso
 
+if TYPE_CHECKING:
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.vectorstores import VectorStore
+
 __all__ = [
     "DEFAULT_KNOWLEDGE_TABLE",
-    "MemoryRetriever",
     "document_lines",
     "dump_documents",
     "knowledge_retriever",
@@ -64,7 +63,12 @@ def knowledge_retriever(source: BaseRetriever | VectorStore | None, *, k: int
     Raises:
         ConfigurationError: ``source`` is neither (a ValueError).
     """
-    if source is None or isinstance(source, BaseRetriever):
+    if source is None:
+        return None
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.vectorstores import VectorStore
+
+    if isinstance(source, BaseRetriever):
         return source
     if isinstance(source, VectorStore):
         return source.as_retriever(search_kwargs={"k": k})
@@ -190,40 +194,3 @@ def memory_document(memory: Recalled) -> Document:
             "namespace": list(memory.namespace),
         },
     )
-
-
-class MemoryRetriever(BaseRetriever):
-    """A user's memories as a LangChain retriever (``memory.agents.as_retriever(user_id=...)``).
-
-    Each query is a ``MemoryLayer.recall`` (hybrid retrieval and ranking); the
-    documents are the recalled memories, best first (``memory_document``).
-    ``avoid`` memories are left out: a chain has no section telling its model not to
-    bring them up.
-
-    Attributes:
-        layer: The ``MemoryLayer``.
-        user_id: Whose memories.
-        profile: The profile searched besides identity (default: the settings').
-        k: At most this many documents.
-    """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    layer: Any
-    user_id: str
-    profile: str | None = None
-    k: int = 10
-
-    def _documents(self, recalled: Sequence[Recalled]) -> list[Document]:
-        return [memory_document(r) for r in recalled if r.record.policy.value != "avoid"]
-
-    def _get_relevant_documents(self, query: str, *,
-                                run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return self._documents(self.layer.recall(self.user_id, query, profile=self.profile,
-                                                 limit=self.k))
-
-    async def _aget_relevant_documents(
-            self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        return self._documents(await self.layer.arecall(
-            self.user_id, query, profile=self.profile, limit=self.k))

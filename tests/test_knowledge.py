@@ -26,7 +26,7 @@ from langmem_layer import (
     build_agent_graph,
     knowledge_store,
 )
-from langmem_layer.knowledge import MemoryRetriever
+from langmem_layer.layer.retriever import MemoryRetriever
 from langmem_layer.offline import OfflineChatModel
 from langmem_layer.read.block import DOCUMENTS, RELEVANT
 from langmem_layer.store.aio import AsyncPostgresMemoryStore

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import typing
 from pathlib import Path
+from typing import Any
 
 import langmem_layer
 from langmem_layer import MemoryLayer, errors
@@ -67,13 +68,37 @@ def _exported_by_its_module(cls: type) -> bool:
     return public and cls.__name__ in getattr(module, "__all__", ())
 
 
+def _type_checking_names(module: Any) -> dict[str, Any]:
+    """The names a module imports under ``if TYPE_CHECKING:`` (annotations only, so the
+    module need not import them at run time), imported here to resolve its hints."""
+    import ast
+    import importlib
+
+    names: dict[str, Any] = {}
+    tree = ast.parse(inspect.getsource(module))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom) and stmt.module:
+                    source = importlib.import_module(stmt.module)
+                    for alias in stmt.names:
+                        names[alias.asname or alias.name] = getattr(source, alias.name)
+    return names
+
+
+def _hints(function: Any) -> dict[str, Any]:
+    module = sys.modules[function.__module__]
+    return typing.get_type_hints(function, globalns={**_type_checking_names(module),
+                                                     **vars(module)})
+
+
 def test_layer_methods_return_only_documented_types() -> None:
     exported = {id(getattr(langmem_layer, n)) for n in langmem_layer.__all__}
     methods = [(n, m) for n, m in inspect.getmembers(MemoryLayer, inspect.isfunction)
                if not n.startswith("_")]
     assert len(methods) > 30
     for name, method in methods:
-        returned = typing.get_type_hints(method).get("return")
+        returned = _hints(method).get("return")
         for cls in _classes(returned):
             if id(cls) in exported or _exported_by_its_module(cls):
                 continue
@@ -103,6 +128,26 @@ def test_import_loads_no_model_and_opens_no_database() -> None:
             "live = [o for o in gc.get_objects() "
             "if isinstance(o, (psycopg.Connection, psycopg_pool.ConnectionPool))]; "
             "assert not live, live")
+    _python(code)
+
+
+def _python(code: str) -> None:
+    """Run ``code`` in a fresh interpreter (nothing imported yet); it must succeed."""
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_layer_that_remembers_and_recalls_needs_no_graph_runtime() -> None:
+    # LangGraph's graph package, LangChain's runnables and retrievers, and the agent
+    # middleware bring LangSmith's tracing types: most of a second of start-up that the
+    # command line's `search` (a store, a MemoryLayer, a recall) must not pay. They load
+    # when a graph, a node, a retriever or an agent hook is asked for.
+    code = ("import sys; from langmem_layer import MemoryLayer, PostgresMemoryStore; "
+            "import langmem_layer.cli.main; "
+            "heavy = [m for m in ('langgraph.graph', 'langchain_core.runnables.base', "
+            "'langchain_core.retrievers', 'langchain.agents', 'langsmith.run_trees') "
+            "if m in sys.modules]; assert not heavy, heavy; "
+            "from langmem_layer import MemoryState, wire; "
+            "assert 'langgraph.graph' in sys.modules")
+    _python(code)

@@ -7,13 +7,14 @@ half stays one concept.
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-from langchain_core.tools import BaseTool
+from typing import TYPE_CHECKING, TypeVar
 
 from langmem_layer.layer.base import LayerBase
-from langmem_layer.layer.prebuilt import MemoryMiddleware, ReactHooks, react_hooks
-from langmem_layer.layer.tools import create_memory_tools
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
+    from langmem_layer.layer.prebuilt import MemoryMiddleware, ReactHooks
 
 __all__ = ["AgentMethods"]
 
@@ -34,6 +35,10 @@ class AgentMethods(LayerBase):
         Args:
             prompt: Instructions placed before the memory block in the system message.
         """
+        # The agent modules (langchain's middleware, LangGraph's prebuilt agent) are
+        # imported by the methods that hand them out, not with the layer.
+        from langmem_layer.layer.prebuilt import react_hooks
+
         return react_hooks(self, prompt)
 
     def middleware(self) -> MemoryMiddleware:
@@ -42,10 +47,14 @@ class AgentMethods(LayerBase):
         ``create_agent(model, tools, middleware=[memory.middleware()])`` (see
         ``langmem_layer.layer.prebuilt.MemoryMiddleware``).
         """
+        from langmem_layer.layer.prebuilt import MemoryMiddleware
+
         return MemoryMiddleware(self)
 
     def tools(self) -> list[BaseTool]:
         """The memory tools ``remember``, ``recall``, ``correct`` / ``update`` and
         ``forget``, bound to the run's user (see
         ``langmem_layer.layer.tools.create_memory_tools``)."""
+        from langmem_layer.layer.tools import create_memory_tools
+
         return create_memory_tools(self)

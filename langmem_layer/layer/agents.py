@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from langchain_core.documents import Document
 
@@ -20,10 +20,12 @@ from langmem_layer import checks
 from langmem_layer import compat_langmem as langmem
 from langmem_layer.compat_langmem import LangmemImport
 from langmem_layer.flow import Flow, require_user
-from langmem_layer.knowledge import MemoryRetriever
 from langmem_layer.layer.params import LangmemImportArgs
 from langmem_layer.layer.part import Part
 from langmem_layer.types import Kind
+
+if TYPE_CHECKING:
+    from langmem_layer.layer.retriever import MemoryRetriever
 
 __all__ = ["Agents"]
 
@@ -77,6 +79,8 @@ class Agents(Part):
         """
         require_user(user_id)
         k = checks.check_limit(k) or 10
+        from langmem_layer.layer.retriever import MemoryRetriever
+
         return MemoryRetriever(layer=self.layer, user_id=user_id, profile=profile, k=k)
 
     def retrieve_knowledge(self, query: str | None) -> list[Document]:

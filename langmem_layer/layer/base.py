@@ -15,8 +15,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from langchain_core.messages import BaseMessage
-from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableLambda
 from langgraph.store.base import BaseStore
 
 from langmem_layer.flow import AsyncHandlers, Env, Flow, Handlers, Runner
@@ -24,6 +22,9 @@ from langmem_layer.read import recall as read
 from langmem_layer.settings import MemorySettings
 
 if TYPE_CHECKING:
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnableLambda
+
     from langmem_layer.layer.nodes import KnowledgeCalls
     from langmem_layer.worker import Worker
 
@@ -51,13 +52,22 @@ class LayerBase:
     env: Env
     extraction: Literal["background", "inline"]
     knowledge: BaseRetriever | None
-    load_memory: RunnableLambda
-    assemble_context: RunnableLambda
-    extract_after_turn: RunnableLambda
     runner: Runner
     worker: Worker
     agents: KnowledgeCalls
     _clock: Callable[[], datetime]
+
+    @property
+    def load_memory(self) -> RunnableLambda:
+        raise NotImplementedError
+
+    @property
+    def assemble_context(self) -> RunnableLambda:
+        raise NotImplementedError
+
+    @property
+    def extract_after_turn(self) -> RunnableLambda:
+        raise NotImplementedError
 
     def now(self) -> datetime:
         """The layer's current time."""

@@ -14,11 +14,9 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
-from langgraph.graph import StateGraph
 from langgraph.store.base import BaseStore
 
 from langmem_layer import checks, control
@@ -57,6 +55,11 @@ from langmem_layer.write import memory as write_memory
 from langmem_layer.write import queue
 from langmem_layer.write.apply import IngestResult
 from langmem_layer.write.queue import Leases, ProcessResult
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.runnables import RunnableLambda
+    from langgraph.graph import StateGraph
 
 __all__ = ["MemoryLayer"]
 
@@ -163,8 +166,7 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
         self.worker = Worker(self.runner, self.settings, self._process_batch,
                              self.ingest_log.extend, self._ingest_leased)
         self.worker.now = self.now
-        self.load_memory, self.assemble_context, self.extract_after_turn = (
-            nodes.build_nodes(self))
+        self._nodes: tuple[Any, Any, Any] | None = None
         self.threads = Threads(self)
         self.admin = Admin(self)
         self.trust = Trust(self)
@@ -367,9 +369,34 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
         """Async twin of ``delete_user``."""
         return await self.runner.arun(control.delete_user(user_id, keep_keys=keep_keys))
 
+    # The nodes are built on first use: they are LangChain runnables, whose module brings
+    # LangSmith's tracing types (most of a second of start-up), which a layer that only
+    # remembers and recalls, as the command line's, never needs.
+    def _built_nodes(self) -> tuple[Any, Any, Any]:
+        if self._nodes is None:
+            self._nodes = nodes.build_nodes(self)
+        return self._nodes
+
+    @property
+    def load_memory(self) -> RunnableLambda:
+        """The node that reads the turn's memory (see ``langmem_layer.layer.nodes``)."""
+        return self._built_nodes()[0]
+
+    @property
+    def assemble_context(self) -> RunnableLambda:
+        """The node that renders the memory block into ``memory_context``."""
+        return self._built_nodes()[1]
+
+    @property
+    def extract_after_turn(self) -> RunnableLambda:
+        """The node that queues (or, inline, extracts) the turn."""
+        return self._built_nodes()[2]
+
     def wire(self, builder: StateGraph, agent: str = "agent") -> StateGraph:
-        """Put the three nodes around ``agent`` (see ``langmem_layer.layer.nodes.wire``)."""
-        return nodes.wire(self, builder, agent)
+        """Put the three nodes around ``agent`` (see ``langmem_layer.layer.wiring.wire``)."""
+        from langmem_layer.layer.wiring import wire
+
+        return wire(self, builder, agent)
 
     def drain(self, timeout: float | None = None) -> ProcessResult:
         """Extract everything queued so far that is ready, then return.

@@ -9,20 +9,18 @@ LangGraph traces each node's run itself.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Annotated, Any, Protocol, TypeVar, Unpack, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack, cast
 
 from langchain_core.documents import Document
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda, ensure_config
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
-from typing_extensions import TypedDict  # pydantic (LangServe schemas) needs it on 3.11
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables.config import RunnableConfig, ensure_config
 
 from langmem_layer import flow as runner
-from langmem_layer.errors import ConfigurationError
 from langmem_layer.knowledge import dump_documents, load_documents
+from langmem_layer.layer.fields import ASSEMBLE, EXTRACT, LOAD, MemoryFields, Wirable
 from langmem_layer.layer.params import LoadThreadArgs, RecordTurnArgs
 from langmem_layer.message_log import short_term
 from langmem_layer.read.block import OPEN_THREADS, RELEVANT
@@ -32,9 +30,13 @@ from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.types import MemoryConfig, MemoryRecord, Recalled
 from langmem_layer.working.trim import WorkingLoad
 
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableLambda
+
+    from langmem_layer.layer.wiring import MemoryState
+
 __all__ = [
     "MemoryFields",
-    "MemoryState",
     "NodeTarget",
     "Wirable",
     "build_nodes",
@@ -42,52 +44,19 @@ __all__ = [
     "memory_system_message",
     "node",
     "run_identity",
-    "wire",
 ]
 
 T = TypeVar("T")
-LOAD, ASSEMBLE, EXTRACT = "load_memory", "assemble_context", "extract_after_turn"
 
 
-# typing_extensions' TypedDict, as LangGraph's and LangChain's AgentState use, so a state
-# class may extend both (``langmem_layer.layer.prebuilt.MemoryAgentState``).
-class MemoryFields(TypedDict, total=False):
-    """The fields the memory nodes read and write besides ``messages``.
+def __getattr__(name: str) -> Any:
+    # MemoryState and wire moved to langmem_layer.layer.wiring (they need LangGraph's
+    # graph package, which this module no longer imports); the old path still works.
+    if name in {"MemoryState", "wire"}:
+        from langmem_layer.layer import wiring
 
-    Attributes:
-        memory_context: The memory block for this turn (see ``langmem_layer.read.block``).
-        recalled: What ``load_memory`` retrieved, then where ``assemble_context`` placed it.
-        memory_spoken: Keys placed in "RELEVANT FOR THIS TURN" or "OPEN THREADS" in each of
-            the last turns (speak memories and due loops go quiet on the third).
-        recent_history: The user's recent messages from other threads, read by
-            ``load_memory`` for ``assemble_context`` (optional: a schema without it
-            simply gets no recent-history section).
-        knowledge: Documents the layer's knowledge source returned for the turn, read by
-            ``load_memory`` beside the memories (``MemoryLayer(knowledge=...)``).
-        memory_shown_at: When this thread's last block was assembled (ISO time): the
-            messages from other threads older than that were already offered to the
-            thread, so later turns do not repeat them.
-    """
-
-    memory_context: str
-    recalled: list[dict[str, Any]]
-    memory_spoken: list[list[str]]
-    recent_history: list[dict[str, Any]]
-    knowledge: list[dict[str, Any]]
-    memory_shown_at: str
-
-
-class MemoryState(MemoryFields, total=False):
-    """Graph state with the fields the memory nodes read and write.
-
-    Attributes:
-        messages: The conversation (LangGraph's ``add_messages`` reducer).
-
-    The memory fields (``memory_context``, ``recalled``, ``memory_spoken``,
-    ``recent_history``, ``knowledge``, ``memory_shown_at``) are ``MemoryFields``'.
-    """
-
-    messages: Annotated[list[AnyMessage], add_messages]
+        return getattr(wiring, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class NodeTarget(Protocol):
@@ -152,26 +121,6 @@ class KnowledgeCalls(Protocol):
     async def abeside_knowledge(self, query: str | None, work: Awaitable[T]
                                 ) -> tuple[T, list[Document]]:
         """Async twin of ``beside_knowledge``."""
-        ...
-
-
-class Wirable(Protocol):
-    """The three nodes (a MemoryLayer's): what ``wire`` puts into a graph and what the
-    prebuilt agents' hooks (``langmem_layer.layer.prebuilt``) call."""
-
-    @property
-    def load_memory(self) -> RunnableLambda:
-        """The ``load_memory`` node."""
-        ...
-
-    @property
-    def assemble_context(self) -> RunnableLambda:
-        """The ``assemble_context`` node."""
-        ...
-
-    @property
-    def extract_after_turn(self) -> RunnableLambda:
-        """The ``extract_after_turn`` node."""
         ...
 
 
@@ -375,18 +324,28 @@ def node(func: Callable[..., Any], afunc: Callable[..., Awaitable[Any]], *, name
     own layer on top (a callback manager and a child run per call, config copies, a
     signature check of its function) was a large share of a turn's CPU under load.
     """
-    return _Node(func, afunc=afunc, name=name)
+    return _node_class()(func, afunc=afunc, name=name)
 
 
-class _Node(RunnableLambda):
-    # RunnableLambda keeps the bodies as ``func`` and ``afunc``.
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return cast(Any, self.func)(input, config if config is not None else ensure_config())
+@functools.cache
+def _node_class() -> type[RunnableLambda]:
+    # Defined on first use: LangChain's runnables module brings LangSmith's tracing
+    # types with it, most of a second of start-up for a layer that never builds a node.
+    from langchain_core.runnables import RunnableLambda
 
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
-                      **kwargs: Any) -> Any:
-        return await cast(Any, self.afunc)(
-            input, config if config is not None else ensure_config())
+    class _Node(RunnableLambda):
+        # RunnableLambda keeps the bodies as ``func`` and ``afunc``.
+        def invoke(self, input: Any, config: RunnableConfig | None = None,
+                   **kwargs: Any) -> Any:
+            return cast(Any, self.func)(input,
+                                        config if config is not None else ensure_config())
+
+        async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
+                          **kwargs: Any) -> Any:
+            return await cast(Any, self.afunc)(
+                input, config if config is not None else ensure_config())
+
+    return _Node
 
 
 def memory_system_message(state: MemoryState, base: str = "") -> SystemMessage:
@@ -411,64 +370,3 @@ def memory_prompt(base: str = "") -> Any:
         return [memory_system_message(state, base), *(state.get("messages") or [])]
 
     return prompt
-
-
-def wire(layer: Wirable, builder: StateGraph, agent: str = "agent") -> StateGraph:
-    """Put the memory nodes around an existing agent node of ``builder``.
-
-    START → load_memory → assemble_context → agent → extract_after_turn → END. The
-    agent's own edges (tools, loops) are kept; only its entry from START and its exits
-    to END are re-routed.
-    """
-    if not isinstance(builder, StateGraph):
-        raise ConfigurationError(
-            f"wire() takes the StateGraph builder, before compile(), got "
-            f"{type(builder).__name__}. For a prebuilt agent pass the memory to it instead: "
-            "create_react_agent(model, tools, **memory.react_hooks()) or "
-            "create_agent(model, tools, middleware=[memory.middleware()])."
-        )
-    if agent not in builder.nodes:
-        raise ConfigurationError(
-            f"wire(): no node named {agent!r}; add your agent node first "
-            f"(nodes: {sorted(builder.nodes)})."
-        )
-    missing = {"memory_context", "recalled", "memory_spoken"} - set(builder.channels)
-    if missing:
-        raise ConfigurationError(
-            f"wire(): the graph state lacks {sorted(missing)}; use langmem_layer.MemoryState "
-            "or a TypedDict that extends it as the StateGraph schema."
-        )
-    builder.add_node(LOAD, layer.load_memory)
-    builder.add_node(ASSEMBLE, layer.assemble_context)
-    builder.add_node(EXTRACT, layer.extract_after_turn)
-    starts = {end for start, end in builder.edges if start == START}
-    builder.edges = {(s, e) for s, e in builder.edges if s != START}
-    builder.add_edge(START, LOAD)
-    builder.add_edge(LOAD, ASSEMBLE)
-    for target in starts or {agent}:
-        builder.add_edge(ASSEMBLE, target)
-    finishers = {s for s, e in builder.edges if e == END}
-    builder.edges = {(s, e) for s, e in builder.edges if e != END}
-    for source in finishers:
-        builder.add_edge(source, EXTRACT)
-    if not finishers and agent not in builder.branches:
-        builder.add_edge(agent, EXTRACT)
-    for branches in builder.branches.values():
-        for name, spec in list(branches.items()):
-            branches[name] = _reroute_end(spec)
-    builder.add_edge(EXTRACT, END)
-    return builder
-
-
-def _reroute_end(spec: Any) -> Any:
-    """Send a conditional edge's END to extract_after_turn instead."""
-    if spec.ends is not None:
-        ends = {k: (EXTRACT if v == END else v) for k, v in spec.ends.items()}
-        return spec._replace(ends=ends)
-
-    def redirect(result: Any) -> Any:
-        if isinstance(result, list):
-            return [redirect(r) for r in result]
-        return EXTRACT if result == END else result
-
-    return spec._replace(path=spec.path | RunnableLambda(redirect))

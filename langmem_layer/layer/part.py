@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from langchain_core.retrievers import BaseRetriever
-
 if TYPE_CHECKING:
+    from langchain_core.retrievers import BaseRetriever
+
     from langmem_layer.flow import Env, Runner
     from langmem_layer.settings import MemorySettings
     from langmem_layer.worker import Worker

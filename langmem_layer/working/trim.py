@@ -37,7 +37,6 @@ from langchain_core.messages import (
     ToolMessage,
     trim_messages,
 )
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langmem_layer.flow import Env, Flow, StoreCall, require_user
 from langmem_layer.message_log import log_op, recent_op
@@ -182,6 +181,9 @@ def plan_trim(messages: Sequence[BaseMessage], counter: TokenCounter, *, max_tok
     if all(m.id for m in gone):
         removals = [RemoveMessage(id=str(m.id)) for m in gone]
     else:  # RemoveMessage needs an id: replace the whole list instead
+        # Imported here: langgraph.graph's package brings the whole graph runtime.
+        from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
         removals = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept]  # type: ignore[list-item]
     tokens = head_cost + sum(body_costs[cut:])
     return TrimPlan(kept, dropped, removals, tokens, tokens > max_tokens)
