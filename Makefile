@@ -92,7 +92,8 @@ citus-stop:
 CITUS_TESTS := tests/test_citus.py tests/test_store_conformance.py tests/test_retrieval.py \
     tests/test_record_turn.py tests/test_recall_plans.py tests/test_lifecycle_decay_table.py \
     tests/test_privacy_delete.py tests/test_large_user.py tests/test_store_errors.py \
-    tests/test_history.py tests/test_open_loops.py tests/test_jobs.py tests/test_jobs_runner.py
+    tests/test_history.py tests/test_open_loops.py tests/test_jobs.py tests/test_jobs_runner.py \
+    tests/test_worker_handoff.py tests/test_worker_scope.py
 test-citus: $(VENV)/.installed-test citus
 	LANGMEM_TEST_DATABASE_URL="$$($(BIN)/python -m tests.citus_cluster url)" HF_HUB_OFFLINE=1 \
 	    $(BIN)/python -m pytest -q -p no:cacheprovider $(CITUS_TESTS)

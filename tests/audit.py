@@ -87,6 +87,23 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "then each user's work runs in a transaction of its own that binds the user",
     ),
     Allowed(
+        "jobs.users_distributed",
+        r"select u\.user_id from \( select t\.user_id from langmem_items t "
+        r"where t\.user_id > ",
+        "the job runner's user walk on Citus (sql/jobs.users, count_users with "
+        "distributed=True): lists user ids only, as the recursive walk does; each "
+        "user's work then runs in a transaction of its own that binds the user",
+    ),
+    Allowed(
+        "migrations.terms_backfill",
+        r"^insert into langmem_terms as t \(user_id, prefix, lexeme, df\) select i\.user_id, "
+        r"i\.prefix, l\.lexeme, count\(\*\) from langmem_items i cross join lateral ",
+        "migration 10's backfill of the term statistics (sql/ddl_schema.py), sent as a "
+        "statement of its own like every migration statement (sql/migrations."
+        "migration_statements): once at setup, as the owner, each row counted under "
+        "its own user_id; never reaches a request's results",
+    ),
+    Allowed(
         "items.expired_users",
         r"^select distinct user_id from langmem_items where expires_at is not null "
         r"and expires_at <= ",

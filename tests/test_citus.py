@@ -31,77 +31,23 @@ from tests import audit
 from tests.conftest import SERVER_ENV, on_citus
 from tests.fakes import Clock
 
-_LIFECYCLE = (
-    "the lifecycle pass's one-statement rules (a chain of CTEs over langmem_items ending "
-    "in an UPDATE with ctid): Citus: 'cannot perform distributed planning for the given "
-    "modification'")
-_JOB_RUNNER = (
-    "the job runner lists users with a recursive CTE (a loose index scan across the "
-    "per-user tables), which Citus runs only with a filter on the distribution column "
-    "('recursive CTEs are only supported when they contain a filter on the distribution "
-    "column'); and it stamps a run's end with clock_timestamp(), a VOLATILE function "
-    "Citus refuses in an UPDATE of the reference table langmem_job_runs")
-_LARGE_USER = (
-    "a large user's recall (langmem_user_matches and the other SQL functions of the "
-    "large-user path, which query langmem_items with the user's own indexes) runs "
-    "inside the router statement on the worker, where their query on a distributed "
-    "table is a nested distributed query Citus refuses ('cannot execute a distributed "
-    "query from a query on a shard')")
+_GENERIC_PLANS = (
+    "a deliberate difference (docs/scaling.md): on one server the store switches a "
+    "recall's transaction to generic plans (sql/vector.prepare_search), which saves "
+    "recall's planning on every turn; on Citus that statement reads the user's index "
+    "row on their shard group, so its settings (the HNSW walk's, and the plan mode) "
+    "take effect on that worker, where the walk runs, and the coordinator plans each "
+    "recall for its user, as it must: Citus builds no generic distributed plan of "
+    "recall's CTEs ('could not create distributed plan'), which this test forces")
 
-#: Tests ``make test-citus`` runs that cannot pass on Citus yet (node id, or a
-#: parametrised test's name, -> reason); tests/conftest.py marks them as expected
-#: failures there. Remove an entry when its test passes on Citus (it then XPASSes).
+#: Tests ``make test-citus`` runs that do not pass on Citus (node id, or a parametrised
+#: test's name, -> reason); tests/conftest.py marks them as expected failures there.
+#: Remove an entry when its test passes on Citus (it then XPASSes).
 CITUS_PENDING: dict[str, str] = {
-    "tests/test_store_conformance.py::test_setup_is_idempotent_even_without_version_table": (
-        "it drops the version table, so every migration runs again on tables already "
-        "distributed: Citus sends a migration's several commands to the workers as one "
-        "prepared statement ('cannot insert multiple commands into a prepared "
-        "statement'); migrations not yet applied run before distribution"),
-    "tests/test_store_conformance.py::test_async_setup_idempotent_and_sync_call_from_"
-    "worker_thread": "as test_setup_is_idempotent_even_without_version_table",
     "tests/test_recall_plans.py::test_prepare_search_plans_generically_for_users_"
-    "without_an_index": (
-        "it checks PostgreSQL's generic plans of recall on the server it runs on; Citus "
-        "plans a router statement per execution on the coordinator and refuses the "
-        "generic plan of recall's vector CTE ('could not create distributed plan')"),
+    "without_an_index": _GENERIC_PLANS,
     "tests/test_recall_plans.py::test_small_user_recall_is_the_same_under_generic_and_"
-    "custom_plans": "as test_prepare_search_plans_generically_for_users_without_an_index",
-    "tests/test_lifecycle_decay_table.py::test_rescore_writes_scores_not_memories": _LIFECYCLE,
-    "tests/test_lifecycle_decay_table.py::test_scores_go_with_their_memories": _LIFECYCLE,
-    "tests/test_lifecycle_decay_table.py::test_one_run_chains_rules_on_the_same_memory":
-        _LIFECYCLE,
-    "tests/test_privacy_delete.py::test_forget_and_clear_history_leave_the_users_words":
-        _LIFECYCLE,
-    "tests/test_privacy_delete.py::test_delete_user_erases_every_table_and_no_one_else":
-        _LIFECYCLE,
-    "tests/test_privacy_delete.py::test_delete_user_can_keep_the_keys": _LIFECYCLE,
-    **{f"tests/test_large_user.py::{name}": _LARGE_USER for name in (
-        "test_large_user_recall_uses_every_strategy_and_stays_in_the_user",
-        "test_large_user_keyword_search_stays_in_the_user",
-        "test_large_user_bm25_finds_the_rare_term_within_the_budget",
-        "test_an_index_another_store_builds_or_drops_changes_recall_from_the_next_turn")},
-    "tests/test_open_loops.py::test_interview_comes_back_when_due_then_as_follow_up_then_"
-    "closes": _LIFECYCLE,
-    **{f"tests/test_jobs_runner.py::{name}": _JOB_RUNNER for name in (
-        "test_a_job_misconfigured_for_every_user_stops_the_run",
-        "test_a_per_user_job_also_runs_unrecorded_through_job_run",
-        "test_a_period_missed_while_down_runs_once_when_back",
-        "test_a_period_runs_once_and_again_only_when_forced",
-        "test_a_run_killed_midway_resumes_after_its_cursor",
-        "test_a_user_whose_work_fails_is_rolled_back_and_the_others_go_on",
-        "test_dry_run_undoes_what_the_function_wrote_anyway",
-        "test_one_user_and_dry_run",
-        "test_status_of_a_sharded_period",
-        "test_status_shows_the_last_run_and_next_due",
-        "test_the_store_of_a_per_user_job_writes_in_the_users_transaction",
-        "test_two_shards_cover_every_user_once",
-        "test_two_workers_run_each_period_once",
-        "test_whole_store_jobs_are_recorded_too",
-        "test_workers_share_the_shards_of_a_period",
-    )},
-    "tests/test_store_errors.py::test_database_that_goes_away": (
-        "the test's own pg_terminate_backend(%s) with a small integer is ambiguous where "
-        "Citus adds pg_terminate_backend(bigint) (its global process ids)"),
+    "custom_plans": _GENERIC_PLANS,
 }
 
 

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.sql import cache, items, jobs, queue, vector
+from langmem_layer.sql import cache, items, jobs, migrations, queue, vector
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops import reextraction, working
 from tests import audit
@@ -95,6 +95,13 @@ def test_references_read_aliases() -> None:
 ALLOWED_BUILDERS = {
     "jobs.users": jobs.users(after=None, shard=0, shards=2, limit=10),
     "jobs.count_users": jobs.count_users(after="a", shard=0, shards=2),
+    "jobs.users_distributed": jobs.users(after=None, shard=0, shards=2, limit=10,
+                                         distributed=True),
+    "jobs.users_distributed.count": jobs.count_users(after="a", shard=0, shards=2,
+                                                     distributed=True),
+    "migrations.terms_backfill": next(
+        (sql, {}) for sql, _ in migrations.migration_statements(10)
+        if audit.normalise(sql).startswith("insert into langmem_terms")),
     "items.expired_users": items.expired_users(NOW),
     "queue.claimable_users": queue.claimable_users(NOW, 10),
     "queue.backlog": queue.backlog(NOW),

@@ -162,7 +162,9 @@ def test_an_index_another_store_builds_or_drops_changes_recall_from_the_next_tur
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         for (name,) in conn.execute("SELECT index_name FROM langmem_vector_indexes"
                                     " WHERE user_id = %s", (user,)).fetchall():
-            conn.execute(f'DROP INDEX IF EXISTS "{name}", "{name}_kw"')
+            # one index per DROP: Citus refuses several distributed objects in one
+            for dropped in (name, f"{name}_kw"):
+                conn.execute(f'DROP INDEX IF EXISTS "{dropped}"')
         conn.execute("DELETE FROM langmem_vector_indexes WHERE user_id = %s", (user,))
     ns = ("memories", user, "work")
     store.batch([PutOp(ns, f"f{i}", _value(f"weekly status meeting notes number {i}"))
@@ -175,7 +177,8 @@ def test_an_index_another_store_builds_or_drops_changes_recall_from_the_next_tur
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         (name,) = conn.execute("DELETE FROM langmem_vector_indexes WHERE user_id = %s"
                                " RETURNING index_name", (user,)).fetchone() or ("",)
-        conn.execute(f'DROP INDEX "{name}", "{name}_kw"')
+        for dropped in (name, f"{name}_kw"):
+            conn.execute(f'DROP INDEX "{dropped}"')
     recall_finds_rare()  # shaped for the index that is gone: still finds the memory
     recall_finds_rare()
     assert shapes == [None, None, 64, 64, None]

@@ -251,12 +251,15 @@ def test_link_scores_pass_on_the_margin_over_the_last_place() -> None:
 
 
 def test_composite_weights_change_the_order(store: PostgresMemoryStore, clock: Clock) -> None:
-    layer = make_layer(store, clock)
+    # The composite of the fused relevance (the reranking stage, which replaces that
+    # relevance by its own, has tests of its own: tests/test_rerank.py).
+    layer = make_layer(store, clock, rerank_depth=0)
     relevant = fact(layer, "Budget for the trip is 2000 dollars.", salience=0.1)
     salient = fact(layer, "Trip planning notes.", salience=1.0)
     # Spec weights: both are hits, salience (20 %) decides.
     assert keys(layer.recall("u1", "trip budget dollars")) == [salient, relevant]
-    focused = make_layer(store, clock, weights=RankingWeights(relevance=1.0, salience=0.0))
+    focused = make_layer(store, clock, weights=RankingWeights(relevance=1.0, salience=0.0),
+                         rerank_depth=0)
     assert keys(focused.recall("u1", "trip budget dollars")) == [relevant, salient]
 
 
@@ -443,7 +446,9 @@ def test_extract_refs() -> None:
 
 async def test_async_recall_uses_the_same_strategies(astore: AsyncPostgresMemoryStore,
                                                       clock: Clock) -> None:
-    layer = MemoryLayer(astore, extraction="inline", clock=clock)
+    # The strategies and the fusion, before the reranking stage reorders them.
+    layer = MemoryLayer(astore, extraction="inline", clock=clock,
+                        settings=MemorySettings(rerank_depth=0))
     seed = (await layer.aremember("u1", "Booked the automobile service.", refs=["Falcon"])).key
     linked = (await layer.aremember("u1", "Pick up the receipt from the mechanic.")).key
     loop = (await layer.aremember("u1", "Ask about the invoice.", kind=Kind.OPEN_LOOP,
@@ -560,8 +565,8 @@ def test_subject_focus_favours_the_memories_of_the_subject_the_query_names() -> 
              _line("plain", "Bought turtle food.", {"vector": 2})]
 
     def ranked(names: tuple[str, ...], focus: float) -> dict[str, float]:
-        out = rank_candidates(cands, now=now, settings=MemorySettings(rrf_k=60,
-                              subject_focus=focus), limit=5, trust={}, names=names)
+        out = rank_candidates(cands, now=now, settings=MemorySettings(
+            rrf_k=60, subject_focus=focus, rerank_depth=0), limit=5, trust={}, names=names)
         return {r.key: r.relevance for r in out}
 
     off = ranked(("nate",), 1.0)

@@ -66,7 +66,8 @@ def test_database_that_goes_away(pg_uri: str, index: dict) -> None:
         s.put(("docs",), "a", {"text": "kept"})
         pid = s.conn.info.backend_pid
         with psycopg.connect(pg_uri, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+            # ::int: Citus adds pg_terminate_backend(bigint) (its global process ids)
+            admin.execute("SELECT pg_terminate_backend(%s::int)", [pid])
         with pytest.raises(DatabaseUnavailableError) as info:
             s.put(("docs",), "b", {"text": "lost?"})
         assert isinstance(info.value, ConnectionError)

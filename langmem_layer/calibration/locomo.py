@@ -86,7 +86,12 @@ ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "cover_density": ("ts_rank_cd, not BM25", {"keyword_ranking": "cover_density"}),
     "names_embedded": ("the question's names embedded", {"embed_query_refs": True}),
     "no_subject_focus": ("no subject focus", {"subject_focus": 1.0}),
+    "no_rerank": ("no reranking stage", {"rerank_depth": 0}),
 }
+#: Rows besides ``ABLATIONS``: the reranker trained on the other conversations (from the
+#: ``no_rerank`` row's rankings) and scored on each one, so its contribution is held out.
+_EXTRA_ROWS: dict[str, tuple[str, dict[str, Any]]] = {
+    "rerank_held_out": ("reranker trained on the others (held out)", {})}
 _BLOCK = ("block_target_tokens", "block_min_relevance")
 
 
@@ -260,7 +265,7 @@ class LocomoReport:
                            "held_out_figures": {k: round(v, 4) for k, v in f.held_out.items()}}
                           for f in self.folds],
                 **{k: round(v, 4) for k, v in self.summary().items()}},
-            "ablation": {name: {"change": ABLATIONS[name][1], **block(rows),
+            "ablation": {name: {"change": {**ABLATIONS, **_EXTRA_ROWS}[name][1], **block(rows),
                                 "multi_hop": block([r for r in rows if r.category == 1])}
                          for name, rows in self.ablation.items()},
         }
@@ -322,7 +327,8 @@ class LocomoReport:
         lines = ["", "Ablation: one change from these settings per row, the same memories "
                  "(multi-hop: R@k and in block)", head, "-" * len(head)]
         for label, rows in (("(these settings)", self.defaults),
-                            *((ABLATIONS[n][0], r) for n, r in self.ablation.items())):
+                            *(({**ABLATIONS, **_EXTRA_ROWS}[n][0], r)
+                              for n, r in self.ablation.items())):
             m = _means(rows)
             hop = _means([r for r in rows if r.category == 1])
             lines.append(f"{label[:37]:<38}{m['recall']:>7.3f}{m['block']:>10.3f}"
@@ -356,13 +362,14 @@ _BLOCK_GRID = [dict(zip(("block_target_tokens", "block_min_relevance"), v, stric
 
 
 def _score_all(layer: Any, data: LabelledSet, k: int, prefix: str, show: bool, desc: str,
-               blocks: Sequence[Mapping[str, Any]]
+               blocks: Sequence[Mapping[str, Any]], collect: list[Any] | None = None
                ) -> tuple[dict[tuple[tuple[str, Any], ...], list[Outcome]], list[float]]:
     """Every question under every block setting of ``blocks`` for ``layer``'s ranking.
 
     One read per question (what ``assemble_context`` is given, uncut); the block of each
     setting is cut and rendered from it as the layer would. The first element of the
-    result is keyed by the block settings alone.
+    result is keyed by the block settings alone. ``collect`` gets each question and its
+    ranking (pinned memories left out).
     """
     from langmem_layer.read.recall import block_inputs_flow, block_memories, context_block
 
@@ -380,6 +387,8 @@ def _score_all(layer: Any, data: LabelledSet, k: int, prefix: str, show: bool, d
                                                  now=q.now))
             seconds.append(time.perf_counter() - t0)
             ranked = [r.key for r in inputs.recalled if not r.record.pinned]
+            if collect is not None:
+                collect.append((q, [r for r in inputs.recalled if not r.record.pinned]))
             recall = q.score(ranked, k)
             any5 = _any5([r for r in inputs.recalled if not r.record.pinned], q.sessions)
             for b, env in envs:
@@ -451,12 +460,15 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
             folds = cross_validate(everything)
             chosen_on_all = dict(choose(everything)[0])
         ablated: dict[str, list[Outcome]] = {}
+        fused: list[Any] = []
         for name, (_, change) in (ABLATIONS.items() if ablation else ()):
             varied = MemorySettings.model_validate(_changed(st.model_dump(), change))
             block = {n: getattr(varied, n) for n in _BLOCK}
             scored, _ = _score_all(MemoryLayer(store, settings=varied), data, k, prefix, show,
-                                   name, [block])
+                                   name, [block], fused if name == "no_rerank" else None)
             ablated[name] = scored[_key(block)]
+        if fused and len(units) > 1:
+            ablated["rerank_held_out"] = _rerank_held_out(layer, data, fused, k, prefix)
         base = _baseline(store, data, k, show)
     finally:
         data.cleanup(layer)
@@ -464,6 +476,39 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
     name = profile_for(store.model_id).name if chosen == "auto" else chosen
     return LocomoReport(path.name, split, units, data.turns, len(data.queries), name, k,
                         defaults, mine, seconds, base, folds, ingest, chosen_on_all, ablated)
+
+
+def _rerank_held_out(layer: Any, data: LabelledSet, fused: Sequence[Any], k: int,
+                     prefix: str) -> list[Outcome]:
+    """Each conversation's questions reranked by a reranker trained on the *other*
+    conversations (``langmem_layer.calibration.rerank``), from the rankings without the
+    reranker (``fused``: question, ranking), blocks rendered as the layer's."""
+    from langmem_layer.calibration.rerank import features_of, fit, reorder
+    from langmem_layer.read.recall import block_memories, context_block
+
+    st = layer.settings
+    depth = st.rerank_depth or 40
+    history = _history_tokens(layer, data)
+    rows = [(q, ranked, features_of(ranked, q.text, q.now, depth=depth,
+                                    query_refs=st.query_refs)) for q, ranked in fused]
+    out: list[Outcome] = []
+    for held in dict.fromkeys(q.user for q, _, _ in rows):
+        train = [(x, float(q.score([r.key], 1) > 0))
+                 for q, ranked, feats in rows if q.user != held
+                 for r, x in zip(ranked, feats, strict=False)]
+        weights = fit([x for x, _ in train], [y for _, y in train])
+        for q, ranked, feats in rows:
+            if q.user != held:
+                continue
+            order = reorder(ranked, feats, weights)
+            block = context_block(layer.env, block_memories(layer.env, order), now=q.now)
+            placed = list(block.placements)
+            out.append(Outcome(q.user.removeprefix(prefix), q.category,
+                               q.score([r.key for r in order], k),
+                               q.score(placed, len(placed)) if placed else 0.0, block.tokens,
+                               block.tokens / max(1, history[q.user]),
+                               _any5(order, q.sessions)))
+    return out
 
 
 def _changed(settings: dict[str, Any], change: Mapping[str, Any]) -> dict[str, Any]:

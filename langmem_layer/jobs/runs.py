@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
 import psycopg
@@ -55,6 +55,7 @@ from langmem_layer.jobs.turns import progress_bar as _progress
 from langmem_layer.jobs.turns import run_settings as _settings
 from langmem_layer.jobs.turns import user_failed as _user_failed
 from langmem_layer.settings import MemorySettings
+from langmem_layer.sql import citus as citussql
 from langmem_layer.sql import jobs as sql
 from langmem_layer.sql import rls
 
@@ -227,6 +228,17 @@ def _resolve(job: Job | str) -> Job:
             f"No job {job!r}; registered: {', '.join(sorted(JOBS))}.") from None
 
 
+def _wall() -> datetime:
+    """The runner's clock: when a run starts and finishes (its row's times)."""
+    return datetime.now(UTC)
+
+
+def _distributed(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the database is on Citus (the walk's form: ``sql.users``)."""
+    with conn.transaction():
+        return bool(_rows(conn, citussql.has_citus())[0]["citus"])
+
+
 def _walk(conn: psycopg.Connection[Any], *, after: str | None, shard: Shard,
           user: str | None) -> Iterator[str]:
     """The users of the run in order, after ``after``; fetched a page at a time."""
@@ -234,9 +246,11 @@ def _walk(conn: psycopg.Connection[Any], *, after: str | None, shard: Shard,
         if after != user:  # a one-user run's cursor is that user once done
             yield user
         return
+    distributed = _distributed(conn)
     while True:
         page = [r["user_id"] for r in _listing(conn, sql.users(
-            after=after, shard=shard.index, shards=shard.count, limit=PAGE))]
+            after=after, shard=shard.index, shards=shard.count, limit=PAGE,
+            distributed=distributed))]
         yield from page
         if len(page) < PAGE:
             return
@@ -247,7 +261,8 @@ def _total(conn: psycopg.Connection[Any], *, after: str | None, shard: Shard,
            user: str | None) -> int:
     if user is not None:
         return int(after != user)
-    rows = _listing(conn, sql.count_users(after=after, shard=shard.index, shards=shard.count))
+    rows = _listing(conn, sql.count_users(after=after, shard=shard.index, shards=shard.count,
+                                          distributed=_distributed(conn)))
     return int(rows[0]["n"]) if rows else 0
 
 
@@ -395,7 +410,7 @@ def _recorded(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
               options: Mapping[str, Any], progress: bool, out: TextIO | None) -> JobRun:
     """The run proper, under its lock."""
     record = (job.name, period, label)
-    row = _one(conn, sql.claim(*record))
+    row = _one(conn, sql.claim(*record, at=_wall()))
     assert row is not None  # the claim returns the row, new or existing
     if row["finished_at"] is not None:
         # An on-demand job has no period to be done for: each run starts it over.
@@ -403,7 +418,7 @@ def _recorded(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
             return JobRun(job.name, period, label, "skipped", row["users"],
                           dict(row["counts"]), finished_at=row["finished_at"],
                           error=row["error"])
-        row = _one(conn, sql.restart(*record))
+        row = _one(conn, sql.restart(*record, at=_wall()))
     elif not row["created"]:
         row = _one(conn, sql.resume(*record))
     assert row is not None
@@ -412,7 +427,7 @@ def _recorded(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
         if not job.per_user:
             result: JobResult = job.function(bound, now=now, **options)
             error = f"{result.failed} failed" if result.failed else None
-            _one(conn, sql.finish(*record, counts=result.counts, error=error))
+            _one(conn, sql.finish(*record, at=_wall(), counts=result.counts, error=error))
             return JobRun(job.name, period, label, "done", 0, dict(result.counts),
                           error=error, result=result)
         total = _total(conn, after=after, shard=shard, user=user)
@@ -422,11 +437,11 @@ def _recorded(conn: psycopg.Connection[Any], bound: JobContext, job: Job, *, now
     except BaseException as e:
         _record_failure(conn, record, e)
         raise
-    final = _one(conn, sql.finish(*record))
+    final = _one(conn, sql.finish(*record, at=_wall()))
     assert final is not None
     failures = dict(final["failures"] or {})
     if failures:
-        final = _one(conn, sql.finish(*record, error=failures_text(
+        final = _one(conn, sql.finish(*record, at=_wall(), error=failures_text(
             final["counts"].get(FAILED, len(failures)), failures)))
         assert final is not None
     return JobRun(job.name, period, label, "done", final["users"], dict(final["counts"]),

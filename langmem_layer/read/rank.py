@@ -32,6 +32,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from langmem_layer.read.rerank import (
+    RerankItem,
+    RerankQuery,
+    features,
+    load_reranker,
+    probability,
+)
 from langmem_layer.settings import MemorySettings
 from langmem_layer.sql.lifecycle import HALF_LIFE_KINDS, MAX_DECAY_EXPONENT, MAX_HALVINGS
 from langmem_layer.sql.sources import RECALL_SOURCES
@@ -282,8 +289,10 @@ def rank_candidates(
     learned: Any = None,
     names: Iterable[str] = (),
     search_floor: float | None = None,
+    query: RerankQuery | None = None,
 ) -> list[Recalled]:
-    """Filter, fuse and score candidates; pinned first, then by composite score.
+    """Filter, fuse and score candidates; pinned first, then by composite score, the
+    first ``rerank_depth`` reordered by the reranker (``_reranked``).
 
     A candidate found only by vector search (or only by vector and time) must clear
     the similarity floor (0.72 for episodic memories); a keyword, reference or link
@@ -306,6 +315,9 @@ def rank_candidates(
         links: For each candidate key, the keys it is linked to (for the link spread).
         names: The references the query names (normalised): the subjects it asks
             about, whose memories ``subject_focus`` favours.
+        query: What the reranking stage reads of the question
+            (``langmem_layer.read.rerank``); ``None``: no reranking (a ranking that
+            answers no question, such as the write path's look for similar memories).
         search_floor: Rank as a search: only memories that match the question come
             back (a keyword, reference, period or open-question hit, or a similarity
             of at least this), pinned ones, linked ones and those that come back
@@ -344,23 +356,23 @@ def rank_candidates(
                               settings.subject_focus)
     top = max(total.values(), default=0.0) or 1.0
     scored: list[tuple[float, str, Candidate, Facts]] = []
+    rest: dict[str, tuple[float, float]] = {}  # the composite without relevance; factor
     for c, f in kept:
         relevance = total[c.key] / top
         recency = math.exp(-_days(now, f.occurred_at) / 30.0)
-        composite = (
-            w.relevance * relevance
-            + w.salience * f.salience
-            + w.urgency * urgency(f, now)
-            + w.confidence * f.confidence
-            + w.recency * recency
-        )
+        others = (w.salience * f.salience + w.urgency * urgency(f, now)
+                  + w.confidence * f.confidence + w.recency * recency)
+        composite = w.relevance * relevance + others
         # An agent with no history has trust 0.5.
         configured = (trust or {}).get(f.agent_id or "", 0.5)
         factor = decay_weight(f, now, half_life_days=half_life) * (
             configured if learned is None or not f.agent_id
             else learned.of(f.agent_id, c.value.get("kind"), configured))
         scored.append((composite * factor, c.key, c, f))
+        rest[c.key] = (others, factor)
     scored.sort(key=lambda t: (-t[0], t[1]))
+    if query is not None and settings.rerank_depth > 1 and len(scored) > 1:
+        scored = _reranked(scored, settings, total, top, query, rest)
     best = scored[:limit]
     open_questions = [t for t in scored[limit:] if "open_question" in t[2].ranks]
     chosen = best + open_questions[: settings.open_question_limit]
@@ -382,3 +394,32 @@ def rank_candidates(
     first = sorted(((w.pinned + f.salience * w.salience, c.key, c, f) for c, f in pinned),
                    key=lambda t: (-t[0], t[1]))
     return [recalled(c, f, score) for score, _, c, f in first + chosen]
+
+
+def _reranked(scored: list[tuple[float, str, Candidate, Facts]], settings: MemorySettings,
+              total: Mapping[str, float], top: float, query: RerankQuery,
+              rest: Mapping[str, tuple[float, float]]
+              ) -> list[tuple[float, str, Candidate, Facts]]:
+    """``scored`` (best first) with its first ``rerank_depth`` reordered by the reranker.
+
+    The reranker's probability that a memory answers the question, over the best one's,
+    takes the place of the fused relevance in the composite; salience, urgency,
+    confidence, recency, decay and trust weigh as before. Only the order within the
+    reranked memories changes: the scores stay the list's, the best score to the first
+    place, so a memory's score still says where it stands; equal composites keep the
+    fused order. ``Recalled.relevance`` stays the fused one (the block's floor).
+    """
+    depth = min(settings.rerank_depth, len(scored))
+    head = scored[:depth]
+    items = [RerankItem(key, c.ranks, c.similarity, total[key] / top, subject_of(c.value),
+                        str(c.value.get("content", "")), f.occurred_at)
+             for _, key, c, f in head]
+    model = load_reranker(settings.rerank_model)
+    chance = [probability(s) for s in model.score(features(items, query))]
+    best = max(chance) or 1.0
+    share = [p / best for p in chance]
+    w = settings.weights.relevance
+    composite = [(w * share[n] + rest[key][0]) * rest[key][1]
+                 for n, (_, key, _, _) in enumerate(head)]
+    order = sorted(range(depth), key=lambda n: (-composite[n], n))
+    return [(head[n][0], *head[i][1:]) for n, i in enumerate(order)] + scored[depth:]

@@ -23,12 +23,13 @@ from langmem_layer.read.query import (
     without_refs,
 )
 from langmem_layer.read.rank import UNASKED_SOURCES, rank_candidates
+from langmem_layer.read.rerank import RerankQuery, asks_when
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.trust import LearnedTrust
 from langmem_layer.types import Kind, Layer, Policy, Recalled, memory_namespace, normalize_ref
 
 __all__ = ["BlockInputs", "block_inputs_flow", "block_memories", "broad_ops", "context_block",
-           "rank", "recall", "recall_op", "with_core_facts"]
+           "rank", "recall", "recall_op", "rerank_query", "with_core_facts"]
 
 #: How far ahead a question about what is coming up looks for open loops.
 UPCOMING_DAYS = 45
@@ -140,14 +141,16 @@ def with_core_facts(env: Env, candidates: Sequence[mops.Candidate],
 
 def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit: int,
          now: datetime, reinforce: bool = True, learned: LearnedTrust | None = None,
-         names: Sequence[str] = (), matching: bool = False) -> Flow[list[Recalled]]:
+         names: Sequence[str] = (), matching: bool = False,
+         op: mops.RecallOp | None = None) -> Flow[list[Recalled]]:
     """Rank what a ``recall_op`` found, and reinforce what is returned.
 
     When the link walk found something, the links between the candidates spread a
     strong hit's score to the memories linked to it. The recall statement reads them
     with the candidates; only candidates added afterwards (a broad question's core
     facts) cost a round trip to read them. ``names``: the references the query names
-    (the subjects it asks about, for ``subject_focus``). ``matching``: rank as a search
+    (the subjects it asks about, for ``subject_focus``). ``op``: the recall that found
+    them, whose question the reranking stage reads. ``matching``: rank as a search
     (only what matches the question; ``rank_candidates``'s
     ``search_floor``).
     """
@@ -168,11 +171,21 @@ def rank(env: Env, user_id: str, candidates: Sequence[mops.Candidate], *, limit:
                 links.setdefault(dst, set()).add(src)
     ranked = rank_candidates(
         candidates, now=now, settings=st, limit=limit, trust=env.trust, links=links,
-        learned=learned, names=names,
+        learned=learned, names=names, query=rerank_query(env, op, names),
         search_floor=st.search_similarity_floor if matching else None)
     if reinforce and ranked:
         yield StoreCall([mops.TouchOp(user_id, tuple(r.key for r in ranked), now)])
     return ranked
+
+
+def rerank_query(env: Env, op: mops.RecallOp | None, names: Sequence[str]) -> RerankQuery:
+    """What the reranking stage reads of ``op``'s question: whether it asks when, the
+    period it names (without the slack recall widens it by), the names it gives."""
+    if op is None:
+        return RerankQuery(False, None, frozenset(names))
+    slack = timedelta(days=env.settings.temporal_slack_days)
+    window = None if op.window is None else (op.window[0] + slack, op.window[1] - slack)
+    return RerankQuery(asks_when(op.query), window, frozenset(names))
 
 
 def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, limit: int,
@@ -195,7 +208,7 @@ def recall(env: Env, user_id: str, query: str | None, *, profile: str | None, li
         candidates = with_core_facts(env, candidates, found)
     ranked = yield from rank(env, user_id, candidates, limit=limit, now=now,
                              reinforce=reinforce, learned=reads.learned, names=op.refs,
-                             matching=matching and bool(query))
+                             matching=matching and bool(query), op=op)
     if not matching or op.window is not None:
         ranked = with_narrative(ranked, pick_summary(reads.summaries, query, now))
     return ranked
@@ -302,7 +315,8 @@ def block_inputs_flow(env: Env, user_id: str, query: str | None, *, profile: str
         candidates = with_core_facts(env, candidates, found[len(found) - len(broad):])
         found = found[: len(found) - len(broad)]
     recalled = yield from rank(env, user_id, candidates, limit=st.block_memory_limit, now=now,
-                               reinforce=False, learned=reads.learned, names=op.refs)
+                               reinforce=False, learned=reads.learned, names=op.refs,
+                               op=op)
     recalled = with_narrative(block_memories(env, recalled),
                               pick_summary(reads.summaries, query, now))
     return BlockInputs(recalled, found[0] if found else (),

@@ -110,6 +110,18 @@ class MemorySettings(BaseModel):
         description="Ranked memories the block is filled from, best first (the token target "
         "usually stops it first: on LoCoMo 40 and 60 hold the same evidence).",
     )
+    rerank_depth: int = Field(
+        default=40, ge=0,
+        description="The reranking stage reorders this many of the best-ranked memories "
+        "with a small learned model over the signals ranking computed (ranks, cosine, "
+        "links, subject, dates; langmem_layer.read.rerank). 0: off. Chosen on LoCoMo by "
+        "leave-one-conversation-out (docs: retrieval).",
+    )
+    rerank_model: str | None = Field(
+        default=None,
+        description="A reranker weights file (JSON) to use instead of the one the package "
+        "ships; benchmarks/locomo_rerank.py writes one.",
+    )
     block_min_relevance: float = Field(
         default=0.2, ge=0, le=1,
         description="A ranked memory enters the block only if its relevance (fused retrieval "

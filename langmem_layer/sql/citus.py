@@ -21,6 +21,16 @@ runs ``distribute()`` after the migrations, in a transaction of its own:
   (``langmem_colocated_shard``: the shard of the target table covering the same hash
   range), as plain local statements; on the coordinator's empty shell table they do
   nothing. The statistics stay exact and in the writing transaction, as on one server.
+- a large user's reads through their own indexes (``langmem_user_matches``,
+  ``langmem_user_ref_matches``, ``langmem_user_nearest[_halfvec]``, called from
+  recall's router statement, so on the worker of the user's shard group) query the
+  user's shard of the table on that node (``langmem_user_relation``), as plain local
+  statements, where a query of the distributed table would be a distributed query
+  nested in a shard's query, which Citus refuses. Called on the coordinator (no
+  shard there) they query the distributed table. They run as their caller (no
+  ``SECURITY DEFINER``): the settings binding a user (``sql/rls.py``) are local to
+  the coordinator's session, so the owner's check of the binding could not pass on
+  a worker; the caller's own policies apply instead.
 
 Nothing here runs on a server without Citus.
 """
@@ -37,6 +47,7 @@ __all__ = [
     "distribute",
     "distribution",
     "has_citus",
+    "migrating",
 ]
 
 #: The table every per-user table is colocated with, and the distribution column.
@@ -47,6 +58,13 @@ DISTRIBUTION_COLUMN = "user_id"
 def has_citus() -> Sql:
     """Whether the database has the Citus extension (one row of ``citus``)."""
     return ("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus", {})
+
+
+def migrating() -> Ddl:
+    """The settings of a transaction running migrations on a cluster: a migration run
+    again (or a new one) may create triggers on tables already distributed, which
+    ``distribute()`` then points at the colocated shards."""
+    return "SET LOCAL citus.enable_unsafe_triggers = on", None
 
 
 def distribution() -> Sql:
@@ -144,6 +162,81 @@ BEGIN
 END $fn$;
 """
 
+# The large user's functions (ddl_features: migration 29's) reading the user's shard on
+# the node where it is (%1$s: langmem_user_relation), as their caller.
+_LARGE_USER_FUNCTIONS = r"""
+CREATE OR REPLACE FUNCTION langmem_user_relation(p_table regclass, p_user text)
+RETURNS text LANGUAGE plpgsql STABLE AS $fn$
+DECLARE s text := shard_name(p_table, get_shard_id_for_distribution_column(p_table, p_user));
+BEGIN
+    IF to_regclass(s) IS NOT NULL THEN RETURN s; END IF;
+    RETURN p_table::text;
+END $fn$;
+CREATE OR REPLACE FUNCTION langmem_user_matches(
+    p_user text, p_query tsquery, p_prefixes text[], p_statuses text[],
+    p_now timestamptz, p_limit integer)
+RETURNS TABLE (prefix text, key text, tsv tsvector)
+LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'SELECT i.prefix, i.key, i.tsv FROM %1$s i
+         WHERE i.user_id = %2$L AND i.is_memory AND i.tsv @@ $1
+           AND i.prefix = ANY($2)
+           AND coalesce(i.moved->>''status'', i.value->>''status'') = ANY($3)
+           AND (i.expires_at IS NULL OR i.expires_at > $4)
+         LIMIT $5', langmem_user_relation('langmem_items', p_user), p_user)
+    USING p_query, p_prefixes, p_statuses, p_now, p_limit;
+END
+$fn$;
+CREATE OR REPLACE FUNCTION langmem_user_ref_matches(
+    p_user text, p_user_refs text[], p_prefixes text[], p_statuses text[],
+    p_now timestamptz)
+RETURNS TABLE (prefix text, key text, refs jsonb)
+LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'SELECT i.prefix, i.key, i.value -> ''refs'' FROM %1$s i
+         WHERE i.user_id = %2$L AND i.is_memory
+           AND langmem_user_refs(i.user_id, i.value -> ''refs'') && $1
+           AND i.prefix = ANY($2)
+           AND coalesce(i.moved->>''status'', i.value->>''status'') = ANY($3)
+           AND (i.expires_at IS NULL OR i.expires_at > $4)',
+        langmem_user_relation('langmem_items', p_user), p_user)
+    USING p_user_refs, p_prefixes, p_statuses, p_now;
+END
+$fn$;
+"""
+
+
+def _nearest(name: str, vector_type: str) -> str:
+    """``langmem_user_nearest`` (of ``vector_type``) on the user's shard."""
+    return f"""
+CREATE OR REPLACE FUNCTION {name}(
+    p_user text, p_model text, p_dims integer, p_query text,
+    p_prefix text, p_prefix_like text, p_limit integer, p_ef integer)
+RETURNS TABLE (prefix text, key text, sim double precision)
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path FROM CURRENT
+SET enable_sort = off
+SET hnsw.iterative_scan = 'relaxed_order'
+SET hnsw.ef_search = 100
+AS $fn$
+BEGIN
+    PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true);
+    RETURN QUERY EXECUTE format(
+        'SELECT e.prefix, e.key, 1 - (e.embedding::{vector_type}(%1$s)
+                                      <=> $1::{vector_type}(%1$s))
+         FROM %4$s e
+         WHERE e.user_id = %2$L AND e.model_id = %3$L
+           AND ($2 IS NULL OR e.prefix = $2 OR e.prefix LIKE $3)
+         ORDER BY e.embedding::{vector_type}(%1$s) <=> $1::{vector_type}(%1$s)
+         LIMIT $4',
+        p_dims, p_user, p_model, langmem_user_relation('langmem_embeddings', p_user))
+    USING p_query, p_prefix, p_prefix_like, p_limit;
+END
+$fn$;
+"""
+
 
 def distribute() -> Ddl:
     """Idempotent DDL distributing the schema (see the module's docstring)."""
@@ -152,6 +245,8 @@ def distribute() -> Ddl:
     maint_qual = f"current_setting('{MAINTENANCE_SETTING}', true) = 'on'"
     user_qual, maint_qual = user_qual.replace("'", "''"), maint_qual.replace("'", "''")
     tables = ", ".join(f"'{t}'" for t in USER_TABLES if t != COLOCATE_WITH)
+    large_user = (_LARGE_USER_FUNCTIONS + _nearest("langmem_user_nearest", "vector")
+                  + _nearest("langmem_user_nearest_halfvec", "halfvec"))
     return _TRIGGER_FUNCTIONS + f"""
     SET LOCAL citus.enable_unsafe_triggers = on;
     DO $dist$
@@ -193,4 +288,4 @@ def distribute() -> Ddl:
         END LOOP;
     END
     $dist$;
-    """, None
+    """ + large_user, None

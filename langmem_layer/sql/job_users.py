@@ -70,13 +70,16 @@ def state(job: str, user_id: str) -> Sql:
 
 def remember(job: str, user_id: str, now: datetime, options: Mapping[str, Any]) -> Sql:
     """Record that ``job`` ran for the user at ``now`` with ``options``, with the
-    fingerprint of the user's data as it stands in this transaction."""
+    fingerprint of the user's data as it stands in this transaction (an ``INSERT ...
+    SELECT``: Citus refuses the fingerprint's subqueries in ``VALUES``). The row a
+    conflict updates is the user's own (``user_id`` leads the key); its update names
+    no parameter (Citus computes the row on the coordinator and would send such a
+    condition without its value)."""
     return (
         f"""INSERT INTO langmem_job_users AS s (user_id, job, ran_now, options, fingerprint)
-        VALUES (%(user_id)s, %(job)s, %(now)s, %(options)s::jsonb, {_FINGERPRINT})
+        SELECT %(user_id)s, %(job)s, %(now)s, %(options)s::jsonb, {_FINGERPRINT}
         ON CONFLICT (user_id, job) DO UPDATE SET ran_now = excluded.ran_now,
-            options = excluded.options, fingerprint = excluded.fingerprint
-        WHERE s.user_id = %(user_id)s""",
+            options = excluded.options, fingerprint = excluded.fingerprint""",
         {**_params(job, user_id), "now": now,
          "options": json.dumps(dict(options), sort_keys=True, default=str)},
     )

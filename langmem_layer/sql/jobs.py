@@ -9,6 +9,13 @@ one: one row per (job, period, shard).
 A shard is ``md5(user_id)`` read as a 32-bit number, modulo the shard count: stable
 across servers, PostgreSQL versions and processes (unlike ``hashtext``), and the
 same in Python (``shard_of``).
+
+On Citus (``distributed=True``) the walk is a plain ``UNION`` of the tables' user
+ids in order, with a limit: Citus runs it on every shard (each shard's first users,
+from its index) and merges the pages, where it refuses the recursive walk across
+shards. A run's times are the runner's clock, given as ``at`` (Citus refuses a
+volatile ``clock_timestamp()`` in an update of the reference table
+``langmem_job_runs``).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from langmem_layer.sql import Sql
@@ -84,19 +92,41 @@ def _walk(after: str, shard: int, shards: int) -> tuple[str, dict[str, Any]]:
     return sql, {"after": after, "shard": shard, "shards": shards}
 
 
-def users(*, after: str | None, shard: int, shards: int, limit: int) -> Sql:
+def _union(after: str, shard: int, shards: int) -> tuple[str, dict[str, Any]]:
+    # The walk on Citus: each table's user ids after ``after``, merged without
+    # duplicates. Citus runs it on each shard (by the index leading with user_id) and
+    # merges the shards' rows; '' is skipped as in the walk.
+    union = "\n            UNION ".join(
+        f"SELECT t.user_id FROM {table} t WHERE t.user_id > %(after)s"
+        for table in USER_TABLES)
+    sql = f"""SELECT u.user_id FROM (
+            {union}) u
+        WHERE {_SHARD.format(col="u.user_id")} = %(shard)s"""
+    return sql, {"after": after, "shard": shard, "shards": shards}
+
+
+def users(*, after: str | None, shard: int, shards: int, limit: int,
+          distributed: bool = False) -> Sql:
     """Up to ``limit`` user ids of ``shard`` (of ``shards``) after ``after``, in order.
 
     The cost is proportional to the users walked (``limit`` × ``shards`` or so), not
-    to the users left, so paging through every user is linear.
+    to the users left, so paging through every user is linear. ``distributed``: the
+    form Citus runs (see the module's docstring), which reads the rows of the users
+    of the page instead of one index probe per user.
     """
+    if distributed:
+        sql, params = _union(after or "", shard, shards)
+        return (f"{sql}\n        ORDER BY u.user_id LIMIT %(limit)s",
+                {**params, "limit": limit})
     sql, params = _walk(after or "", shard, shards)
     return f"{sql}\n        LIMIT %(limit)s", {**params, "limit": limit}
 
 
-def count_users(*, after: str | None, shard: int, shards: int) -> Sql:
-    """How many users of ``shard`` come after ``after`` (one row: ``n``); walks them all."""
-    sql, params = _walk(after or "", shard, shards)
+def count_users(*, after: str | None, shard: int, shards: int,
+                distributed: bool = False) -> Sql:
+    """How many users of ``shard`` come after ``after`` (one row: ``n``); walks them all.
+    ``distributed`` as in ``users``."""
+    sql, params = (_union if distributed else _walk)(after or "", shard, shards)
     return f"SELECT count(*) AS n FROM ({sql}) s", params
 
 
@@ -129,18 +159,19 @@ def _run(job: str, period: str, shard: str) -> dict[str, Any]:
     return {"job": job, "period": period, "shard": shard}
 
 
-def claim(job: str, period: str, shard: str) -> Sql:
-    """Create the run's row unless it exists; returns the row as it now stands."""
+def claim(job: str, period: str, shard: str, *, at: datetime) -> Sql:
+    """Create the run's row, started ``at``, unless it exists; returns the row as it
+    now stands."""
     return (
         f"""WITH new AS (
-            INSERT INTO langmem_job_runs (job, period, shard) VALUES (%(job)s, %(period)s,
-                %(shard)s)
+            INSERT INTO langmem_job_runs (job, period, shard, started_at)
+            VALUES (%(job)s, %(period)s, %(shard)s, %(at)s)
             ON CONFLICT (job, period, shard) DO NOTHING
             RETURNING {_COLUMNS})
         SELECT {_COLUMNS}, true AS created FROM new
         UNION ALL
         SELECT {_COLUMNS}, false AS created FROM langmem_job_runs WHERE {_RUN}""",
-        _run(job, period, shard),
+        {**_run(job, period, shard), "at": at},
     )
 
 
@@ -150,14 +181,14 @@ def period_runs(job: str, period: str) -> Sql:
             "AND period = %(period)s", {"job": job, "period": period})
 
 
-def restart(job: str, period: str, shard: str) -> Sql:
-    """Start the run over (``--force``): no cursor, no counts, not finished."""
+def restart(job: str, period: str, shard: str, *, at: datetime) -> Sql:
+    """Start the run over ``at`` (``--force``): no cursor, no counts, not finished."""
     return (
         f"""UPDATE langmem_job_runs SET cursor = NULL, users = 0, counts = '{{}}'::jsonb,
-            tokens = 0, started_at = clock_timestamp(), finished_at = NULL, error = NULL,
+            tokens = 0, started_at = %(at)s, finished_at = NULL, error = NULL,
             failures = '{{}}'::jsonb
         WHERE {_RUN} RETURNING {_COLUMNS}""",
-        _run(job, period, shard),
+        {**_run(job, period, shard), "at": at},
     )
 
 
@@ -196,16 +227,18 @@ def user_failed(job: str, period: str, shard: str, user_id: str, error: str) -> 
     as ``failed`` and keep its error (the first ``KEPT_FAILURES`` users').
 
     Returns no row when the cursor is already at or past the user (another runner).
+    The kept errors are counted and added with IMMUTABLE functions (Citus refuses
+    other functions, and subqueries, in the CASE of an update).
     """
     return (
         f"""UPDATE langmem_job_runs r SET cursor = %(user_id)s,
             counts = jsonb_set(r.counts, '{{failed}}',
                                to_jsonb(coalesce((r.counts ->> 'failed')::bigint, 0) + 1)),
-            failures = CASE WHEN (SELECT count(*) FROM jsonb_object_keys(r.failures))
-                                 < %(kept)s
-                            THEN r.failures || jsonb_build_object(%(user_id)s::text,
-                                                                  %(error)s::text)
-                            ELSE r.failures END
+            failures = r.failures || CASE
+                WHEN jsonb_array_length(jsonb_path_query_array(r.failures, '$.keyvalue()'))
+                     < %(kept)s
+                THEN jsonb_object(ARRAY[%(user_id)s::text, %(error)s::text])
+                ELSE '{{}}'::jsonb END
         WHERE {_RUN} AND r.finished_at IS NULL
           AND (r.cursor IS NULL OR r.cursor < %(user_id)s)
         RETURNING r.cursor""",
@@ -214,14 +247,14 @@ def user_failed(job: str, period: str, shard: str, user_id: str, error: str) -> 
     )
 
 
-def finish(job: str, period: str, shard: str, *, counts: Mapping[str, int] | None = None,
-           error: str | None = None) -> Sql:
-    """Mark the run finished; ``counts`` replaces the row's (whole-store jobs)."""
+def finish(job: str, period: str, shard: str, *, at: datetime,
+           counts: Mapping[str, int] | None = None, error: str | None = None) -> Sql:
+    """Mark the run finished ``at``; ``counts`` replaces the row's (whole-store jobs)."""
     return (
-        f"""UPDATE langmem_job_runs SET finished_at = clock_timestamp(), error = %(error)s,
+        f"""UPDATE langmem_job_runs SET finished_at = %(at)s, error = %(error)s,
             counts = coalesce(%(counts)s::jsonb, counts)
         WHERE {_RUN} RETURNING {_COLUMNS}""",
-        {**_run(job, period, shard), "error": error,
+        {**_run(job, period, shard), "error": error, "at": at,
          "counts": None if counts is None else json.dumps(dict(counts))},
     )
 

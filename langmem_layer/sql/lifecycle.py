@@ -132,21 +132,21 @@ def _score_counts(a: str) -> str:
 def _write_scores(a: str) -> str:
     """The CTEs ``up`` and ``ins`` storing the changed scores of rows ``a``.
 
-    A score already stored is updated by its row address (``at``, a TID scan: the
-    statement read that row); a memory scored for the first time gets its row (a
-    concurrent first score of the same memory is taken over, not an error).
+    A score already stored (``stored``: the scan read its row) is updated by its
+    primary key; a memory scored for the first time gets its row (a concurrent first
+    score of the same memory is taken over, not an error).
     """
     return f"""up AS (
             UPDATE langmem_decay s SET decay = {a}.new
             FROM {a}
-            WHERE s.user_id = %(user_id)s AND s.ctid = {a}.at AND {a}.at IS NOT NULL
-              AND {a}.new IS DISTINCT FROM {a}.old
+            WHERE s.user_id = %(user_id)s AND s.prefix = {a}.prefix AND s.key = {a}.key
+              AND {a}.stored AND {a}.new IS DISTINCT FROM {a}.old
             RETURNING 1
         ),
         ins AS (
             INSERT INTO langmem_decay AS s (user_id, prefix, key, decay)
             SELECT %(user_id)s, {a}.prefix, {a}.key, {a}.new FROM {a}
-            WHERE {a}.at IS NULL AND {a}.new IS NOT NULL
+            WHERE NOT {a}.stored AND {a}.new IS NOT NULL
             ON CONFLICT (user_id, prefix, key) DO UPDATE SET decay = EXCLUDED.decay
             RETURNING 1
         )"""
@@ -171,7 +171,7 @@ def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_be
         params.update(named)
     # The rules' candidates come from the scores' scan: one read of the user's rows a
     # night instead of one per rule.
-    scored = f"""SELECT i.prefix, i.key, s.decay AS old, s.ctid AS at,
+    scored = f"""SELECT i.prefix, i.key, s.decay AS old, s.key IS NOT NULL AS stored,
                    {decay_expression()} AS new{moves}
             {_SCANNED}"""
     counts = f"SELECT {_score_counts('d')}"
@@ -208,11 +208,11 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
     """
     params: dict[str, Any] = {"user_id": user_id, "now": now, "now_iso": utc_iso(now),
                               "half_life": half_life_days, "flag": flag_below}
-    carried = ("i.tid, i.user_id, i.prefix, i.key, i.is_memory, i.access, i.value, "
-               "i.updated_at, i.old, i.at, i.new")
-    stage = f"""SELECT i.ctid AS tid, i.user_id, i.prefix, i.key, i.is_memory, i.access,
-                   i.value, i.updated_at, i.moved, i.moved_at, s.decay AS old, s.ctid AS at,
-                   {decay_expression()} AS new
+    carried = ("i.version, i.user_id, i.prefix, i.key, i.is_memory, i.access, i.value, "
+               "i.updated_at, i.old, i.stored, i.new")
+    stage = f"""SELECT i.xmin AS version, i.user_id, i.prefix, i.key, i.is_memory, i.access,
+                   i.value, i.updated_at, i.moved, i.moved_at, s.decay AS old,
+                   s.key IS NOT NULL AS stored, {decay_expression()} AS new
             {_SCANNED}"""
     hits: list[str] = []
     for n, rule in enumerate(rules):
@@ -234,7 +234,7 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
     # The stored result keeps the moved state of the memories moved only: the others'
     # would make it spill to disk for nothing.
     any_hit = " OR ".join(hits) or "false"
-    stage = (f"SELECT i.tid, i.prefix, i.key, i.old, i.at, i.new, "
+    stage = (f"SELECT i.version, i.prefix, i.key, i.old, i.stored, i.new, "
              f"{', '.join(hits) or 'false AS m'}, "
              f"CASE WHEN {any_hit} THEN i.moved END AS moved, i.moved_at "
              f"FROM ({stage} OFFSET 0) i")
@@ -242,16 +242,20 @@ def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,
     flags = ", ".join(["1"] + [f"f.m{n}" for n in range(len(rules))])
     counts = "".join(f", (SELECT count(*) FROM mv WHERE mv.m{n}) AS moved_{n}"
                      for n in range(len(rules)))
-    # The memory rows are found again by the address the scan read them at (a TID
-    # scan): under a concurrent change that address holds an older version and the
-    # row is skipped. Only MOVE_COLUMNS are set. The scores as in rescore_decay.
+    # The memory rows are found again by their primary key (one index probe per memory
+    # moved), and only in the version the scan read (``xmin``, the transaction that
+    # wrote it): under a concurrent change the row's newer version fails the check
+    # and the row is skipped. Not by its address (ctid): Citus refuses a modification
+    # by ctid in a statement it plans in steps, as it does this one (its INSERT of
+    # first scores). Only MOVE_COLUMNS are set. The scores as in rescore_decay.
     return (
         f"""WITH f AS MATERIALIZED ({stage}),
         {_write_scores('f')},
         mv AS (
             UPDATE langmem_items i SET {sets}
             FROM f
-            WHERE i.user_id = %(user_id)s AND i.ctid = f.tid AND ({any_moved})
+            WHERE i.user_id = %(user_id)s AND i.prefix = f.prefix AND i.key = f.key
+              AND i.xmin = f.version AND ({any_moved})
             RETURNING {flags}
         )
         SELECT {_score_counts('f')}{counts}

@@ -35,9 +35,11 @@ __all__ = [
     "index_state",
     "lock_setup",
     "migration",
+    "migration_statements",
     "online_indexes",
     "record_version",
     "set_lock_timeout",
+    "split_statements",
 ]
 
 
@@ -65,6 +67,70 @@ def applied_versions() -> Sql:
 def migration(version: int) -> Ddl:
     """The DDL of migration ``version``."""
     return MIGRATIONS[version], None
+
+
+def split_statements(text: str) -> list[str]:
+    """``text``'s SQL statements, one per item, without the comments between them.
+
+    Splits at the semicolons outside quotes ('...', "..."), dollar quotes (``$fn$``,
+    ``$$``) and comments (``--``, nested ``/* */``).
+    """
+    out: list[str] = []
+    start = i = 0
+    n = len(text)
+    dollar = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
+    while i < n:
+        ch = text[i]
+        if ch == "-" and text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif ch == "/" and text.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if text.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif text.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        elif ch in "'\"":
+            i += 1
+            while i < n:
+                if text[i] == ch:
+                    if text.startswith(ch * 2, i):  # a doubled quote inside
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+        elif ch == "$" and (m := dollar.match(text, i)) and not (
+                i and (text[i - 1].isalnum() or text[i - 1] == "_")):
+            end = text.find(m.group(0), m.end())
+            i = n if end < 0 else end + len(m.group(0))
+        elif ch == ";":
+            out.append(text[start:i])
+            start = i = i + 1
+        else:
+            i += 1
+    out.append(text[start:])
+    return [s.strip() for s in out if _code(s)]
+
+
+def _code(statement: str) -> bool:
+    """Whether ``statement`` holds more than whitespace and comments."""
+    return bool(re.sub(r"--[^\n]*|/\*.*?\*/", "", statement, flags=re.DOTALL).strip())
+
+
+def migration_statements(version: int) -> list[Ddl]:
+    """The statements of migration ``version``, each sent on its own.
+
+    One command per statement: Citus sends a command on a distributed table to its
+    workers with the statement's text, and refuses a text of several commands
+    ('cannot insert multiple commands into a prepared statement'); a migration run
+    again on tables already distributed (after the version table was lost) or a new
+    migration on a cluster sends its commands one by one, in the migration's transaction.
+    """
+    return [(s, None) for s in split_statements(MIGRATIONS[version])]
 
 
 def record_version(version: int) -> Sql:
@@ -97,40 +163,13 @@ _CREATE_INDEX = re.compile(
     re.IGNORECASE | re.DOTALL)
 
 
-def _statements(ddl: str) -> list[str]:
-    """``ddl``'s top-level statements: split on ``;`` outside quotes and dollar quotes
-    (function bodies and DO blocks stay whole)."""
-    out, start, i, quote = [], 0, 0, None
-    while i < len(ddl):
-        if quote is not None:
-            if ddl.startswith(quote, i):
-                i += len(quote)
-                quote = None
-                continue
-        elif ddl[i] == "'":
-            quote = "'"
-        elif ddl[i] == "$" and (m := re.match(r"\$\w*\$", ddl[i:])):
-            quote = m.group(0)
-            i += len(quote)
-            continue
-        elif ddl.startswith("--", i):
-            i = ddl.find("\n", i) if ddl.find("\n", i) != -1 else len(ddl)
-            continue
-        elif ddl[i] == ";":
-            out.append(ddl[start:i])
-            start = i + 1
-        i += 1
-    out.append(ddl[start:])
-    return [s.strip() for s in out if s.strip()]
-
-
 def online_indexes(version: int) -> list[OnlineIndex]:
     """The indexes migration ``version`` creates, each as a ``CREATE INDEX CONCURRENTLY``
     statement: ``setup()`` builds those on tables that already exist before it runs the
     migration, whose own ``CREATE INDEX IF NOT EXISTS`` then finds them (an index build
     in the migration's transaction would block the table's writes until it commits)."""
     found = []
-    for statement in _statements(MIGRATIONS[version]):
+    for statement in split_statements(MIGRATIONS[version]):
         if (m := _CREATE_INDEX.match(statement)) is not None:
             unique, name, table, rest = m.groups()
             found.append(OnlineIndex(name, table, (

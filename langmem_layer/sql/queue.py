@@ -62,21 +62,27 @@ def enqueue(
               "thread_id": thread_id, "agent_id": agent_id, "messages": messages_json,
               "turn_at": turn_at, "now": now}
     leased_cols = leased_values = ""
-    returning = "u.id"
     if lease_until is not None:
         leased_cols, leased_values = ", locked_until, attempts", ", %(lease)s, 1"
-        returning = f"""{_ENTRY},
-                  EXISTS (SELECT 1 FROM langmem_extraction_queue q
-                          WHERE q.user_id = %(user_id)s AND {_CLAIMABLE}) AS others"""
         params["lease"] = lease_until
-    return (
-        f"""INSERT INTO langmem_extraction_queue AS u
+    insert = f"""INSERT INTO langmem_extraction_queue AS u
             (user_id, dedupe_key, profile, thread_id, agent_id, messages, turn_at,
              enqueued_at, next_attempt_at{leased_cols})
         VALUES (%(user_id)s, %(key)s, %(profile)s, %(thread_id)s, %(agent_id)s,
                 %(messages)s::jsonb, %(turn_at)s, %(now)s, %(now)s{leased_values})
-        ON CONFLICT (user_id, dedupe_key) DO NOTHING
-        RETURNING {returning}""",
+        ON CONFLICT (user_id, dedupe_key) DO NOTHING"""
+    if lease_until is None:
+        return f"{insert}\n        RETURNING u.id", params
+    # ``others`` outside the INSERT (Citus refuses a subquery in an INSERT's RETURNING),
+    # and not counting the new row: Citus runs the INSERT of a CTE as a step of its own,
+    # whose row the rest of the statement then sees.
+    return (
+        f"""WITH queued AS ({insert}
+        RETURNING {_ENTRY})
+        SELECT u.*, EXISTS (SELECT 1 FROM langmem_extraction_queue q
+                            WHERE q.user_id = %(user_id)s AND {_CLAIMABLE}
+                              AND q.id <> u.id) AS others
+        FROM queued u""",
         params,
     )
 

@@ -129,11 +129,15 @@ class Maintenance(ItemHandlers, Execution):
         yield Query(*migsql.lock_setup())
         yield Query(*migsql.set_lock_timeout())
         done = {r["v"] for r in (yield Query(*migsql.applied_versions()))}
+        if len(done) < len(migsql.MIGRATIONS) and (yield Query(*citussql.has_citus()))[0]["citus"]:
+            # Migrations on tables already distributed (sql/citus.py).
+            yield Query(*citussql.migrating())
         applied = []
         for version in range(len(migsql.MIGRATIONS)) if only is None else [only]:
             if version in done:
                 continue
-            yield Query(*migsql.migration(version))
+            for statement in migsql.migration_statements(version):
+                yield Query(*statement)
             yield Query(*migsql.record_version(version))
             applied.append(version)
         return applied
