@@ -137,11 +137,11 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "(docs/isolation.md); with a user it binds i.user_id",
     ),
     Allowed(
-        "reextract.fallback_turns",
+        "reextraction.fallback_turns",
         r"^select user_id, turn_key, .* from langmem_reextract order by recorded_at, "
         r"user_id, turn_key limit ",
-        "the reextract job over every user (sql/reextract.fallback_turns with user_id "
-        "None): reads waiting turns oldest first across users for maintenance, and "
+        "the reextract job over every user (store/ops/reextraction.fallback_turns with "
+        "user_id None): reads waiting turns oldest first across users for maintenance, and "
         "re-ingests each under its own user_id; never reaches a request's results",
     ),
     Allowed(
@@ -155,15 +155,17 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "working.idle_threads",
         r"^select user_id, thread_id, profile, agent_id, last_active_at from langmem_threads "
         r"where closed_at is null and last_active_at < ",
-        "the session sweeper's list (sql/working.idle_threads): thread ids and activity "
-        "times, no content; each thread is then closed under its own user (close_thread)",
+        "the session sweeper's list (store/ops/working.idle_threads): thread ids and "
+        "activity times, no content; each thread is then closed under its own user "
+        "(close_thread)",
     ),
     Allowed(
         "working.users_with_expired_messages",
         r"^select user_id from langmem_messages where at < .* union select user_id from "
         r"langmem_threads where closed_at < ",
-        "the message log's retention user list (sql/working.users_with_expired_messages): "
-        "user ids only; the purge then runs per user",
+        "the message log's retention user list "
+        "(store/ops/working.users_with_expired_messages): user ids only; the purge then "
+        "runs per user",
     ),
     Allowed(
         "cache.lookup_cached",

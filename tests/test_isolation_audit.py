@@ -18,8 +18,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.sql import cache, items, jobs, migrations, queue, reextract, vector, working
+from langmem_layer.sql import cache, items, jobs, migrations, queue, vector
 from langmem_layer.store import ops as mops
+from langmem_layer.store.ops import reextraction, working
 from tests import audit
 from tests.fakes import Clock
 
@@ -106,7 +107,7 @@ ALLOWED_BUILDERS = {
     "queue.backlog": queue.backlog(NOW),
     "cache.stale_cache_users": cache.stale_cache_users(NOW),
     "items.list_prefixes": items.list_prefixes(None, "memories", NOW),
-    "reextract.fallback_turns": reextract.fallback_turns(None, 10),
+    "reextraction.fallback_turns": reextraction.fallback_turns(None, 10),
     "cache.lookup_cached": cache.lookup_cached("m", [("alice", "h")], NOW),
     "items.delete_embeddings": items.delete_embeddings([("alice", "p", "k")], "m"),
     "items.replace_embeddings": items.replace_embeddings(
@@ -134,7 +135,7 @@ def test_every_allowlist_entry_is_met() -> None:
 
 def test_the_user_bound_forms_of_allowed_builders_bind() -> None:
     assert audit.check(items.list_prefixes("alice", "memories", NOW)[0]) == []
-    assert audit.check(reextract.fallback_turns("alice", 10)[0]) == []
+    assert audit.check(reextraction.fallback_turns("alice", 10)[0]) == []
     # A multi-user batch's cache rows: each inserted under its own user_id.
     assert audit.check(cache.upsert_cached("m", [("alice", "h", [0.5])], NOW)[0]) == []
     assert audit.allowed(items.list_prefixes("alice", "memories", NOW)[0]) is not None

@@ -22,8 +22,8 @@ from langmem_layer import (
     Policy,
     Status,
 )
-from langmem_layer.sql import memory as msql
 from langmem_layer.store.ops import ExportOp, LinkOp, LinksOp
+from langmem_layer.store.ops import memory as msql
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.fakes import Clock
 

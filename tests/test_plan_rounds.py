@@ -2,12 +2,12 @@
 
 A round is the next statement and the pending statements of the steps after it, as
 long as no op can see another's statements out of the batch's order: free ops
-(``FREE_OPS``) share rounds, an op that is not free joins only after every earlier
-statement of the round was its handler's last, and a round holds one statement that
-sets transaction settings (``langmem_layer.store.plan``). Bindings may differ within a
-round. :class:`~langmem_layer.store.driver.Rounds` lays each round out as the
-store sends it: BEGIN, bindings, COMMIT with the last round when the plan can tell, and
-neither for a batch done in one round. With a vector index, the read a turn makes goes
+(``Operation.free``, ``FREE_OPS``) share rounds, an op that is not free joins only
+after every earlier statement of the round was its handler's last, and a round holds
+one statement that sets transaction settings (``langmem_layer.store.plan``). Bindings
+may differ within a round. :class:`~langmem_layer.store.driver.Rounds` lays each round
+out as the store sends it: BEGIN, bindings, COMMIT with the last round when the plan
+can tell, and neither for a batch done in one round. With a vector index, the read a turn makes goes
 out in two rounds.
 """
 
@@ -240,7 +240,7 @@ def test_the_read_of_a_turn_is_one_round_once_the_store_knows_the_user(
     for user in ("alice", "bob"):
         layer.ingest(user, [HumanMessage("I live in Lisbon and I work at Acme.")],
                      thread_id="t1")
-    store._index_dims.pop("bob")  # as if this process had never read bob's memories
+    store.forget_index("bob")  # as if this process had never read bob's memories
     rounds.clear()
     layer.threads.load_thread("bob", [HumanMessage("Where do I live?")], "Where do I live?",
                       thread_id="t1", reinforce=False)

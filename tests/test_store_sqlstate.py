@@ -23,7 +23,7 @@ from langmem_layer.errors import (
 )
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.db_errors import TRANSACTION_ATTEMPTS, translate
-from langmem_layer.store.handlers.registry import Registry, handles
+from langmem_layer.store.ops.dispatch import Registry, handles
 from langmem_layer.store.plan import Handler, Query
 from langmem_layer.store.sync import PostgresMemoryStore
 

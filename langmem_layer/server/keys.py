@@ -30,8 +30,8 @@ from typing import Any
 
 from langmem_layer.errors import MissingUserError
 from langmem_layer.flow import require_user
-from langmem_layer.store.ops import keys as kops
-from langmem_layer.store.ops.keys import ApiKey
+from langmem_layer.store.ops import api_keys as kops
+from langmem_layer.store.ops.api_keys import ApiKey
 
 __all__ = [
     "ApiKey",

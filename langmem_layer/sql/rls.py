@@ -60,8 +60,8 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool,
             DDL such as a user's own index needs the owner).
         commit_async: Also let the transaction commit without waiting for its WAL to
             reach the disk (``synchronous_commit`` off, for this transaction only): for
-            transactions that write nothing a crash must keep (see
-            ``ASYNC_COMMIT_OPS``).
+            transactions that write nothing a crash must keep (the ops registered
+            with ``async_commit``, ``langmem_layer.store.ops.dispatch.Operation``).
     """
     value = "" if user_id is None else "=" + user_id
     maintenance = "on" if user_id is None else ""

@@ -1,13 +1,14 @@
-"""SQL of learned agent trust: count an agent's checkable writes, read a user's
-counts. Every statement binds the user with an equality predicate."""
+"""SQL of learned agent trust that the ``sql`` room itself uses: the table (a migration
+of ``ddl_features``) and the read of a user's counts (joined into a turn's reads by
+``summaries.with_trust``). The ops, the count and the handlers are in
+``langmem_layer.store.ops.trust``. The statement binds the user with an equality
+predicate."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from langmem_layer.sql import Sql
 
-__all__ = ["TRUST_TABLE", "count", "counts"]
+__all__ = ["TRUST_TABLE", "counts"]
 
 
 #: The table (a migration): per user, agent and kind ('' = all kinds), the agent's
@@ -23,26 +24,6 @@ TRUST_TABLE = """
         PRIMARY KEY (user_id, agent_id, kind)
     );
 """
-
-
-def count(user_id: str, agent_id: str, kind: str, confirmed: int, total: int,
-          now: datetime) -> Sql:
-    """Add ``confirmed`` / ``total`` to the agent's counts, overall (kind ``''``) and for
-    ``kind``, in one statement; concurrent counts add up (no read-modify-write). The row
-    updated on a conflict is the user's own (``user_id`` leads the key); a condition
-    naming a parameter there is not sent by Citus with its value (the insert's rows are
-    computed on the coordinator), so there is none."""
-    return (
-        """INSERT INTO langmem_agent_trust AS t
-               (user_id, agent_id, kind, confirmed, total, updated_at)
-        SELECT %(user_id)s, %(agent_id)s, k, %(confirmed)s, %(total)s, %(now)s
-        FROM unnest(%(kinds)s::text[]) AS k
-        ON CONFLICT (user_id, agent_id, kind) DO UPDATE
-        SET confirmed = t.confirmed + excluded.confirmed, total = t.total + excluded.total,
-            updated_at = excluded.updated_at""",
-        {"user_id": user_id, "agent_id": agent_id, "confirmed": confirmed, "total": total,
-         "now": now, "kinds": sorted({"", kind})},
-    )
 
 
 def counts(user_id: str) -> Sql:

@@ -1,26 +1,21 @@
-"""SQL for erasing a user: every per-user table, and a deleted memory's traces.
+"""The per-user tables, and the SQL that erases a deleted memory's traces.
 
-Builders return ``(sql, params)`` and do no I/O; each binds ``user_id`` with an
-equality predicate. ``USER_TABLES`` is the one list of per-user tables that
-``delete_user_rows`` erases; a test reads the catalog and fails when a table with
-a ``user_id`` column is missing from it, so a new table cannot be forgotten.
+``USER_TABLES`` is the one list of per-user tables, which erasing a user
+(``langmem_layer.store.ops.erasure``) empties; a test reads the catalog and fails
+when a table with a ``user_id`` column is missing from it, so a new table cannot be
+forgotten. It stays here, in the ``sql`` room, because ``sql/citus.py`` distributes
+those tables. Builders return ``(sql, params)`` and do no I/O; each binds ``user_id``
+with an equality predicate.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from psycopg import sql
-
-from langmem_layer.sql import Sql
-
 __all__ = [
     "KEYS_TABLE",
     "USER_TABLES",
-    "delete_user_rows",
-    "drop_index",
     "forget_memory_traces",
-    "user_index_names",
 ]
 
 #: Every table holding per-user rows, in deletion order: rows that reference others
@@ -48,36 +43,6 @@ USER_TABLES: tuple[str, ...] = (
 
 #: The per-user table of API keys (kept by a reset that keeps the user's access).
 KEYS_TABLE = "langmem_api_keys"
-
-
-def delete_user_rows(table: str, user_id: str) -> Sql:
-    """Delete the user's rows of one of ``USER_TABLES``; returns a ``deleted`` count.
-
-    Raises:
-        ValueError: ``table`` is not in ``USER_TABLES`` (table names are never
-            taken from input).
-    """
-    if table not in USER_TABLES:
-        raise ValueError(f"{table!r} is not a per-user table")
-    return (
-        f"""WITH gone AS (DELETE FROM {table} WHERE user_id = %(user_id)s RETURNING 1)
-        SELECT count(*) AS deleted FROM gone""",
-        {"user_id": user_id},
-    )
-
-
-def user_index_names(user_id: str) -> Sql:
-    """The user's own ANN indexes (their predicates name the user, so they go too)."""
-    return (
-        """SELECT index_name FROM langmem_vector_indexes WHERE user_id = %(user_id)s
-        ORDER BY index_name""",
-        {"user_id": user_id},
-    )
-
-
-def drop_index(name: str) -> tuple[Any, None]:
-    """Drop one index by name, if it exists (a statement without parameters)."""
-    return sql.SQL("DROP INDEX IF EXISTS {name}").format(name=sql.Identifier(name)), None
 
 
 def forget_memory_traces(user_id: str, key: str) -> list[tuple[str, dict[str, Any]]]:

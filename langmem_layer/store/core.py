@@ -6,11 +6,10 @@ The parts live in their own modules:
 
 - ``options``: the index configuration;
 - ``tenancy``: namespace validation, namespace → user;
-- ``registry``: the op → handler table, built once per class;
-- ``items``: LangGraph's ``BaseStore`` ops;
-- ``memory``: recall, links, export and import;
-- ``queue``, ``working``;
-- ``maintenance``: migrations, sweeps, indexes of large users;
+- ``ops``: the memory ops, one module per family with their SQL and handlers, each op
+  registered with its handler and traits (``ops/dispatch.py``);
+- ``base_store``: LangGraph's ``BaseStore`` ops, methods of the core;
+- ``maintenance``: migrations and the maintenance jobs;
 - ``driver``: the one execution of a plan, for both stores.
 """
 
@@ -24,19 +23,12 @@ from typing import Any, Literal, cast
 from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp, ensure_embeddings
 
 from langmem_layer.sql.rls import APP_ROLE
-from langmem_layer.store import ops as mops
+from langmem_layer.store.base_store import listing_user
 from langmem_layer.store.embedding import models as embeddings
 from langmem_layer.store.embedding.work import RETRY_BASE_DELAY, default_max_input_tokens
-from langmem_layer.store.handlers.items import listing_user
-from langmem_layer.store.handlers.keys import KeyHandlers
-from langmem_layer.store.handlers.lifecycle import LifecycleHandlers
-from langmem_layer.store.handlers.memory import MemoryHandlers
-from langmem_layer.store.handlers.queue import QueueHandlers
-from langmem_layer.store.handlers.trust import TrustHandlers
-from langmem_layer.store.handlers.users import UserHandlers
-from langmem_layer.store.handlers.working import WorkingHandlers
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.ops import GetManyOp
+from langmem_layer.store.ops.dispatch import OPERATIONS, Context
 from langmem_layer.store.options import (
     MemoryIndexConfig,
     check_index_config,
@@ -48,55 +40,50 @@ from langmem_layer.store.options import (
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
 from langmem_layer.types import MEMORY_ROOT
 
-__all__ = ["ANN_MIN_USER_VECTORS", "ASYNC_COMMIT_OPS", "ASYNC_HOOKS", "FREE_OPS",
-           "MAINTENANCE_OPS", "OWNER_OPS", "SYNC_HOOKS", "MemoryIndexConfig", "Plan",
-           "StoreCore"]
+__all__ = ["ANN_MIN_USER_VECTORS", "ASYNC_HOOKS", "FREE_OPS", "SYNC_HOOKS",
+           "MemoryIndexConfig", "Plan", "StoreCore", "commits_async", "is_free",
+           "runs_as_owner", "spans_users"]
 
 #: Which of the hooks ``StoreCore.on_close`` registers a store runs at close
 #: (``_closing_hooks``): the sync store the plain ones, the async store the coroutines.
 SYNC_HOOKS, ASYNC_HOOKS = 0, 1
 
-#: Ops that span users: their statements run under the maintenance bypass of
-#: row-level security, except the per-user statements they bind themselves
-#: (``Query(..., bind=Binding(user))``). A claim or re-extraction without a user, and
-#: a namespace listing without one, are of this kind too.
-MAINTENANCE_OPS: tuple[type, ...] = (
-    mops.SweepExpiredOp, mops.PurgeEmbeddingCacheOp, mops.LargeUsersOp, mops.IdleThreadsOp,
-    mops.PurgeMessagesOp,
-)
-#: Ops whose statements run as the session's own role, not the app role: they create
-#: or drop a user's own indexes, which only the tables' owner may do. Still bound to
-#: their user.
-OWNER_OPS: tuple[type, ...] = (mops.IndexUserOp, mops.DeleteUserOp)
-#: Ops that may share round trips with the consecutive ones of their batch
-#: (``Plan.next_round <langmem_layer.store.plan.Plan.next_round>``): the reads of a
-#: turn, and one-statement writes of a turn's bookkeeping. A round keeps the batch's
-#: order of statements, so only a step's second statement (recall's candidates after
-#: its index lookup, a search's TTL refresh) can run after a later op's first; none of
-#: the writes here touches a table those read (items, links, embeddings): they write
-#: the queue, the message and ingest logs, and the thread's activity stamp.
-FREE_OPS: frozenset[type] = frozenset({
-    mops.RecallOp, mops.TrustOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
-    GetOp, SearchOp, ListNamespacesOp, GetManyOp,
-    mops.TouchThreadOp, mops.EnqueueOp, mops.LogMessagesOp, mops.LogIngestOp,
-    mops.CompleteEntryOp, mops.TurnStartOp, mops.TurnReadsOp,
-})
-
-#: Ops a batch of nothing else may commit without waiting for its WAL to reach the disk
-#: (``synchronous_commit`` off for that transaction alone): a turn's reads, and the
-#: thread's activity stamp read with them. A crash can lose the last fraction of a
-#: second of such commits: a stamp, so the session sweeper sees the thread idle a
-#: moment early (its next turn reopens it), or a query's vector in the embedding
-#: cache, computed again. Never a memory, a queued turn or a log entry: a batch holding
-#: any other op commits as usual.
-ASYNC_COMMIT_OPS: frozenset[type] = frozenset({
-    mops.RecallOp, mops.TrustOp, mops.SummaryCandidatesOp, mops.RecentMessagesOp,
-    mops.TurnReadsOp, mops.TouchThreadOp, mops.TurnStartOp,
-})
+#: LangGraph's own ops that may share round trips with the consecutive ones of their
+#: batch, like the memory ops registered ``free`` (``Operation.free``): LangGraph's
+#: classes cannot carry the trait, and their handlers (``ItemHandlers``) stay methods
+#: of the core. ``GetManyOp`` is the async store's batch of ``aget`` calls.
+FREE_OPS: frozenset[type] = frozenset({GetOp, SearchOp, ListNamespacesOp, GetManyOp})
 
 
-class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers, MemoryHandlers,
-                Maintenance, KeyHandlers, TrustHandlers):
+def spans_users(kind: type) -> bool:
+    """Whether ops of this type span users (``Operation.maintenance``): their statements
+    run under the maintenance bypass of row-level security, except the per-user ones
+    they bind themselves."""
+    registered = OPERATIONS.get(kind)
+    return registered is not None and registered.maintenance
+
+
+def runs_as_owner(kind: type) -> bool:
+    """Whether ops of this type run as the tables' owner (``Operation.owner``)."""
+    registered = OPERATIONS.get(kind)
+    return registered is not None and registered.owner
+
+
+def is_free(kind: type | None) -> bool:
+    """Whether ops of this type may share round trips (``Operation.free``,
+    ``FREE_OPS``)."""
+    registered = OPERATIONS.get(kind) if kind is not None else None
+    return registered.free if registered else kind in FREE_OPS
+
+
+def commits_async(kind: type | None) -> bool:
+    """Whether a batch of nothing but such ops may commit without waiting for its WAL
+    (``Operation.async_commit``)."""
+    registered = OPERATIONS.get(kind) if kind is not None else None
+    return registered is not None and registered.async_commit
+
+
+class StoreCore(Maintenance):
     """Configuration and operation handlers shared by the sync and async stores.
 
     Args:
@@ -191,7 +178,7 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         """Whom an op's statements act for under row-level security (sql/rls.py).
 
         The user its namespace or ``user_id`` names; the maintenance bypass for the
-        ops that span users (``MAINTENANCE_OPS``, a claim or re-extraction without
+        ops that span users (``spans_users``, a claim or re-extraction without
         a user, a namespace listing across tenants).
         """
         if isinstance(op, (PutOp, GetOp, GetManyOp)):
@@ -201,12 +188,12 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
         if isinstance(op, ListNamespacesOp):
             user = listing_user(op, self.tenant_roots)
             return MAINTENANCE if user is None else Binding(user)
-        if isinstance(op, MAINTENANCE_OPS):
+        if spans_users(type(op)):
             return MAINTENANCE
         user = getattr(op, "user_id", None)
         if user is None:
             return MAINTENANCE
-        return Binding(user, owner=isinstance(op, OWNER_OPS))
+        return Binding(user, owner=runs_as_owner(type(op)))
 
     def plan(self, ops: Iterable[Op | Any], *, validated: bool = False) -> Plan:
         """Turn a batch of ops into a ``Plan``. Consecutive puts of one user share
@@ -237,9 +224,14 @@ class StoreCore(UserHandlers, QueueHandlers, WorkingHandlers, LifecycleHandlers,
                 continue
             flush()
             kind = type(op)
-            steps.append(Step([i], self._handler(op), bind=bind, free=kind in FREE_OPS,
+            steps.append(Step([i], self._handler(op), bind=bind, free=is_free(kind),
                               kind=kind))
         flush()
         return Plan(steps, size, self.dims, self.model_id, now=self.now(),
                     max_input_tokens=self.max_input_tokens,
-                    commit_async=all(step.kind in ASYNC_COMMIT_OPS for step in steps))
+                    commit_async=all(commits_async(step.kind) for step in steps))
+
+
+def _is_a_context(core: StoreCore) -> Context:
+    """The store core is the context its ops' handlers run in (checked by mypy)."""
+    return core

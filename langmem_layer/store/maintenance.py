@@ -1,9 +1,9 @@
-"""Maintenance: schema migrations, TTL sweep, cache purge, indexes of large users.
+"""Maintenance: schema migrations, and the jobs behind the stores' maintenance methods.
 
-The handlers are generators like every other; the jobs combine several plans (one
-transaction each) and are run by either store's driver, so ``setup()``,
-``sweep_ttl()``, ``purge_embedding_cache()`` and ``index_large_users()`` are one
-line in each store.
+The jobs combine several plans (one transaction each) and are run by either store's
+driver, so ``setup()``, ``sweep_ttl()``, ``purge_embedding_cache()`` and
+``index_large_users()`` are one line in each store. The ops they run (TTL sweep,
+cache purge, indexes of large users) are in ``langmem_layer.store.ops.housekeeping``.
 """
 
 from __future__ import annotations
@@ -13,18 +13,11 @@ import logging
 import psycopg
 
 from langmem_layer.errors import ConfigurationError, LangmemError
-from langmem_layer.sql import cache as csql
 from langmem_layer.sql import citus as citussql
-from langmem_layer.sql import items as isql
-from langmem_layer.sql import memory as msql
 from langmem_layer.sql import migrations as migsql
-from langmem_layer.sql import vector as vsql
 from langmem_layer.store import ops as mops
+from langmem_layer.store.base_store import ItemHandlers
 from langmem_layer.store.driver import Autocommit, Execution, Fetch, Job, Sleep
-from langmem_layer.store.embedding.work import CACHE_TTL
-from langmem_layer.store.handlers.items import ItemHandlers
-from langmem_layer.store.handlers.registry import handles
-from langmem_layer.store.options import hnsw_params
 from langmem_layer.store.plan import Binding, Handler, Plan, Query, Step
 
 __all__ = ["ANN_MIN_USER_VECTORS", "MIGRATION_ATTEMPTS", "Maintenance"]
@@ -161,47 +154,3 @@ class Maintenance(ItemHandlers, Execution):
             return False
         yield Query(*citussql.distribute())
         return True
-
-    @handles(mops.LargeUsersOp)
-    def _large_users(self, op: mops.LargeUsersOp) -> Handler:
-        rows = yield Query(*vsql.large_users(self.model_id or "", op.threshold,
-                                             self.vector_type))
-        return [(r["user_id"], r["vectors"]) for r in rows]
-
-    @handles(mops.IndexUserOp)
-    def _index_user(self, op: mops.IndexUserOp) -> Handler:
-        if not self.model_id or not self.dims:
-            raise ConfigurationError("index_user needs a store with an embedding index")
-        m, efc = hnsw_params(self.index_config)
-        vtype = self.vector_type
-        yield Query(*vsql.create_user_index(op.user_id, self.model_id, self.dims,
-                                            m=m, ef_construction=efc, vector_type=vtype))
-        yield Query(*vsql.create_user_keyword_index(op.user_id, self.model_id, vtype))
-        yield Query(*vsql.record_user_index(op.user_id, self.model_id, self.dims,
-                                            op.now or self.now(), vtype))
-        self._index_seen(op.user_id, self.dims)
-
-    @handles(mops.SweepExpiredOp)
-    def _sweep(self, op: mops.SweepExpiredOp) -> Handler:
-        now = op.now or self.now()
-        users = yield Query(*isql.expired_users(now))
-        total = 0
-        for row in users:
-            user = Binding(row["user_id"])
-            deleted = yield Query(*isql.sweep_expired(row["user_id"], now), bind=user)
-            memories = [r["key"] for r in deleted if r["is_memory"]]
-            if memories:
-                yield Query(*msql.delete_links_of(row["user_id"], memories), bind=user)
-            total += len(deleted)
-        return total
-
-    @handles(mops.PurgeEmbeddingCacheOp)
-    def _purge_cache(self, op: mops.PurgeEmbeddingCacheOp) -> Handler:
-        before = (op.now or self.now()) - CACHE_TTL
-        users = yield Query(*csql.stale_cache_users(before))
-        total = 0
-        for row in users:
-            deleted = yield Query(*csql.purge_embedding_cache_sql(row["user_id"], before),
-                                  bind=Binding(row["user_id"]))
-            total += int(deleted[0]["deleted"])
-        return total

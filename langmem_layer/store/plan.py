@@ -31,7 +31,7 @@ Truncation, deduplication and the cache are in ``langmem_layer.store.embedding.w
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -373,3 +373,27 @@ class Plan:
         return out
 
 
+def combine(handlers: list[Handler], *, gate: Query | None = None,
+            proceed: Callable[[list[dict[str, Any]]], bool] = bool) -> Handler:
+    """Run several handlers as one: their embeddings in one request, then their queries.
+
+    With ``gate``, the gate query runs after the embeddings and before any other
+    query; when ``proceed`` says no to its rows (by default: when it returns no row)
+    the handlers are abandoned and the result is None.
+    """
+    plan = Plan([Step([i], h) for i, h in enumerate(handlers)], len(handlers), None, None)
+    # One request for all inner handlers, with each document's owner, so the outer
+    # plan can serve it from the per-user embedding cache.
+    request = plan.embedding_request()
+    doc_vecs, query_vecs = (yield request) if request is not None else ([], [])
+    plan.deliver_embeddings(doc_vecs, query_vecs)
+    if gate is not None:
+        rows = yield gate
+        if not proceed(rows):
+            for step in plan.steps:
+                step.gen.close()
+            return None
+    while (query := plan.next_query()) is not None:
+        # An inner handler's last statement is this one's only if no other follows it.
+        plan.deliver_rows((yield query._replace(last=query.last and plan.at_last_step())))
+    return plan.results()

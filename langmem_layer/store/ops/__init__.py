@@ -1,51 +1,38 @@
 """The store's memory-specific requests: NamedTuple ops that ``batch``/``abatch`` take
-beside LangGraph's own, and their results. One module per family; all re-exported here
+beside LangGraph's own, and their results. One module per family holds the family's
+ops, their SQL and their handlers, each op registered with its handler and traits
+(``langmem_layer.store.ops.dispatch.operation``); all re-exported here
 (``from langmem_layer.store import ops as mops``)."""
 
+from langmem_layer.store.ops.api_keys import ApiKey, CreateKeyOp, DeleteKeyOp, FindKeyOp, ListKeysOp
+from langmem_layer.store.ops.erasure import DeleteUserOp, UserDeletion
+from langmem_layer.store.ops.housekeeping import (
+    IndexUserOp,
+    LargeUsersOp,
+    PurgeEmbeddingCacheOp,
+    SweepExpiredOp,
+)
 from langmem_layer.store.ops.items import GetManyOp
-from langmem_layer.store.ops.keys import ApiKey, CreateKeyOp, DeleteKeyOp, FindKeyOp, ListKeysOp
 from langmem_layer.store.ops.lifecycle import (
-    DeleteUserOp,
-    FallbackTurn,
-    FallbackTurnsOp,
     LifecycleOp,
     MemoryHistoryOp,
     PurgeExpiredMemoriesOp,
-    RecordFallbackOp,
     RecordOutcomeOp,
-    ResolveFallbackOp,
-    UserDeletion,
 )
+from langmem_layer.store.ops.links import Link, LinkManyOp, LinkOp, LinksOp, LinkThreadTailOp
 from langmem_layer.store.ops.memory import (
     AddMemoryOp,
     AddOutcome,
     AsOfOp,
-    Candidate,
     DeleteMemoryOp,
-    ExportedItem,
-    ExportOp,
     FindMemoryOp,
-    ImportOp,
-    IndexUserOp,
-    LargeUsersOp,
-    Link,
-    LinkManyOp,
-    LinkOp,
-    LinksOp,
-    LinkThreadTailOp,
     LockUserWritesOp,
     MatchOp,
-    PurgeEmbeddingCacheOp,
-    RecallOp,
     ReinforceOp,
     SetStatusOp,
-    SummaryCandidatesOp,
-    SweepExpiredOp,
     TouchOp,
-    TurnReads,
-    TurnReadsOp,
-    UserExport,
 )
+from langmem_layer.store.ops.portability import ExportedItem, ExportOp, ImportOp, UserExport
 from langmem_layer.store.ops.queue import (
     ApplyOnceOp,
     ClaimOp,
@@ -65,7 +52,20 @@ from langmem_layer.store.ops.queue import (
     RenewLeaseOp,
     TurnRecorded,
 )
+from langmem_layer.store.ops.reextraction import (
+    FallbackTurn,
+    FallbackTurnsOp,
+    RecordFallbackOp,
+    ResolveFallbackOp,
+)
 from langmem_layer.store.ops.trust import LearnedTrust, TrustCountOp, TrustOp
+from langmem_layer.store.ops.turn_reads import (
+    Candidate,
+    RecallOp,
+    SummaryCandidatesOp,
+    TurnReads,
+    TurnReadsOp,
+)
 from langmem_layer.store.ops.working import (
     ClearMessagesOp,
     CloseThreadOp,

@@ -1,31 +1,78 @@
-"""Store operations of a memory's life: the lifecycle, erasing a user, and
-the turns the LLM extractor could not handle.
+"""Store operations of a memory's life, with their handlers: decay and transitions,
+purge, history and habit outcomes.
 
-Re-exported by ``langmem_layer.store.ops``, where callers import them."""
+Re-exported by ``langmem_layer.store.ops``, where callers import them. Their SQL stays
+in ``langmem_layer.sql.lifecycle``: its decay constants are shared with the ranking
+(``read/rank.py``, which a test holds equal to the SQL's decay), and its builders with
+these ops and handlers would pass the 600 lines a module may hold.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from langmem_layer.sql import lifecycle as lsql
+from langmem_layer.store.ops.dispatch import Context, operation
+from langmem_layer.store.plan import Handler, Query
+from langmem_layer.types import HistoryEntry
+
 __all__ = [
-    "DeleteUserOp",
-    "FallbackTurn",
-    "FallbackTurnsOp",
     "LifecycleOp",
     "MemoryHistoryOp",
     "PurgeExpiredMemoriesOp",
-    "RecordFallbackOp",
     "RecordOutcomeOp",
-    "ResolveFallbackOp",
-    "UserDeletion",
 ]
 
 
-# -- the lifecycle; handled by store.lifecycle_handlers --------------------
+# -- handlers -----------------------------------------------------------------------------
 
 
+def _lifecycle(ctx: Context, op: LifecycleOp) -> Handler:
+    rules = lsql.transitions(**op.thresholds)
+    if not op.dry_run:
+        # One statement: the scores and every rule in order, each memory moved
+        # written once (sql/lifecycle.lifecycle_pass).
+        (row,) = yield Query(*lsql.lifecycle_pass(
+            op.user_id, op.now, half_life_days=op.half_life_days,
+            flag_below=op.flag_below, rules=rules))
+        counts = {"rescored": int(row["rescored"]), "flagged": int(row["flagged"])}
+        for n, rule in enumerate(rules):
+            counts[rule.name] = int(row[f"moved_{n}"])
+        return counts
+    (row,) = yield Query(*lsql.rescore_decay(
+        op.user_id, op.now, half_life_days=op.half_life_days, flag_below=op.flag_below,
+        dry_run=True, rules=rules))
+    counts = {"rescored": int(row["rescored"]), "flagged": int(row["flagged"])}
+    # A dry run counts each rule's candidates: the memories whose state before the
+    # run matches its condition, as its statement alone would move them.
+    for n, rule in enumerate(rules):
+        counts[rule.name] = len(row[f"keys_{n}"] or [])
+    return counts
+
+
+def _purge_expired(ctx: Context, op: PurgeExpiredMemoriesOp) -> Handler:
+    (row,) = yield Query(*lsql.purge_expired(op.user_id, op.now, dry_run=op.dry_run))
+    return {name: int(row[name]) for name in ("purged", "links", "cached")}
+
+
+def _memory_history(ctx: Context, op: MemoryHistoryOp) -> Handler:
+    rows = yield Query(*lsql.memory_history(op.user_id, op.key))
+    if not rows:
+        return None
+    return [HistoryEntry.model_validate(h) for h in rows[0]["history"]]
+
+
+def _record_outcome(ctx: Context, op: RecordOutcomeOp) -> Handler:
+    rows = yield Query(*lsql.record_outcome(op.user_id, op.key, op.success,
+                                            op.now or ctx.now()))
+    return (rows[0]["success_count"], rows[0]["failure_count"]) if rows else None
+
+
+# -- ops ----------------------------------------------------------------------------------
+
+
+@operation(_lifecycle)
 class LifecycleOp(NamedTuple):
     """Run the lifecycle over one user's memories: decay, then every transition of
     ``langmem_layer.sql.lifecycle.transitions`` (result: ``dict[str, int]``, the
@@ -48,6 +95,7 @@ class LifecycleOp(NamedTuple):
     dry_run: bool = False
 
 
+@operation(_purge_expired)
 class PurgeExpiredMemoriesOp(NamedTuple):
     """Delete one user's memories whose expiry has passed, with their embeddings, links
     and cached embeddings, atomically (result: ``dict[str, int]``)."""
@@ -57,6 +105,7 @@ class PurgeExpiredMemoriesOp(NamedTuple):
     dry_run: bool = False
 
 
+@operation(_memory_history)
 class MemoryHistoryOp(NamedTuple):
     """One memory's lifecycle history, oldest first (result: ``list[HistoryEntry]``, or
     None when the user has no such memory)."""
@@ -65,6 +114,7 @@ class MemoryHistoryOp(NamedTuple):
     key: str
 
 
+@operation(_record_outcome)
 class RecordOutcomeOp(NamedTuple):
     """Count one outcome of following a procedural habit (result: ``(successes,
     failures)`` after counting, or None when the user has no such procedural memory)."""
@@ -73,81 +123,3 @@ class RecordOutcomeOp(NamedTuple):
     key: str
     success: bool
     now: datetime | None = None
-
-
-
-# -- erasing a user, and turns the LLM extractor could not handle -------------------------
-
-
-class DeleteUserOp(NamedTuple):
-    """Delete every row the user has, in every per-user table, in one transaction
-    (result: ``UserDeletion``). ``keep_keys`` keeps the user's API keys: a reset
-    of their memory that leaves their access as it was."""
-
-    user_id: str
-    keep_keys: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class UserDeletion:
-    """What ``DeleteUserOp`` deleted: rows per table (tables with none included)."""
-
-    user_id: str
-    counts: dict[str, int]
-    dropped_indexes: list[str] = field(default_factory=list)
-
-    @property
-    def total(self) -> int:
-        """Rows deleted in all tables."""
-        return sum(self.counts.values())
-
-
-class RecordFallbackOp(NamedTuple):
-    """Keep a turn the rule extractor took over from the model, for ``reextract``
-    (result: None). Recording the same turn again counts an attempt."""
-
-    user_id: str
-    turn_key: str
-    profile: str
-    messages: list[dict[str, Any]]
-    turn_at: datetime
-    extractor: str
-    thread_id: str | None = None
-    agent_id: str | None = None
-    now: datetime | None = None
-
-
-class FallbackTurnsOp(NamedTuple):
-    """Turns waiting for re-extraction, of one user or all, oldest first
-    (result: ``list[FallbackTurn]``)."""
-
-    user_id: str | None = None
-    limit: int = 100
-
-
-class ResolveFallbackOp(NamedTuple):
-    """Forget a fallback record once its turn was re-extracted (result: bool).
-
-    Only when ``attempts`` still matches: a re-run that fell back again counted one
-    more attempt, and its record stays.
-    """
-
-    user_id: str
-    turn_key: str
-    attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class FallbackTurn:
-    """A turn extracted by the fallback rules instead of the model."""
-
-    user_id: str
-    turn_key: str
-    profile: str
-    thread_id: str | None
-    agent_id: str | None
-    messages: list[dict[str, Any]]
-    turn_at: datetime
-    extractor: str
-    attempts: int
-    recorded_at: datetime

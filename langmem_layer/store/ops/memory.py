@@ -1,151 +1,349 @@
-"""Memory-specific store operations and their results.
+"""A user's memories themselves, in one place: write one unless it is there already,
+reinforce, touch, change status, find, search and delete; the write lock of the
+apply; their SQL and handlers.
 
-The store implements only ``batch`` / ``abatch``, like LangGraph's own stores; these
-NamedTuple ops travel through ``batch`` next to LangGraph's GetOp, PutOp, SearchOp
-and ListNamespacesOp. Every op names its user: none reaches across tenants.
+Builders return ``(sql, params)`` with named parameters and do no I/O. Each
+statement binds ``user_id``. The other families of memory ops have modules of their
+own: ``turn_reads`` (recall), ``links``, ``portability`` (export, import),
+``lifecycle``, ``housekeeping``. ``MatchOp`` is the memory panel's search; its SQL
+(``sql/items.py`` ``match_items``) shares the filters and the vector walk of
+LangGraph's search.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-# Ops of working memory and of a memory's life live in their own modules, re-exported
-# here; the write path's (the queue, exactly-once apply) in ops.queue. Callers import
-# every op from the package, langmem_layer.store.ops.
-from langmem_layer.store.ops.lifecycle import (
-    DeleteUserOp,
-    FallbackTurn,
-    FallbackTurnsOp,
-    LifecycleOp,
-    MemoryHistoryOp,
-    PurgeExpiredMemoriesOp,
-    RecordFallbackOp,
-    RecordOutcomeOp,
-    ResolveFallbackOp,
-    UserDeletion,
-)
-from langmem_layer.store.ops.trust import LearnedTrust
-from langmem_layer.store.ops.working import (
-    ClearMessagesOp,
-    CloseThreadOp,
-    IdleThreadsOp,
-    LoggedMessage,
-    LogMessagesOp,
-    PurgeMessagesOp,
-    RecentMessagesOp,
-    ThreadActivity,
-    TouchThreadOp,
-    TurnStartOp,
-)
+from langgraph.store.base import PutOp, SearchItem
+
+from langmem_layer.errors import InvalidNamespaceError
+from langmem_layer.sql import Sql
+from langmem_layer.sql import items as isql
+from langmem_layer.sql import users as usql
+from langmem_layer.sql.filters import compile_filter
+from langmem_layer.sql.items import VALUE
+from langmem_layer.sql.moved import CLEAR, STATUS, UPDATED, folded
+from langmem_layer.store.ops.dispatch import Context, operation
+from langmem_layer.store.ops.items import row_to_item
+from langmem_layer.store.plan import Embed, Handler, Query, combine
+from langmem_layer.store.tenancy import ns_text, ns_tuple
+from langmem_layer.types import content_hash, utc_iso
 
 __all__ = [
     "AddMemoryOp",
     "AddOutcome",
     "AsOfOp",
-    "Candidate",
-    "ClearMessagesOp",
-    "CloseThreadOp",
     "DeleteMemoryOp",
-    "DeleteUserOp",
-    "ExportOp",
-    "ExportedItem",
-    "FallbackTurn",
-    "FallbackTurnsOp",
     "FindMemoryOp",
-    "IdleThreadsOp",
-    "ImportOp",
-    "IndexUserOp",
-    "LargeUsersOp",
-    "LifecycleOp",
-    "Link",
-    "LinkManyOp",
-    "LinkOp",
-    "LinkThreadTailOp",
-    "LinksOp",
     "LockUserWritesOp",
-    "LogMessagesOp",
-    "LoggedMessage",
     "MatchOp",
-    "MemoryHistoryOp",
-    "PurgeEmbeddingCacheOp",
-    "PurgeExpiredMemoriesOp",
-    "PurgeMessagesOp",
-    "RecallOp",
-    "RecentMessagesOp",
-    "RecordFallbackOp",
-    "RecordOutcomeOp",
     "ReinforceOp",
-    "ResolveFallbackOp",
     "SetStatusOp",
-    "SummaryCandidatesOp",
-    "SweepExpiredOp",
-    "ThreadActivity",
     "TouchOp",
-    "TouchThreadOp",
-    "TurnReads",
-    "TurnReadsOp",
-    "TurnStartOp",
-    "UserDeletion",
-    "UserExport",
+    "delete_memory",
+    "find_identical",
+    "find_memory",
+    "lock_thread",
+    "lock_user_writes",
+    "reinforce",
+    "set_status",
+    "touch",
 ]
 
 
-class RecallOp(NamedTuple):
-    """Hybrid candidate retrieval for one user (result: ``list[Candidate]``).
+# -- SQL ----------------------------------------------------------------------------------
 
-    Attributes:
-        user_id: The tenant.
-        scopes: Third namespace labels to search: profile names and/or ``"identity"``.
-        query: Text for vector and full-text search; ``None`` returns pinned only
-            (plus reference matches when ``refs`` is given).
-        refs: Normalised references for exact lookup.
-        statuses: Statuses eligible for retrieval.
-        per_source: Candidates taken from each strategy.
-        now: Time for expiry checks; the store clock when ``None``.
-        keyword: Ranking of the full-text strategy: ``"bm25"`` or ``"cover_density"``.
-        window: ``(start, end)``: also find memories that occurred in this period
-            (strategy ``"time"``).
-        link_types: Walk one hop over these link types from the best hits of the
-            other strategies (strategy ``"link"``); empty: no walk.
-        link_seeds: How many of each strategy's best hits seed the walk.
-        seed_min_similarity: A vector hit seeds the walk only with this similarity.
-        open_questions: Add up to this many open loops whose references overlap those
-            of the best hits or ``refs`` (strategy ``"open_question"``).
-        ref_max_share: References carried by more than this share of the user's
-            memories are ignored by the reference strategy.
-        due_window: ``(start, end)``: add up to ``due_limit`` open loops due in this
-            period, whatever the query (strategy ``"due"``).
-        due_limit: How many due open loops at most (0: none).
-        standing: How many preferences on how to answer (policy ``adapt``) join the
-            candidates whatever the query (strategy ``"standing"``; 0: none).
-        max_terms: The full-text search ORs at most this many distinct words of
-            ``query`` (its longest; see ``langmem_layer.sql.recall.cap_terms``).
-        embed_text: The text embedded for the vector strategy (``None``: ``query``).
+
+def _locks(*locks: tuple[str, ...]) -> Sql:
+    # Transaction-scoped advisory locks, taken in order, each on a 64-bit hash of its
+    # parts (JSON-encoded, so no separator can be forged by a user or thread id). A
+    # collision only makes two unrelated writers wait for each other. The statement
+    # takes locks only: a statement's snapshot is taken when it starts, so a read in the
+    # same statement as the wait would not see what the holder committed.
+    names = [f"lock{n}" for n in range(len(locks))]
+    return (
+        "SELECT " + ", ".join(f"pg_advisory_xact_lock(hashtextextended(%({name})s, 0))"
+                              for name in names),
+        {name: json.dumps(["langmem_layer", *parts]) for name, parts in zip(names, locks,
+                                                                            strict=True)},
+    )
+
+
+def lock_user_writes(user_id: str, thread_id: str | None = None) -> Sql:
+    """Serialise the write path's apply per user, until the transaction ends.
+
+    Taken first in the apply transaction: a second worker applying for the same user
+    waits, then re-checks what the first one committed (``find_identical``). With
+    ``thread_id``, the same statement also takes ``lock_thread``'s lock (after the
+    user's, the order every writer holding both takes them in), so the thread's links
+    need no statement of their own.
     """
-
-    user_id: str
-    scopes: tuple[str, ...]
-    query: str | None = None
-    refs: tuple[str, ...] = ()
-    statuses: tuple[str, ...] = ("active",)
-    per_source: int = 40
-    now: datetime | None = None
-    keyword: str = "bm25"
-    window: tuple[datetime, datetime] | None = None
-    link_types: tuple[str, ...] = ()
-    link_seeds: int = 10
-    seed_min_similarity: float | None = None
-    open_questions: int = 0
-    ref_max_share: float = 1.0
-    due_window: tuple[datetime, datetime] | None = None
-    due_limit: int = 0
-    max_terms: int = 128
-    standing: int = 0
-    embed_text: str | None = None
+    if thread_id is None:
+        return _locks(("apply", user_id))
+    return _locks(("apply", user_id), ("thread", user_id, thread_id))
 
 
+def lock_thread(user_id: str, thread_id: str) -> Sql:
+    """Serialise the linking of a thread's new memories, until the transaction ends."""
+    return _locks(("thread", user_id, thread_id))
+
+
+def find_identical(user_id: str, prefix: str, content_hash: str, now: datetime) -> Sql:
+    """The active memory of one scope with this content hash (case and spacing folded)."""
+    return (
+        f"""SELECT i.key FROM langmem_items i
+        WHERE i.user_id = %(user_id)s AND i.is_memory
+          AND i.value ->> 'content_hash' = %(hash)s AND i.prefix = %(prefix)s
+          AND {STATUS} = 'active'
+          AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
+        ORDER BY i.created_at, i.key
+        LIMIT 1""",
+        {"user_id": user_id, "prefix": prefix, "hash": content_hash, "now": now},
+    )
+
+
+def reinforce(user_id: str, keys: Sequence[str], now: datetime, confidence_step: float) -> Sql:
+    """Seen again: confidence + step (at most 1), reinforcement count + 1, last accessed =
+    now, a stale memory back to active and a fact flagged ``needs_revalidation``
+    confirmed (the flag cleared), each with a history entry, in one UPDATE; returns the
+    keys that changed.
+
+    The arithmetic is on the stored row, so concurrent reinforcements and touches
+    (``touch``) all count: a read-modify-write of the whole value lost them. The
+    access time goes to the ``access`` column, which readers lay over the value and
+    which keeps the access count a touch wrote.
+    """
+    # The moves folded in: the value written is the merged one, and the columns cleared.
+    m = folded()
+    stale = f"{m}->>'status' = 'stale'"
+    flagged = f"({m}->'metadata'->'needs_revalidation') = 'true'::jsonb"
+    # IMMUTABLE functions only (as set_status): jsonb_object of text pairs, jsonb_set,
+    # ||, and numbers written as JSON through their text.
+    entry = """('[]'::jsonb || jsonb_object(ARRAY[
+                        'at', %(now_iso)s::text, 'event', '{event}', 'old', {old},
+                        'new', {new}, 'reason', '{reason}']))"""
+    reactivated = entry.format(event="status", old="'stale'", new="'active'",
+                               reason="reactivated: matched again by a turn")
+    confirmed = entry.format(event="flag", old="'needs_revalidation'", new="NULL",
+                             reason="confirmed again: restated by a turn")
+    return (
+        f"""UPDATE langmem_items i
+        SET value = {m} || jsonb_set(jsonb_set('{{}}'::jsonb, '{{confidence}}',
+                least(1.0, coalesce((i.value->>'confidence')::float8, 0)
+                           + %(step)s::float8)::text::jsonb),
+                '{{reinforcement_count}}',
+                (coalesce((i.value->>'reinforcement_count')::int, 0) + 1)::text::jsonb)
+              -- A stale memory matched again comes back, a flagged fact is confirmed,
+              -- and the history says so.
+              || CASE WHEN {stale} OR {flagged} THEN jsonb_set('{{}}'::jsonb, '{{history}}',
+                    coalesce({m}->'history', '[]'::jsonb)
+                        || CASE WHEN {stale} THEN {reactivated} ELSE '[]'::jsonb END
+                        || CASE WHEN {flagged} THEN {confirmed} ELSE '[]'::jsonb END)
+                 ELSE '{{}}'::jsonb END
+              || CASE WHEN {stale} THEN '{{"status": "active"}}'::jsonb ELSE '{{}}'::jsonb END
+              || CASE WHEN {flagged} THEN jsonb_set('{{}}'::jsonb, '{{metadata}}',
+                    ({m}->'metadata') - 'needs_revalidation')
+                 ELSE '{{}}'::jsonb END,
+            access = coalesce(i.access, '{{}}'::jsonb)
+                     || jsonb_object(ARRAY['last_accessed_at', %(now_iso)s::text]),
+            updated_at = %(now)s, {CLEAR}
+        WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory
+        RETURNING i.key""",
+        {"user_id": user_id, "keys": list(keys), "now": now, "now_iso": utc_iso(now),
+         "step": confidence_step},
+    )
+
+
+def touch(user_id: str, keys: Sequence[str], now: datetime) -> Sql:
+    """Reinforce retrieved memories: access_count + 1, last_accessed_at = now.
+
+    Only the unindexed ``access`` column changes (readers see it through
+    ``VALUE``), so the row is updated in place (HOT)
+    when its page has room, and no index entry is written.
+    """
+    return (
+        """UPDATE langmem_items i
+        SET access = jsonb_build_object(
+                'access_count', coalesce((i.access->>'access_count')::int,
+                                         (i.value->>'access_count')::int, 0) + 1,
+                'last_accessed_at', %(now_iso)s::text)
+        WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory""",
+        {"user_id": user_id, "keys": list(keys), "now_iso": utc_iso(now)},
+    )
+
+
+def set_status(user_id: str, keys: Sequence[str], status: str, now: datetime, *,
+               reason: str = "", close_loop: bool = False) -> Sql:
+    """Move memories to a lifecycle status and record it in their history, in one UPDATE;
+    returns the keys that changed.
+
+    The history entry (``event`` ``"status"``, the old and new status, ``reason``) is
+    appended by the same statement that changes the status, on the stored row, so no
+    concurrent writer's entry or counter is lost (a read-modify-write would lose them).
+    With ``close_loop`` an open loop among them is also closed (``loop_status``
+    ``"closed"``, with its own history entry); other kinds keep their ``loop_status``.
+    """
+    # The moves folded in: the value written is the merged one, and the columns cleared.
+    m = folded()
+    closes = ("%(close)s::boolean AND i.value->>'kind' = 'open_loop' "
+              f"AND coalesce({m}->>'loop_status', 'open') <> 'closed'")
+    # Built from IMMUTABLE functions only (jsonb_object of text pairs, jsonb_set, ||):
+    # Citus refuses the STABLE jsonb_build_object/to_jsonb over columns in an UPDATE,
+    # and any non-IMMUTABLE function inside its CASE. '[]' || an object is the array
+    # of that object.
+    status_entry = f"""jsonb_set(jsonb_object(ARRAY['at', %(now_iso)s::text, 'event', 'status',
+                                           'new', %(status)s::text, 'reason', %(reason)s::text]),
+                            '{{old}}', coalesce({m}->'status', 'null'::jsonb))"""
+    loop_entry = f"""(jsonb_object(ARRAY['at', %(now_iso)s::text, 'event', 'loop_status',
+                                  'old', coalesce({m}->>'loop_status', 'open'),
+                                  'reason', %(reason)s::text])
+                     || '{{"new": "closed"}}'::jsonb)"""
+    return (
+        f"""UPDATE langmem_items i
+        SET value = {m} || jsonb_object(ARRAY['status', %(status)s::text])
+              || jsonb_set('{{}}'::jsonb, '{{history}}',
+                     coalesce({m}->'history', '[]'::jsonb)
+                     || ('[]'::jsonb || {status_entry})
+                     || CASE WHEN {closes} THEN '[]'::jsonb || {loop_entry}
+                        ELSE '[]'::jsonb END)
+              || CASE WHEN {closes} THEN '{{"loop_status": "closed"}}'::jsonb
+                 ELSE '{{}}'::jsonb END,
+            updated_at = %(now)s, {CLEAR}
+        WHERE i.user_id = %(user_id)s AND i.key = ANY(%(keys)s::text[]) AND i.is_memory
+          AND {STATUS} IS DISTINCT FROM %(status)s
+        RETURNING i.key""",
+        {"user_id": user_id, "keys": list(keys), "status": status, "now": now,
+         "now_iso": utc_iso(now), "reason": reason, "close": close_loop},
+    )
+
+
+def find_memory(user_id: str, key: str) -> Sql:
+    """One typed memory by id, whatever its scope."""
+    return (
+        f"""SELECT i.prefix, i.key, {VALUE} AS value, i.created_at, {UPDATED} AS updated_at
+        FROM langmem_items i
+        WHERE i.user_id = %(user_id)s AND i.key = %(key)s AND i.is_memory""",
+        {"user_id": user_id, "key": key},
+    )
+
+
+def delete_memory(user_id: str, key: str) -> list[Sql]:
+    """Delete a memory, its embeddings (cascade) and its links; run in one transaction."""
+    params = {"user_id": user_id, "key": key}
+    return [
+        (
+            """DELETE FROM langmem_links
+            WHERE user_id = %(user_id)s AND (src_key = %(key)s OR dst_key = %(key)s)""",
+            params,
+        ),
+        (
+            """DELETE FROM langmem_items
+            WHERE user_id = %(user_id)s AND key = %(key)s AND is_memory RETURNING key""",
+            params,
+        ),
+    ]
+
+
+# -- handlers -----------------------------------------------------------------------------
+
+
+def _touch(ctx: Context, op: TouchOp) -> Handler:
+    if op.keys:
+        yield Query(*touch(op.user_id, op.keys, op.now or ctx.now()), last=True)
+
+
+def _reinforce(ctx: Context, op: ReinforceOp) -> Handler:
+    if not op.keys:
+        return []
+    rows = yield Query(*reinforce(op.user_id, op.keys, op.now, op.confidence_step),
+                       last=True)
+    return [r["key"] for r in rows]
+
+
+def _lock_user_writes(ctx: Context, op: LockUserWritesOp) -> Handler:
+    yield Query(*lock_user_writes(op.user_id, op.thread_id))
+
+
+def _add_memory(ctx: Context, op: AddMemoryOp) -> Handler:
+    if ctx.tenant(op.put.namespace) != op.user_id:
+        raise InvalidNamespaceError(
+            f"Namespace {op.put.namespace!r} does not belong to user {op.user_id!r}.")
+    now = op.now or ctx.now()
+    value = op.put.value
+    digest = value.get("content_hash") or content_hash(value["content"])
+    found: list[dict[str, object]] = []
+
+    def absent(rows: list[dict[str, object]]) -> bool:
+        found.extend(rows)
+        return not rows
+
+    check = Query(*find_identical(op.user_id, ns_text(op.put.namespace), digest, now))
+    handlers = [ctx.handler_at(o, now) for o in (op.put, *op.then)]
+    yield from combine(handlers, gate=check, proceed=absent)
+    if found:
+        key = str(found[0]["key"])
+        yield Query(*reinforce(op.user_id, [key], now, op.confidence_step))
+        return AddOutcome(key, created=False)
+    return AddOutcome(op.put.key, created=True)
+
+
+def _as_of(ctx: Context, op: AsOfOp) -> Handler:
+    for o in op.ops:  # one user's writes, as every op
+        owner = (ctx.tenant(o.namespace) if isinstance(o, PutOp)
+                 else getattr(o, "user_id", None))
+        if owner != op.user_id:
+            raise InvalidNamespaceError(
+                f"{type(o).__name__} inside AsOfOp does not belong to user "
+                f"{op.user_id!r}.")
+    return (yield from combine([ctx.handler_at(o, op.now) for o in op.ops]))
+
+
+def _set_status(ctx: Context, op: SetStatusOp) -> Handler:
+    if not op.keys:
+        return []
+    rows = yield Query(*set_status(op.user_id, op.keys, op.status, op.now or ctx.now(),
+                                        reason=op.reason, close_loop=op.close_loop))
+    return [r["key"] for r in rows]
+
+
+def _find(ctx: Context, op: FindMemoryOp) -> Handler:
+    rows = yield Query(*find_memory(op.user_id, op.key))
+    return row_to_item(rows[0]) if rows else None
+
+
+def _delete_memory(ctx: Context, op: DeleteMemoryOp) -> Handler:
+    deleted: list[dict[str, object]] = []
+    for sql, params in [*usql.forget_memory_traces(op.user_id, op.key),
+                        *delete_memory(op.user_id, op.key)]:
+        deleted = yield Query(sql, params)
+    return bool(deleted)
+
+
+def _match(ctx: Context, op: MatchOp) -> Handler:
+    if ctx.tenant(op.namespace_prefix, prefix=True) != op.user_id:
+        raise InvalidNamespaceError(
+            f"Namespace {op.namespace_prefix!r} does not belong to user {op.user_id!r}.")
+    qvec = None
+    if ctx.embeddings is not None:
+        _, (qvec,) = yield Embed([], [op.query])
+    rows = yield Query(*isql.match_items(
+        op.user_id, ns_text(op.namespace_prefix), filter_sql=compile_filter(
+            op.filter, column=isql.VALUE), query_text=op.query, query_vector=qvec,
+        model_id=ctx.model_id, floor=op.floor, episodic_floor=op.episodic_floor,
+        limit=op.limit, offset=op.offset, now=ctx.now()), last=True)
+    return [SearchItem(namespace=ns_tuple(r["prefix"]), key=r["key"], value=r["value"],
+                       created_at=r["created_at"], updated_at=r["updated_at"],
+                       score=r["score"]) for r in rows]
+
+
+# -- ops ----------------------------------------------------------------------------------
+
+
+@operation(_match)
 class MatchOp(NamedTuple):
     """One page of a user's items that match a query by recall's relevance floor, best
     first (result: ``list[SearchItem]``, ``score`` the cosine similarity): a word shared
@@ -173,6 +371,7 @@ class MatchOp(NamedTuple):
     offset: int = 0
 
 
+@operation(_touch)
 class TouchOp(NamedTuple):
     """Reinforce retrieved memories: access count + 1, last accessed = now (result: None)."""
 
@@ -181,6 +380,7 @@ class TouchOp(NamedTuple):
     now: datetime | None = None
 
 
+@operation(_set_status)
 class SetStatusOp(NamedTuple):
     """Move memories to a status, appending a history entry with ``reason`` in the same
     statement (result: ``list[str]`` of keys that changed). With ``close_loop`` an open
@@ -194,6 +394,7 @@ class SetStatusOp(NamedTuple):
     close_loop: bool = False
 
 
+@operation(_find)
 class FindMemoryOp(NamedTuple):
     """One typed memory by id, in any scope (result: ``Item | None``)."""
 
@@ -201,6 +402,7 @@ class FindMemoryOp(NamedTuple):
     key: str
 
 
+@operation(_delete_memory)
 class DeleteMemoryOp(NamedTuple):
     """Delete a memory with its embeddings and links, atomically (result: bool)."""
 
@@ -208,131 +410,7 @@ class DeleteMemoryOp(NamedTuple):
     key: str
 
 
-class LinkOp(NamedTuple):
-    """Record a typed link between two memories (result: None)."""
-
-    user_id: str
-    src_key: str
-    link_type: str
-    dst_key: str
-    now: datetime | None = None
-    metadata: dict[str, Any] | None = None
-
-
-class LinkManyOp(NamedTuple):
-    """Record many typed links of one user in one statement (result: None).
-
-    ``links`` holds ``(src_key, link_type, dst_key)`` triples; a link already there (or
-    given twice) is a no-op, as with ``LinkOp``.
-    """
-
-    user_id: str
-    links: tuple[tuple[str, str, str], ...]
-    now: datetime | None = None
-
-
-class LinksOp(NamedTuple):
-    """Links touching any of ``keys`` (result: ``list[Link]``)."""
-
-    user_id: str
-    keys: tuple[str, ...]
-
-
-class ExportOp(NamedTuple):
-    """Everything a user has: items and links (result: ``UserExport``)."""
-
-    user_id: str
-
-
-class ImportOp(NamedTuple):
-    """Restore a ``UserExport`` into the store, re-embedding (result: int items)."""
-
-    user_id: str
-    data: UserExport
-
-
-class PurgeEmbeddingCacheOp(NamedTuple):
-    """Delete embedding-cache entries too old to be used, user by user (result: int)."""
-
-    now: datetime | None = None
-
-
-class LargeUsersOp(NamedTuple):
-    """Users with at least ``threshold`` vectors and no ANN index (result: [(user, n)])."""
-
-    threshold: int
-
-
-class IndexUserOp(NamedTuple):
-    """Build one user's HNSW index over their vectors (result: None)."""
-
-    user_id: str
-    now: datetime | None = None
-
-
-class SweepExpiredOp(NamedTuple):
-    """Delete items whose TTL or expiry has passed, user by user (result: int deleted)."""
-
-    now: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A memory found by at least one retrieval strategy, before ranking.
-
-    ``ranks`` maps strategy (``"vector"``, ``"keyword"``, ``"ref"``, ``"pinned"``) to
-    the memory's 0-based rank in that strategy's list. ``linked``: the keys of the
-    other candidates it is linked to (either direction, the walk's link types), when
-    the recall statement read them (the link walk found something); ``None`` when not
-    read.
-    """
-
-    namespace: tuple[str, ...]
-    key: str
-    value: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    similarity: float | None
-    ranks: dict[str, int] = field(default_factory=dict)
-    linked: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    """A typed link ``src --link_type--> dst``."""
-
-    src_key: str
-    link_type: str
-    dst_key: str
-    created_at: datetime
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ExportedItem:
-    """One stored item as exported, with its original timestamps."""
-
-    namespace: tuple[str, ...]
-    key: str
-    value: dict[str, Any]
-    is_memory: bool
-    created_at: datetime
-    updated_at: datetime
-    ttl_minutes: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class UserExport:
-    """All of one user's data: items and links."""
-
-    user_id: str
-    items: list[ExportedItem]
-    links: list[Link]
-
-
-# -- write-path integrity: atomic counters, serialised apply, parked queue entries ---------
-
-
+@operation(_reinforce)
 class ReinforceOp(NamedTuple):
     """Seen again: confidence + ``confidence_step`` (at most 1), reinforcement count + 1,
     last accessed = ``now``, in one UPDATE of the stored row (result: ``list[str]`` of
@@ -344,6 +422,7 @@ class ReinforceOp(NamedTuple):
     confidence_step: float = 0.05
 
 
+@operation(_as_of)
 class AsOfOp(NamedTuple):
     """Run ``ops`` in the batch's transaction with their puts dated ``now`` (result: the
     list of their results).
@@ -357,35 +436,7 @@ class AsOfOp(NamedTuple):
     now: datetime
 
 
-class SummaryCandidatesOp(NamedTuple):
-    """A user's active temporal summaries in ``namespace`` (or below) whose period
-    overlaps ``start`` .. ``end`` (UTC ISO text), newest first (result: ``list[Item]``):
-    the narrative arc's candidates, read through an index of summaries only."""
-
-    user_id: str
-    namespace: tuple[str, ...]
-    start: str
-    end: str
-    limit: int = 12
-    now: datetime | None = None
-
-
-class TurnReadsOp(NamedTuple):
-    """The reads a turn adds to its recall, in one statement (result: ``TurnReads``):
-    the user's learned trust and ``summaries``. ``summaries`` is ``user_id``'s."""
-
-    user_id: str
-    summaries: SummaryCandidatesOp
-
-
-@dataclass
-class TurnReads:
-    """What a ``TurnReadsOp`` read."""
-
-    learned: LearnedTrust
-    summaries: list[Any]
-
-
+@operation(_lock_user_writes)
 class LockUserWritesOp(NamedTuple):
     """Wait until no other transaction applies memories for this user, and hold that
     until this batch's transaction ends (result: None). Put it first in the batch.
@@ -399,6 +450,7 @@ class LockUserWritesOp(NamedTuple):
     thread_id: str | None = None
 
 
+@operation(_add_memory)
 class AddMemoryOp(NamedTuple):
     """Write a new memory unless its scope holds an active memory with the same content
     hash; then reinforce that one instead (result: ``AddOutcome``).
@@ -422,16 +474,4 @@ class AddOutcome:
     key: str
     created: bool
 
-
-class LinkThreadTailOp(NamedTuple):
-    """Link memory ``key`` (``elaborates``) to the last memory of its thread, the tail read
-    and the link written in one step under a per-(user, thread) lock, so concurrent
-    writers of a thread make one chain (result: the key linked to, or None)."""
-
-    user_id: str
-    key: str
-    thread_id: str
-    now: datetime | None = None
-    #: The batch took the thread's lock already (``LockUserWritesOp(thread_id=...)``).
-    locked: bool = False
 

@@ -1,20 +1,22 @@
 """Handlers of LangGraph's ``BaseStore`` ops: get, put, search, list namespaces.
 
-Mixed into ``StoreCore``; like every handler they are
-generators that yield requests and never do I/O themselves. ``ItemHandlers._write``
-(items and their vectors) is shared with the import of a user's memory.
+LangGraph's op classes cannot carry a registration (``store/ops/dispatch.py``), so
+their handlers are methods of the store core, mixed into ``StoreCore``; like every
+handler they are generators that yield requests and never do I/O themselves. The
+public methods here are part of the ``Context`` the memory ops' handlers run in:
+``write_items`` (items and their vectors, shared with the import of a user's memory),
+and the lookup of a user's own ANN index and what this store remembers of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     GetOp,
-    Item,
     ListNamespacesOp,
     PutOp,
     SearchItem,
@@ -23,15 +25,14 @@ from langgraph.store.base import (
 )
 from pydantic import ValidationError
 
-from langmem_layer.errors import InvalidMemoryError, InvalidNamespaceError
+from langmem_layer.errors import InvalidMemoryError
 from langmem_layer.sql import Sql
 from langmem_layer.sql import items as isql
-from langmem_layer.sql import memory as msql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
-from langmem_layer.store import ops as mops
-from langmem_layer.store.handlers.registry import Registry, handles
-from langmem_layer.store.ops import GetManyOp
+from langmem_layer.store.ops.dispatch import Registry, handles
+from langmem_layer.store.ops.items import GetManyOp, Write, row_to_item
+from langmem_layer.store.ops.links import delete_links_of
 from langmem_layer.store.options import (
     FieldPath,
     distance_type,
@@ -43,38 +44,15 @@ from langmem_layer.store.plan import Embed, Handler, Query
 from langmem_layer.store.tenancy import Tenancy, match_namespace, ns_text, ns_tuple
 from langmem_layer.types import MEMORY_ROOT, Kind, MemoryRecord
 
-__all__ = ["ItemHandlers", "Write", "listing_user", "row_to_item"]
+__all__ = ["ItemHandlers", "listing_user"]
 
 #: Users whose index lookup a store remembers (``ItemHandlers._index_dims``).
 _INDEX_MEMO_USERS = 10_000
 
 
-class Write(NamedTuple):
-    """One item to upsert (``value``) or delete (``value is None``)."""
-
-    namespace: tuple[str, ...]
-    key: str
-    value: Mapping[str, Any] | None
-    index: Any = None
-    ttl: float | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-
-
 def _record_expiry(value: Mapping[str, Any]) -> datetime | None:
     raw = value.get("expires_at")
     return datetime.fromisoformat(raw) if isinstance(raw, str) else None
-
-
-def row_to_item(row: dict[str, Any]) -> Item:
-    """An ``Item`` of a row of the items table."""
-    return Item(
-        namespace=ns_tuple(row["prefix"]),
-        key=row["key"],
-        value=row["value"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
 
 
 def _literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
@@ -114,7 +92,7 @@ class ItemHandlers(Registry, Tenancy):
     ttl_config: Any
     #: Per user, the dims of their own HNSW index as this store last looked them up
     #: (``None``: no index), set up empty by the core. Only the shape of a recall
-    #: depends on it, never what it finds (see ``MemoryHandlers._recall``).
+    #: depends on it, never what it finds (see ``store/ops/turn_reads.py``).
     _index_dims: dict[str, int | None]
 
     @property
@@ -191,7 +169,7 @@ class ItemHandlers(Registry, Tenancy):
         for op in ops:
             last[(op.namespace, op.key)] = op
         writes = [Write(op.namespace, op.key, op.value, op.index, op.ttl) for op in last.values()]
-        yield from self._write(writes, now or self.now(), last=True)
+        yield from self.write_items(writes, now or self.now(), last=True)
         return [None] * len(ops)
 
     def handler_at(self, op: Any, now: datetime | None) -> Handler:
@@ -205,7 +183,7 @@ class ItemHandlers(Registry, Tenancy):
             return self._put([op], now)
         return self._handler(op)
 
-    def _write(self, writes: list[Write], now: datetime, *, last: bool = False) -> Handler:
+    def write_items(self, writes: list[Write], now: datetime, *, last: bool = False) -> Handler:
         """Upsert or delete items and replace their vectors: embeddings first, then SQL.
 
         ``last``: the caller returns after it, so its final statement is marked last.
@@ -245,7 +223,7 @@ class ItemHandlers(Registry, Tenancy):
         for (user, prefix), keys in deletes.items():
             statements.append(Query(*isql.delete_items(user, prefix, keys)))
             if user:  # a deleted memory takes its links with it
-                statements.append(Query(*msql.delete_links_of(user, keys)))
+                statements.append(Query(*delete_links_of(user, keys)))
         if rows:
             statements.append(Query(*isql.upsert_items(rows, now)))
         if to_embed and self.model_id and self.dims:
@@ -285,7 +263,7 @@ class ItemHandlers(Registry, Tenancy):
         if op.query and self.embeddings is not None:
             _, (qvec,) = yield Embed([], [op.query])
             if distance == "cosine":  # large users' HNSW indexes are cosine; else exact
-                dims = yield from self._ann_dims(user)
+                dims = yield from self.ann_dims(user)
         rows = yield Query(
             *isql.search_items(
                 user,
@@ -316,36 +294,28 @@ class ItemHandlers(Registry, Tenancy):
             for r in rows
         ]
 
-    @handles(mops.MatchOp)
-    def _match(self, op: mops.MatchOp) -> Handler:
-        if self.tenant(op.namespace_prefix, prefix=True) != op.user_id:
-            raise InvalidNamespaceError(
-                f"Namespace {op.namespace_prefix!r} does not belong to user {op.user_id!r}.")
-        qvec = None
-        if self.embeddings is not None:
-            _, (qvec,) = yield Embed([], [op.query])
-        rows = yield Query(*isql.match_items(
-            op.user_id, ns_text(op.namespace_prefix), filter_sql=compile_filter(
-                op.filter, column=isql.VALUE), query_text=op.query, query_vector=qvec,
-            model_id=self.model_id, floor=op.floor, episodic_floor=op.episodic_floor,
-            limit=op.limit, offset=op.offset, now=self.now()), last=True)
-        return [SearchItem(namespace=ns_tuple(r["prefix"]), key=r["key"], value=r["value"],
-                           created_at=r["created_at"], updated_at=r["updated_at"],
-                           score=r["score"]) for r in rows]
-
-    def _ann_dims(self, user: str, *, ef_search: int = vsql.ANN_EF_SEARCH) -> Handler:
+    def ann_dims(self, user: str, *, ef_search: int = vsql.ANN_EF_SEARCH) -> Handler:
         """Dims of the user's own HNSW index; None means search exactly."""
-        rows = yield Query(*self._ann_lookup(user, ef_search), sets=True)
-        self._index_seen(user, rows[0]["dims"])
+        rows = yield Query(*self.ann_lookup(user, ef_search), sets=True)
+        self.index_seen(user, rows[0]["dims"])
         return rows[0]["dims"]
 
-    def _ann_lookup(self, user: str, ef_search: int) -> Sql:
-        """The statement ``_ann_dims`` sends: the index's dims, and the settings of
+    def ann_lookup(self, user: str, ef_search: int) -> Sql:
+        """The statement ``ann_dims`` sends: the index's dims, and the settings of
         the walk that follows."""
         return vsql.prepare_search(user, self.model_id or "", ef_search=ef_search,
                                    vector_type=self.vector_type)
 
-    def _index_seen(self, user: str, dims: int | None) -> None:
+    def remembered_index(self, user_id: str) -> tuple[bool, int | None]:
+        """Whether this store looked the user's own ANN index up before, and the dims it
+        found then (None: no index)."""
+        return user_id in self._index_dims, self._index_dims.get(user_id)
+
+    def forget_index(self, user_id: str) -> None:
+        """Forget what this store looked up of the user's own ANN index (it was dropped)."""
+        self._index_dims.pop(user_id, None)
+
+    def index_seen(self, user: str, dims: int | None) -> None:
         """Remember what a lookup found for ``user`` (bounded: a full memo starts over)."""
         if len(self._index_dims) >= _INDEX_MEMO_USERS and user not in self._index_dims:
             self._index_dims.clear()
