@@ -71,7 +71,7 @@ demo: $(VENV)/.installed-local
 test: $(VENV)/.installed-test $(DEV_VENV)/.installed browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 	# The isolation tests again with row-level security on (off by default, README).
-	LANGMEM_RLS=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/test_isolation_rls.py tests/test_isolation_audit.py tests/test_isolation_schema.py
+	LANGMEM_RLS=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/isolation/test_isolation_rls.py tests/isolation/test_isolation_audit.py tests/isolation/test_isolation_schema.py
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(MAKE) docs
@@ -87,13 +87,13 @@ citus: $(VENV)/.installed-local
 citus-stop:
 	@$(BIN)/python -m tests.citus_cluster stop
 
-# The tests that run on Citus (tests/test_citus.py lists those that cannot yet, and why),
+# The tests that run on Citus (tests/store/test_citus.py lists those that cannot yet, and why),
 # on a database of their own on the cluster, distributed by setup(distributed=True).
-CITUS_TESTS := tests/test_citus.py tests/test_store_conformance.py tests/test_retrieval.py \
-    tests/test_record_turn.py tests/test_recall_plans.py tests/test_lifecycle_decay_table.py \
-    tests/test_privacy_delete.py tests/test_large_user.py tests/test_store_errors.py \
-    tests/test_history.py tests/test_open_loops.py tests/test_jobs.py tests/test_jobs_runner.py \
-    tests/test_worker_handoff.py tests/test_worker_scope.py
+CITUS_TESTS := tests/store/test_citus.py tests/store/test_store_conformance.py tests/read/test_retrieval.py \
+    tests/write/test_record_turn.py tests/store/test_recall_plans.py tests/jobs/test_lifecycle_decay_table.py \
+    tests/isolation/test_privacy_delete.py tests/store/test_large_user.py tests/store/test_store_errors.py \
+    tests/write/test_history.py tests/layer/test_open_loops.py tests/jobs/test_jobs.py tests/jobs/test_jobs_runner.py \
+    tests/write/test_worker_handoff.py tests/write/test_worker_scope.py
 test-citus: $(VENV)/.installed-test citus
 	LANGMEM_TEST_DATABASE_URL="$$($(BIN)/python -m tests.citus_cluster url)" HF_HUB_OFFLINE=1 \
 	    $(BIN)/python -m pytest -q -p no:cacheprovider $(CITUS_TESTS)

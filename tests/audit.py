@@ -28,7 +28,7 @@ The check is a heuristic over the SQL text, not a parser. Its rules:
   arrays are not equality to one value and bind nothing.
 - The target of ``INSERT INTO`` is bound by the row it inserts (``user_id`` is ``NOT
   NULL``, and every key of a per-user table includes it, which
-  ``tests/test_isolation_schema.py`` checks, so ``ON CONFLICT`` only meets the user's
+  ``tests/isolation/test_isolation_schema.py`` checks, so ``ON CONFLICT`` only meets the user's
   own row); the tables its ``SELECT`` reads are references like any other.
 - DDL (a statement starting with CREATE, ALTER, DROP or DO: ``setup()``, per-user
   indexes) is allowed as a class: it reads no user's rows on behalf of a request.
@@ -65,7 +65,7 @@ from langmem_layer.sql.users import USER_TABLES
 from langmem_layer.store.driver import CONTROL
 
 #: The tables whose rows belong to a user (the erasure list, compared with the catalog
-#: by tests/test_isolation_audit.py).
+#: by tests/isolation/test_isolation_audit.py).
 PER_USER_TABLES: tuple[str, ...] = USER_TABLES
 
 

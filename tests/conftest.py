@@ -61,7 +61,7 @@ DATA_DIR = Path(__file__).resolve().parents[1] / ".langmem-test"
 SERVER_ENV = "LANGMEM_TEST_DATABASE_URL"
 #: The Citus tests need a cluster, which ``make test-citus`` starts and ``make test`` does
 #: not: collected only when the suite runs against another server.
-collect_ignore = [] if os.environ.get(SERVER_ENV) else ["test_citus.py"]
+collect_ignore = [] if os.environ.get(SERVER_ENV) else ["store/test_citus.py"]
 #: The torch build of the local model is an extra ``make test`` does not install:
 #: ``make test-torch`` installs it and runs these.
 TORCH_ENV = "LANGMEM_TEST_TORCH"
@@ -126,12 +126,12 @@ def on_citus(uri: str) -> bool:
 
 
 def _citus_pending(items: list[pytest.Item]) -> None:
-    """On Citus, the tests ``tests/test_citus.py`` lists as not passing there yet are
+    """On Citus, the tests ``tests/store/test_citus.py`` lists as not passing there yet are
     expected failures, with their reasons."""
     server = os.environ.get(SERVER_ENV)
     if not server or _citus_nodes(server) is None:
         return
-    from tests.test_citus import CITUS_PENDING
+    from tests.store.test_citus import CITUS_PENDING
 
     for item in items:
         reason = CITUS_PENDING.get(item.nodeid) or CITUS_PENDING.get(item.nodeid.split("[")[0])

@@ -12,7 +12,7 @@ run (in ``/tmp/upgrades-server``), runs ``tests/schema_fixture_writer.py`` with
 ``PYTHONPATH`` set to the extracted tree (that version's own ``setup()`` and public API
 write the data), and dumps the database with the embedded server's ``pg_dump``
 (plain SQL, no owner, no privileges), gzipped to ``tests/data/schemas/<NN>-<sha>.sql.gz``,
-``NN`` being the number of migrations that version had. ``tests/test_upgrades.py``
+``NN`` being the number of migrations that version had. ``tests/store/test_upgrades.py``
 loads each dump and upgrades it with today's ``setup()``. It also appends the SHA-256
 of each migration added since the last run to ``tests/data/schemas/migrations.sha256``,
 which the test holds today's migrations to (a shipped migration is never edited).
@@ -110,7 +110,7 @@ def make(server_uri: str, count: int, sha: str) -> Path:
 
 def record_hashes() -> None:
     """Append today's new migrations to ``migrations.sha256`` (one ``<n> <sha256>`` a
-    line); the lines already there are never rewritten: ``tests/test_upgrades.py``
+    line); the lines already there are never rewritten: ``tests/store/test_upgrades.py``
     fails when a recorded migration's text changes."""
     from langmem_layer.sql.migrations import MIGRATIONS
 

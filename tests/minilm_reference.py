@@ -6,7 +6,7 @@ writes ``tests/data/minilm-float32-reference.json.gz``: texts of the kinds memor
 hold (LoCoMo turns of the test slice, facts, a text past the model's 256 word pieces,
 non-Latin scripts, an empty string) and each one's unit vector from the torch model in
 float32, the model the vectors already stored were embedded with.
-``tests/test_local_model.py`` checks the default (ONNX, int8) model against them.
+``tests/store/test_local_model.py`` checks the default (ONNX, int8) model against them.
 """
 
 from __future__ import annotations

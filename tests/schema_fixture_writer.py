@@ -11,7 +11,7 @@ to the old one), vectors from :class:`HashEmbeddings`, a generic item and a shar
 (``store.put``), an API key, a queued turn with its logged messages, and a job run. Each
 step the version lacks is skipped; the steps done are printed as JSON.
 
-The module imports nothing of ``langmem_layer`` at its top: ``tests/test_upgrades.py``
+The module imports nothing of ``langmem_layer`` at its top: ``tests/store/test_upgrades.py``
 imports :class:`HashEmbeddings` from it to open today's store with the same index.
 """
 

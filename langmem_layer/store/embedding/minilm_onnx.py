@@ -10,7 +10,7 @@ Why these parts:
   (Apache-2.0) exported to ONNX with dynamic int8 quantisation, one 23 MB file.
   It is pinned by version in the ``local`` extra and by sha256 here, checked
   when the model loads. Its vectors are within cosine 0.99 of the float32 torch
-  model's for every text (``tests/test_local_model.py`` checks them against
+  model's for every text (``tests/store/test_local_model.py`` checks them against
   vectors recorded from that model), so they share an index with vectors stored
   by it: the model id stays ``all-MiniLM-L6-v2``.
 - **The tokenizer** is the model's own ``tokenizer.json`` (Hugging Face's
