@@ -40,7 +40,6 @@ from langmem_layer.server.http.app import create_app
 from langmem_layer.server.keys import create_key
 from tests.fakes import BagOfWordsEmbeddings
 from tests.http_server import serve
-from tests.langserve_app import offline_agent
 from tests.isolation.test_isolation_probes import (
     ADVERSARIAL_LABELS,
     COMMON,
@@ -49,6 +48,7 @@ from tests.isolation.test_isolation_probes import (
     _build,
     probe_settings,
 )
+from tests.langserve_app import offline_agent
 
 EXAMPLES = int(os.environ.get("LANGMEM_HTTP_PROBE_EXAMPLES", "9"))
 #: HTTP probes the module must run in all (asserted at the end).

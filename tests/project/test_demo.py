@@ -72,7 +72,8 @@ def test_demo_script_runs_offline(tmp_path: Path) -> None:
     bob = out.split("user=bob thread=thread-3")[1]
     assert "Alice" not in bob and "nothing relevant yet" in bob
     # It ends by saying how to open the same memory in Studio and in the panel.
-    # The hints are commands that work where the demo ran (tests/project/test_commands_as_written.py).
+    # The hints are commands that work where the demo ran
+    # (tests/project/test_commands_as_written.py).
     assert "make dev" in out and "make serve" in out and "http://127.0.0.1:8000/panel" in out
     assert len(out.splitlines()) < 120  # short enough to read
 

@@ -18,8 +18,8 @@ from langmem_layer.read.block import AVOID, HEADER, RECENT_HISTORY, build_contex
 from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import Kind, Layer, Policy
 from tests.fakes import Clock
-from tests.read.test_context import mem
 from tests.layer.test_working import build_graph
+from tests.read.test_context import mem
 
 COUNTER = get_token_counter("o200k_base")
 SECTION = f"### {RECENT_HISTORY}"
