@@ -236,6 +236,13 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
             case RunTransaction(plan) if plan.pipelined:
                 # Each round in one round trip: the statements Rounds lays out, BEGIN,
                 # bindings and COMMIT included, sent in one pipeline block (one sync).
+                # Each statement is prepared from its first run on the connection (a
+                # connection made with prepare_threshold=None prepares none): recall
+                # costs more to plan for its values than to run, and psycopg 3.3's own
+                # threshold breaks in a pipeline, as it promotes a statement to prepared
+                # when it sends it, and forgets nothing when an error earlier in the
+                # pipeline skips the Parse, so the next run names a statement the server
+                # never made ("prepared statement _pg3_N does not exist").
                 async with self._connection() as conn:
                     rounds = Rounds(plan, self._bind_query, nested=(
                         conn.info.transaction_status != TransactionStatus.IDLE),
@@ -247,7 +254,7 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                             async with conn.pipeline():
                                 for cur, q in zip(cursors, statements, strict=True):
                                     await cur.execute(*numbered(q.sql, q.params),
-                                                      prepare=q.prepare or None)
+                                                      prepare=True)
                             rounds.deliver([await cur.fetchall() if returns_rows(cur) else []
                                             for cur in cursors])
                     except BaseException:

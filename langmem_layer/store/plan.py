@@ -81,11 +81,7 @@ class Query(NamedTuple):
     made only of last statements ends the transaction and its COMMIT goes out with it
     (a handler that yields again after one fails loudly). ``sets``: the statement sets
     transaction settings the handler's next statement relies on (an HNSW walk's
-    depth), so no other op's statement may run between the two. ``prepare``: plan it
-    once per connection from its first run (a prepared statement) instead of from its
-    sixth, psycopg's default; for a long statement whose plan for its values costs
-    more than running it (recall's), unless the connection turned preparing off
-    (``prepare_threshold=None``).
+    depth), so no other op's statement may run between the two.
 
     ``pre``: a statement sent right before this one, in the same round and under the
     same binding, whose rows come back with this one's: the reply is then ``(pre's
@@ -100,7 +96,6 @@ class Query(NamedTuple):
     bind: Binding | None = None
     last: bool = False
     sets: bool = False
-    prepare: bool = False
     pre: tuple[str, Any] | None = None
 
     @property

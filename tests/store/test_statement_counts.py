@@ -85,12 +85,14 @@ def test_only_a_turns_reads_commit_without_waiting_for_the_disk(
         store: PostgresMemoryStore, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
     # The read writes only the thread's activity stamp; every other write waits for it.
     layer = MemoryLayer(store, extractor=RuleExtractor(), extraction="inline", clock=clock)
-    sent: dict[int, list[str]] = {}  # each transaction's statements
+    # Each transaction's statements, keyed by its Rounds, which the dict keeps alive:
+    # keyed by id(), a freed Rounds' id can come back for the next transaction.
+    sent: dict[driver.Rounds, list[str]] = {}
     next_round = driver.Rounds.next
 
     def record(self: driver.Rounds) -> list[Any]:
         statements = next_round(self)
-        sent.setdefault(id(self), []).extend(q.sql for q in statements)
+        sent.setdefault(self, []).extend(q.sql for q in statements)
         return statements
 
     monkeypatch.setattr(driver.Rounds, "next", record)

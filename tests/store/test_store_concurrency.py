@@ -289,6 +289,26 @@ async def test_a_replayed_operation_fails_its_own_call_alone(pg_uri: str,
     assert applied == [("op-1",), ("op-2",)]
 
 
+@pytest.mark.parametrize("runs_before", [4, 5, 6])
+def test_a_statement_skipped_by_a_failed_pipeline_runs_again(pg_uri: str, clock: Clock,
+                                                             runs_before: int) -> None:
+    # A statement sent after a failing one in the same pipeline is skipped by the
+    # server; the next run on that connection must not name a prepared statement the
+    # skipped Parse never made. Whichever run it is: psycopg's threshold (the sixth)
+    # promoted it to prepared at send time.
+    _truncate(pg_uri)
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None, pool_size=1) as store:
+        store.batch([MarkAppliedOp("u1", "op-1", clock())])
+        for n in range(runs_before):
+            store.put(("docs",), f"k{n}", {"v": n})
+        with pytest.raises(OperationAppliedError):
+            store.batch([MarkAppliedOp("u1", "op-1", clock()),
+                         PutOp(("docs",), "skipped", {"v": -1})])
+        store.put(("docs",), "after", {"v": 1})
+        assert store.get(("docs",), "after") is not None
+        assert store.get(("docs",), "skipped") is None
+
+
 async def test_sync_calls_from_threads_are_coalesced_too(pg_uri: str) -> None:
     _truncate(pg_uri)
     async with AsyncPostgresMemoryStore.from_conn_string(

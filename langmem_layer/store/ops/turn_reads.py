@@ -83,8 +83,6 @@ def _recall(ctx: Context, op: RecallOp) -> Handler:
             vector_type=ctx.vector_type,
         ),
         last=True,
-        # planned for its values, recall costs more to plan than to run
-        prepare=True,
         pre=lookup,
     )
     if lookup is None:
