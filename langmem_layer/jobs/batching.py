@@ -219,7 +219,8 @@ def prepare(conn: psycopg.Connection[Any], ctx: JobContext, job: Job, user_id: s
     out = Prepared(user_id)
     try:
         with conn.transaction():
-            _execute(conn, *rls.bind(user_id, role=ctx.store.rls_role, switch_role=True))
+            _execute(conn, *rls.bind(user_id, role=ctx.store.rls_role, switch_role=True,
+                                     where_possible=ctx.store.rls_where_possible))
             # The user's data before the job reads it: what the skip compares, and what
             # the apply checks is still there (a write after this is seen as a change).
             row = _execute(conn, *jsql.state(job.name, user_id))[0]
@@ -326,7 +327,8 @@ def _apply(conn: psycopg.Connection[Any], bound: JobContext, job: Job, prepared:
     user_id = prepared.user_id
     counts = turns.counts_of(prepared.counts, job, user_id)
     with conn.transaction():
-        _execute(conn, *rls.bind(user_id, role=bound.store.rls_role, switch_role=True))
+        _execute(conn, *rls.bind(user_id, role=bound.store.rls_role, switch_role=True,
+                                 where_possible=bound.store.rls_where_possible))
         if record is not None:
             _execute(conn, *jobs_sql.relaxed_commit())
         if prepared.seen is not None and prepared.seen != str(

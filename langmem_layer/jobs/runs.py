@@ -312,7 +312,8 @@ def _one_user(conn: psycopg.Connection[Any], bound: JobContext, job: Job, user_i
     with conn.transaction():
         # The user's transaction acts for the user only (sql/rls.py), whatever
         # the job's function sends.
-        _rows(conn, rls.bind(user_id, role=bound.store.rls_role, switch_role=True))
+        _rows(conn, rls.bind(user_id, role=bound.store.rls_role, switch_role=True,
+                             where_possible=bound.store.rls_where_possible))
         if record is not None:
             _rows(conn, sql.relaxed_commit())
         counts = _counts(job.function(bound, user_id, now=now, dry_run=dry_run,

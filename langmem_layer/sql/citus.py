@@ -22,7 +22,8 @@ runs ``distribute()`` after the migrations, in a transaction of its own:
   range), as plain local statements; on the coordinator's empty shell table they do
   nothing. The statistics stay exact and in the writing transaction, as on one server.
 - a large user's reads through their own indexes (``langmem_user_matches``,
-  ``langmem_user_ref_matches``, ``langmem_user_nearest[_halfvec]``, called from
+  ``langmem_user_ref_matches``, ``langmem_user_window``,
+  ``langmem_user_nearest[_halfvec]``, called from
   recall's router statement, so on the worker of the user's shard group) query the
   user's shard of the table on that node (``langmem_user_relation``), as plain local
   statements, where a query of the distributed table would be a distributed query
@@ -203,6 +204,24 @@ BEGIN
            AND (i.expires_at IS NULL OR i.expires_at > $4)',
         langmem_user_relation('langmem_items', p_user), p_user)
     USING p_user_refs, p_prefixes, p_statuses, p_now;
+END
+$fn$;
+CREATE OR REPLACE FUNCTION langmem_user_window(
+    p_user text, p_start text, p_end text, p_prefixes text[], p_statuses text[],
+    p_now timestamptz, p_limit integer)
+RETURNS TABLE (prefix text, key text, value jsonb)
+LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'SELECT i.prefix, i.key, i.value FROM %1$s i
+         WHERE i.user_id = %2$L AND i.is_memory
+           AND i.value->>''occurred_at'' >= $1 AND i.value->>''occurred_at'' < $2
+           AND i.prefix = ANY($3)
+           AND coalesce(i.moved->>''status'', i.value->>''status'') = ANY($4)
+           AND (i.expires_at IS NULL OR i.expires_at > $5)
+         ORDER BY i.value->>''occurred_at'' DESC
+         LIMIT $6', langmem_user_relation('langmem_items', p_user), p_user)
+    USING p_start, p_end, p_prefixes, p_statuses, p_now, p_limit;
 END
 $fn$;
 """

@@ -338,4 +338,29 @@ FEATURES: list[str] = [
     $fn$;
 """ + _bound_nearest("langmem_user_nearest", "vector")
     + _bound_nearest("langmem_user_nearest_halfvec", "halfvec"),
+    # 30: a large user's memories in a time window, newest first, as migration 29's
+    # readers are: the window's bounds compare ``value ->> 'occurred_at'``, which is not
+    # leakproof, so under row-level security the occurred_at index served only the
+    # user, and a window far from the newest read most of their memories.
+    """
+    CREATE OR REPLACE FUNCTION langmem_user_window(
+        p_user text, p_start text, p_end text, p_prefixes text[], p_statuses text[],
+        p_now timestamptz, p_limit integer)
+    RETURNS TABLE (prefix text, key text, value jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $fn$
+    BEGIN
+        IF NOT langmem_bound(p_user) THEN RETURN; END IF;
+        RETURN QUERY EXECUTE format(
+            'SELECT i.prefix, i.key, i.value FROM langmem_items i
+             WHERE i.user_id = %L AND i.is_memory
+               AND i.value->>''occurred_at'' >= $1 AND i.value->>''occurred_at'' < $2
+               AND i.prefix = ANY($3)
+               AND coalesce(i.moved->>''status'', i.value->>''status'') = ANY($4)
+               AND (i.expires_at IS NULL OR i.expires_at > $5)
+             ORDER BY i.value->>''occurred_at'' DESC
+             LIMIT $6', p_user)
+        USING p_start, p_end, p_prefixes, p_statuses, p_now, p_limit;
+    END
+    $fn$;
+    """,
 ]

@@ -351,21 +351,17 @@ def recall_candidates(
         params.update(refs=list(refs), ref_share=ref_max_share, ref_cap=REF_MIN_CAP)
         # the lookup keys in the index's own form ('user.ref'), made by the same function
         user_refs = "langmem_user_refs(%(user_id)s, to_jsonb(%(refs)s::text[]))"
-        if large:
-            hits = f"""rf_hits AS (
+        # Through the function, for a small user too: it runs as the schema's owner, so
+        # under row-level security the overlap (``&&``, not leakproof) still uses the
+        # refs index (the user's own, or the shared one) instead of filtering every one
+        # of the user's memories behind the policy (docs/isolation.md).
+        hits = f"""rf_hits AS (
             SELECT m.prefix, m.key, r.ref
             FROM langmem_user_ref_matches(%(user_id)s, {user_refs},
                                           %(prefixes)s::text[], %(statuses)s::text[],
                                           %(now)s) m
             CROSS JOIN LATERAL jsonb_array_elements_text(m.refs) AS r(ref)
             WHERE r.ref = ANY(%(refs)s::text[])"""
-        else:
-            hits = f"""rf_hits AS (
-            SELECT i.prefix, i.key, r.ref
-            FROM langmem_items i
-            CROSS JOIN LATERAL jsonb_array_elements_text(i.value -> 'refs') AS r(ref)
-            WHERE langmem_user_refs(i.user_id, i.value -> 'refs') && {user_refs}
-              AND r.ref = ANY(%(refs)s::text[]) AND """ + _ELIGIBLE
         ctes.append(
             hits
             + f"""
@@ -393,10 +389,11 @@ def recall_candidates(
             "AND " + _ELIGIBLE
         )
         if large:  # the window's newest memories only, from the occurred_at index
+            # (through the function, as the owner: see migration 30)
             params["tw_cap"] = KW_DOC_BUDGET
             rows = (
-                "(SELECT i.prefix, i.key, i.value FROM langmem_items i WHERE " + in_window
-                + " ORDER BY i.value->>'occurred_at' DESC LIMIT %(tw_cap)s) i"
+                "langmem_user_window(%(user_id)s, %(w_start)s, %(w_end)s,"
+                " %(prefixes)s::text[], %(statuses)s::text[], %(now)s, %(tw_cap)s) i"
             )
             in_window = "true"
         else:

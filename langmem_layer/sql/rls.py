@@ -49,7 +49,7 @@ def policy_names() -> tuple[str, str]:
 
 
 def bind(user_id: str | None, *, role: str | None, switch_role: bool,
-         commit_async: bool = False) -> Sql:
+         commit_async: bool = False, where_possible: bool = False) -> Sql:
     """The statement that binds a user (or, with ``None``, the maintenance bypass) to the
     rest of the transaction, and sets its role.
 
@@ -62,6 +62,13 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool,
             reach the disk (``synchronous_commit`` off, for this transaction only): for
             transactions that write nothing a crash must keep (the ops registered
             with ``async_commit``, ``langmem_layer.store.ops.dispatch.Operation``).
+        where_possible: Act as ``role`` only where the database allows it (the
+            default of a store given neither ``rls`` nor ``LANGMEM_RLS``): the role
+            exists, the connection may act as it, it was granted the tables, and the
+            database is not on Citus,
+            whose workers would see neither the role nor the binding. Decided by the
+            server in the same statement, so it costs no round trip; elsewhere the
+            transaction acts as the connection's own role, still bound.
     """
     value = "" if user_id is None else "=" + user_id
     maintenance = "on" if user_id is None else ""
@@ -69,7 +76,19 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool,
            "set_config(%(maintenance_setting)s, %(maintenance)s, true)")
     params: Params = {"user_setting": USER_SETTING, "user": value,
                       "maintenance_setting": MAINTENANCE_SETTING, "maintenance": maintenance}
-    if role is not None:
+    if role is not None and switch_role and where_possible:
+        # CASE, not AND: its branches are evaluated in order, and pg_has_role and
+        # has_table_privilege raise for a role or table that does not exist. Granted
+        # the tables: a database restored without its privileges has the role (roles
+        # are the server's) but not its grants until setup() or restore gives them.
+        sql += (", set_config('role', CASE WHEN to_regrole(%(role)s) IS NULL THEN 'none'"
+                " WHEN to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN 'none'"
+                " WHEN to_regclass('langmem_items') IS NULL THEN 'none'"
+                " WHEN NOT pg_has_role(%(role)s, 'MEMBER') THEN 'none'"
+                " WHEN has_table_privilege(%(role)s, 'langmem_items', 'SELECT')"
+                " THEN %(role)s ELSE 'none' END, true)")
+        params["role"] = role
+    elif role is not None:
         sql += ", set_config('role', %(role)s, true)"
         params["role"] = role if switch_role else "none"
     if commit_async:

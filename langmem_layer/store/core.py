@@ -36,6 +36,7 @@ from langmem_layer.store.options import (
     field_path,
     model_name,
     rls_enabled,
+    rls_where_possible,
 )
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Step
 from langmem_layer.types import MEMORY_ROOT
@@ -101,7 +102,10 @@ class StoreCore(Maintenance):
         rls: Act as the row-level-security role ``rls_role`` in every transaction
             (``SET LOCAL ROLE``), so the database itself keeps each statement to the
             user bound to it. ``None``: the ``LANGMEM_RLS`` environment variable, else
-            off. The user is bound to every transaction either way.
+            on wherever the database allows it (the role exists and the connection
+            may act as it; not on Citus), decided by the server per transaction.
+            ``True`` requires the role. The user is bound to every transaction either
+            way.
         rls_role: The role ``rls=True`` switches to (``langmem_app``, which ``setup()``
             creates); ``None`` when the connection already logs in as such a role.
     """
@@ -128,6 +132,7 @@ class StoreCore(Maintenance):
         self.conn = conn
         self.rls = rls_enabled(rls)
         self.rls_role = rls_role if self.rls else None
+        self.rls_where_possible = self.rls and rls_where_possible(rls)
         self.embedding_batch_size = embedding_batch_size
         self.embedding_retry_delay = embedding_retry_delay
         self.tenant_roots = frozenset(tenant_roots)

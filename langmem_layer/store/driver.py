@@ -250,6 +250,7 @@ class Execution:
     embedding_retry_delay: float
     plan: Callable[..., Plan]
     rls_role: str | None
+    rls_where_possible: bool
 
     def _bind_query(self, bind: Binding, *, commit_async: bool = False) -> Query:
         """The statement binding ``bind`` (a user or maintenance, and the role) to the
@@ -257,7 +258,8 @@ class Execution:
         so binding costs no round trip of its own. ``commit_async``: see
         ``bind``."""
         return Query(*rls.bind(bind.user, role=self.rls_role, switch_role=not bind.owner,
-                               commit_async=commit_async))
+                               commit_async=commit_async,
+                               where_possible=self.rls_where_possible))
 
     def _model(self) -> Embeddings:
         if self.embeddings is None:

@@ -36,6 +36,7 @@ __all__ = [
     "omit_expired",
     "pool_options",
     "rls_enabled",
+    "rls_where_possible",
     "sweep_interval",
     "vector_type",
 ]
@@ -285,10 +286,22 @@ def pool_options(
 
 def rls_enabled(rls: bool | None = None) -> bool:
     """Whether a store acts as the row-level-security role: ``rls``, else the
-    ``LANGMEM_RLS`` environment variable (``1``, ``true``, ``on``, ``yes``), else off."""
+    ``LANGMEM_RLS`` environment variable (``0``, ``false``, ``off``, ``no`` turn it off),
+    else on (where the database allows it: ``rls_where_possible``)."""
     if rls is not None:
         return rls
-    return os.environ.get("LANGMEM_RLS", "").strip().lower() in ("1", "true", "on", "yes")
+    return os.environ.get("LANGMEM_RLS", "").strip().lower() not in _OFF
+
+
+def rls_where_possible(rls: bool | None = None) -> bool:
+    """Whether a store acts as the row-level-security role only where the database
+    allows it (``langmem_layer.sql.rls.bind``): when neither ``rls`` nor
+    ``LANGMEM_RLS`` says. Asked for explicitly, the role is required, and a database
+    without it fails the transaction rather than run unguarded."""
+    return rls is None and not os.environ.get("LANGMEM_RLS", "").strip()
+
+
+_OFF = ("0", "false", "off", "no")
 
 
 def model_name(embed: Any) -> str:

@@ -238,6 +238,10 @@ def test_the_large_user_functions_answer_only_for_the_bound_user(
             "'memories.alice.work', 'memories.bob.work'], ARRAY['active'], now(), 10)")
     refs = ("SELECT count(*) FROM langmem_user_ref_matches(%s, ARRAY[%s || '.lisbon'], "
             "ARRAY['memories.alice.work', 'memories.bob.work'], ARRAY['active'], now())")
+    # every memory has an occurred_at: the widest window holds them all
+    window = ("SELECT count(*) FROM langmem_user_window(%s, '0', '~', ARRAY["
+              "'memories.alice.identity', 'memories.bob.identity', 'memories.alice.work', "
+              "'memories.bob.work'], ARRAY['active'], now(), 10)")
     with psycopg.connect(pg_uri) as conn:
         for bound, asked, expected in (("alice", "alice", True), ("alice", "bob", False),
                                        (None, "bob", True)):
@@ -245,7 +249,33 @@ def test_the_large_user_functions_answer_only_for_the_bound_user(
                 _as_app(conn, bound)  # None: the maintenance binding
                 found = conn.execute(call, (asked,)).fetchone()[0]  # type: ignore[index]
                 named = conn.execute(refs, (asked, asked)).fetchone()[0]  # type: ignore[index]
-                assert (found > 0, named > 0) == (expected, expected), (bound, asked)
+                dated = conn.execute(window, (asked,)).fetchone()[0]  # type: ignore[index]
+                assert (found > 0, named > 0, dated > 0) == (expected,) * 3, (bound, asked)
         with conn.transaction(force_rollback=True):
             _as_app(conn, None, bind=False)  # no one bound
             assert conn.execute(call, ("alice",)).fetchone()[0] == 0  # type: ignore[index]
+            assert conn.execute(window, ("alice",)).fetchone()[0] == 0  # type: ignore[index]
+
+
+def test_by_default_a_store_acts_as_the_app_role_where_the_database_allows_it(
+    pg_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Neither rls nor LANGMEM_RLS: the app role wherever it exists and the connection
+    # may act as it; a database without it runs the transaction as the connection's
+    # own role, still bound, instead of failing every statement.
+    monkeypatch.delenv("LANGMEM_RLS", raising=False)
+    leak = Query("SELECT current_user AS who", None)
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:
+        assert store.rls and store.rls_where_possible
+        assert store._io(Fetch(leak, Binding("alice")))[0]["who"] == rls.APP_ROLE
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None, rls=True) as store:
+        assert not store.rls_where_possible  # asked for: required
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=None,
+                                              rls_role="langmem_no_such_role") as store:
+        assert store._io(Fetch(leak, Binding("alice")))[0]["who"] != "langmem_no_such_role"
+    with (
+        PostgresMemoryStore.from_conn_string(pg_uri, index=None, rls=True,
+                                             rls_role="langmem_no_such_role") as store,
+        pytest.raises(psycopg.errors.InvalidParameterValue, match="langmem_no_such_role"),
+    ):
+        store._io(Fetch(leak, Binding("alice")))
