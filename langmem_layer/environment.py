@@ -41,10 +41,10 @@ from langmem_layer.store.options import check_conninfo
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from langmem_layer.extract.base import Extractor
+    from langmem_layer.extract.extractor import Extractor
     from langmem_layer.store.aio import AsyncPostgresMemoryStore
     from langmem_layer.store.sync import PostgresMemoryStore
-    from langmem_layer.synth.base import Synthesizer
+    from langmem_layer.synth.synthesizer import Synthesizer
 
 __all__ = [
     "agent_chat_model",
@@ -172,10 +172,10 @@ def default_synthesizer(chat_model: BaseChatModel | None = None) -> Synthesizer:
     on ``chat_model`` (or ``default_chat_model``), else the offline one."""
     chat_model = chat_model or default_chat_model()
     if chat_model is not None:
-        from langmem_layer.synth.base import ModelSynthesizer
+        from langmem_layer.synth.synthesizer import ModelSynthesizer
 
         return ModelSynthesizer(chat_model)
-    from langmem_layer.synth.offline import OfflineSynthesizer
+    from langmem_layer.synth.offline_synthesizer import OfflineSynthesizer
 
     return OfflineSynthesizer()
 

@@ -42,7 +42,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from langmem_layer.extract.base import OpType
+from langmem_layer.extract.extractor import OpType
 from langmem_layer.extract.phrases import clean, person
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.read.block import (

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.sanitize import NUL
 from langmem_layer.settings import GateSettings
 from langmem_layer.types import Recalled, Status, content_hash

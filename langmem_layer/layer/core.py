@@ -22,7 +22,7 @@ from langgraph.store.base import BaseStore
 from langmem_layer import checks, control
 from langmem_layer.environment import default_extractor
 from langmem_layer.errors import ConfigurationError, InvalidInputError
-from langmem_layer.extract.base import Extractor
+from langmem_layer.extract.extractor import Extractor
 from langmem_layer.extract.gate import WriteGate
 from langmem_layer.flow import Env, Flow, Runner
 from langmem_layer.knowledge import knowledge_retriever

@@ -27,7 +27,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, messages_to_dict
 
 from langmem_layer.errors import OperationAppliedError
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.extract.fallback import fallback_ops
 from langmem_layer.extract.gate import GateDecision
 from langmem_layer.flow import Env, ExtractCall, Flow, StoreCall, require_user

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.errors import InvalidInputError
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.jobs.runs import run
 from langmem_layer.jobs.summaries import periods_ending
