@@ -329,7 +329,7 @@ def block_tokens(layer: MemoryLayer, users: Sequence[str]) -> float:
 def profile_tokens(layer: MemoryLayer, users: Sequence[str]) -> float:
     """Mean tokens of the users' procedural profiles."""
     from langmem_layer.store.ops import FindMemoryOp
-    from langmem_layer.write.profile import profile_key
+    from langmem_layer.write.profile_record import profile_key
 
     lookups: list[Any] = [FindMemoryOp(u, profile_key(u, "work")) for u in users]
     found: list[Any] = list(layer.store.batch(lookups))

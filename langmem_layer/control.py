@@ -28,7 +28,7 @@ from langmem_layer.types import (
     Status,
     memory_namespace,
 )
-from langmem_layer.write.memory import check_content
+from langmem_layer.write.new_memory import check_content
 
 __all__ = [
     "browse", "correct", "decisions", "delete_user", "export", "forget", "get", "history",

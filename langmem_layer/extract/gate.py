@@ -56,7 +56,7 @@ def content_problem(content: str | None, settings: GateSettings) -> str | None:
     """Why ``content`` cannot be a memory, or None when it can: the one content rule.
 
     Every way a memory is written applies it: the gate to an extractor's or a tool's
-    operation (a rejection), and ``langmem_layer.write.memory.check_content`` to
+    operation (a rejection), and ``langmem_layer.write.new_memory.check_content`` to
     ``remember`` and ``correct`` from Python, REST, the memory tools and MCP (an
     ``InvalidContentError`` with this text). The content is
     measured stripped; the message says how to fix it.

@@ -44,7 +44,7 @@ from langmem_layer.read import recall as read
 from langmem_layer.types import Kind, MemoryConfig, Recalled, Status
 from langmem_layer.write import apply as write
 from langmem_layer.write.apply import IngestResult
-from langmem_layer.write.memory import check_content
+from langmem_layer.write.new_memory import check_content
 
 __all__ = [
     "CorrectInput",
