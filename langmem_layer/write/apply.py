@@ -36,7 +36,7 @@ from langmem_layer.read.recall import recall_op
 from langmem_layer.sanitize import clean_deep, clean_messages
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.trust import TrustOp
-from langmem_layer.trust import trust_count
+from langmem_layer.trust_flows import trust_count
 from langmem_layer.types import (
     LinkType,
     MemoryRecord,

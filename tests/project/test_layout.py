@@ -86,7 +86,7 @@ ROOMS = (
     # pure proposal code: extractors and the write gate, synthesis, knowledge documents
     "extract", "synth", "knowledge",
     # flows over the store (one body for sync and async), then what they build on
-    "flow", "message_log", "trust",
+    "flow", "message_log", "trust_flows",
     # a turn: read (recall, rank, the block), write (apply), the user's control
     "read", "write", "offline", "control", "compat_langmem", "worker",
     # where configuration comes from; the thread (working memory)
