@@ -90,7 +90,7 @@ class VectorCache(Embeddings):
         if not missing:
             return
         if self.model is None:
-            from langmem_layer.store.embedding.models import LocalEmbeddings
+            from langmem_layer.store.embedding.default_embedder import LocalEmbeddings
 
             self.model = LocalEmbeddings(batch_size=64)  # type: ignore[assignment]
         for t, v in zip(missing, self.model.embed_documents(missing),  # type: ignore[attr-defined]

@@ -45,7 +45,7 @@ from langchain_core.embeddings import Embeddings
 
 from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
 from langmem_layer.jobs import JobContext, run, run_due
-from langmem_layer.store.embedding.models import LOCAL_DIMS, LocalEmbeddings
+from langmem_layer.store.embedding.default_embedder import LOCAL_DIMS, LocalEmbeddings
 from langmem_layer.synth import OfflineSynthesizer
 from langmem_layer.types import Kind, Layer, MemoryRecord, Source
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.sanitize import redact
 from langmem_layer.settings import MemorySettings
-from langmem_layer.store.embedding.models import openai_configured
+from langmem_layer.store.embedding.default_embedder import openai_configured
 from langmem_layer.store.options import check_conninfo
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def agent_chat_model() -> BaseChatModel:
     model = default_chat_model()
     if model is not None:
         return model
-    from langmem_layer.offline import OfflineChatModel
+    from langmem_layer.offline_chat import OfflineChatModel
 
     return OfflineChatModel()
 

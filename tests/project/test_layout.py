@@ -88,7 +88,9 @@ ROOMS = (
     # flows over the store (one body for sync and async), then what they build on
     "flow", "message_log", "trust_flows",
     # a turn: read (recall, rank, the block), write (apply), the user's control
-    "read", "write", "offline", "control", "compat_langmem", "worker",
+    "read", "write", "offline_chat", "control", "compat_langmem", "worker",
+    # a module kept at its old path for one release: it re-exports its new one
+    "offline",
     # where configuration comes from; the thread (working memory)
     "environment", "working",
     # the façade: MemoryLayer and what it hands to LangGraph (nodes, hooks, tools)
