@@ -289,7 +289,7 @@ SQL_APART = {
 #: File names shared by two or more modules of the package (``__init__.py`` aside): each
 #: should say what it holds. Lower this when a move allows; a new module takes a name of
 #: its own instead of raising it.
-MAX_SHARED_FILE_NAMES = 14
+MAX_SHARED_FILE_NAMES = 5
 
 
 def _op_modules() -> list[object]:
