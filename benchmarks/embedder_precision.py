@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from common import add_noise_option, header, percentile
 
-from langmem_layer.store.embedding.models import LocalEmbeddings, native_bfloat16
+from langmem_layer.store.embedding.default_embedder import LocalEmbeddings, native_bfloat16
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

@@ -29,7 +29,7 @@ from workload import HashEmbedder
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.store.embedded import embedded_uri
-from langmem_layer.store.embedding.models import LocalEmbeddings
+from langmem_layer.store.embedding.default_embedder import LocalEmbeddings
 
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)
 

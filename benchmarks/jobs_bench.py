@@ -60,7 +60,7 @@ from workload import CachedEmbeddings, HashEmbedder
 
 from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
 from langmem_layer.jobs import JOBS, JobContext, register
-from langmem_layer.jobs import lifecycle as lifecycle_job
+from langmem_layer.jobs import lifecycle_jobs as lifecycle_job
 from langmem_layer.jobs.runs import PAGE, Shard, run, run_users
 from langmem_layer.sql import jobs as sql
 from langmem_layer.sql import lifecycle as lsql

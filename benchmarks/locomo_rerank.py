@@ -46,8 +46,8 @@ from common import add_noise_option, fresh_database, header
 from langchain_core.embeddings import Embeddings
 
 from langmem_layer import MemoryLayer
+from langmem_layer.calibration.fit_reranker import features_of, fit, reorder
 from langmem_layer.calibration.labelled import CATEGORIES, read_locomo
-from langmem_layer.calibration.rerank import features_of, fit, reorder
 from langmem_layer.read import recall as rmod
 from langmem_layer.read.block import build_context_block
 from langmem_layer.read.rank import rank_candidates
@@ -90,7 +90,7 @@ class VectorCache(Embeddings):
         if not missing:
             return
         if self.model is None:
-            from langmem_layer.store.embedding.models import LocalEmbeddings
+            from langmem_layer.store.embedding.default_embedder import LocalEmbeddings
 
             self.model = LocalEmbeddings(batch_size=64)  # type: ignore[assignment]
         for t, v in zip(missing, self.model.embed_documents(missing),  # type: ignore[attr-defined]
@@ -183,7 +183,7 @@ def prepare(rows: list[dict[str, Any]], st: MemorySettings, depth: int) -> None:
 
 
 def train(rows: Sequence[dict[str, Any]], drop: Sequence[str]) -> dict[str, Any]:
-    """The weights trained on ``rows`` (``langmem_layer.calibration.rerank.fit``)."""
+    """The weights trained on ``rows`` (``langmem_layer.calibration.fit_reranker.fit``)."""
     return fit([x for r in rows for x in r["X"]], [y for r in rows for y in r["y"]],
                drop=drop)
 

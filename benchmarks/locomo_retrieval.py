@@ -129,7 +129,7 @@ class VectorCache:
     """Text -> unit vector, computed with the local model, optionally kept in a file."""
 
     def __init__(self, path: Path | None) -> None:
-        from langmem_layer.store.embedding.models import LocalEmbeddings
+        from langmem_layer.store.embedding.default_embedder import LocalEmbeddings
 
         self.path = path
         self.model = LocalEmbeddings(batch_size=64)

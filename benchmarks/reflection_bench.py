@@ -45,7 +45,7 @@ from langchain_core.embeddings import Embeddings
 
 from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
 from langmem_layer.jobs import JobContext, run, run_due
-from langmem_layer.store.embedding.models import LOCAL_DIMS, LocalEmbeddings
+from langmem_layer.store.embedding.default_embedder import LOCAL_DIMS, LocalEmbeddings
 from langmem_layer.synth import OfflineSynthesizer
 from langmem_layer.types import Kind, Layer, MemoryRecord, Source
 
@@ -329,7 +329,7 @@ def block_tokens(layer: MemoryLayer, users: Sequence[str]) -> float:
 def profile_tokens(layer: MemoryLayer, users: Sequence[str]) -> float:
     """Mean tokens of the users' procedural profiles."""
     from langmem_layer.store.ops import FindMemoryOp
-    from langmem_layer.write.profile import profile_key
+    from langmem_layer.write.profile_record import profile_key
 
     lookups: list[Any] = [FindMemoryOp(u, profile_key(u, "work")) for u in users]
     found: list[Any] = list(layer.store.batch(lookups))

@@ -180,7 +180,7 @@ async def _langgraph(uri: str, users: int, args: argparse.Namespace, run: str
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.store.postgres.aio import AsyncPostgresStore
 
-    from langmem_layer.offline import OfflineChatModel
+    from langmem_layer.offline_chat import OfflineChatModel
 
     model = OfflineChatModel()
     embed = _embeddings(args)

@@ -193,12 +193,13 @@ class HashEmbedder:
 
 
 class MiniLMEmbedder:
-    """The local all-MiniLM-L6-v2 model (langmem_layer.store.embedding.models.LocalEmbeddings)."""
+    """The local all-MiniLM-L6-v2 model
+    (langmem_layer.store.embedding.default_embedder.LocalEmbeddings)."""
 
     name = "all-MiniLM-L6-v2"
 
     def __init__(self) -> None:
-        from langmem_layer.store.embedding.models import LocalEmbeddings
+        from langmem_layer.store.embedding.default_embedder import LocalEmbeddings
 
         self.model = LocalEmbeddings(batch_size=64)
 

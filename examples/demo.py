@@ -16,7 +16,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore, build_agent_graph
 from langmem_layer.environment import data_dir, database_url, settings_from_env
-from langmem_layer.store.embedding.models import openai_configured
+from langmem_layer.store.embedding.default_embedder import openai_configured
 
 SCRIPT: list[tuple[str, str, list[str]]] = [
     ("alice", "thread-1", [

@@ -11,8 +11,8 @@ every error. Everything else is imported from its own module, each with an ``__a
 write gate), ``langmem_layer.synth`` (synthesis), ``langmem_layer.settings`` (gate and
 ranking settings, calibration profiles), ``langmem_layer.store.options`` and
 ``langmem_layer.store.ops`` (store configuration and ops), ``langmem_layer.types``,
-``langmem_layer.write.apply``, ``langmem_layer.write.queue``, ``langmem_layer.working``,
-``langmem_layer.layer.*`` and ``langmem_layer.server.*``.
+``langmem_layer.write.apply``, ``langmem_layer.write.extraction_queue``,
+``langmem_layer.working``, ``langmem_layer.layer.*`` and ``langmem_layer.server.*``.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING

@@ -26,7 +26,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.store.base import SearchItem, SearchOp
 
 from langmem_layer.errors import InvalidNamespaceError
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.flow import Env, Flow, StoreCall, require_user
 from langmem_layer.types import MEMORY_ROOT, Kind
 from langmem_layer.write import apply as write

@@ -18,7 +18,7 @@ from langmem_layer.errors import (
 )
 from langmem_layer.flow import Env, Flow, StoreCall, require_user, scopes_for
 from langmem_layer.store import ops as mops
-from langmem_layer.trust import trust_count
+from langmem_layer.trust_flows import trust_count
 from langmem_layer.types import (
     MEMORY_ROOT,
     HistoryEntry,
@@ -28,7 +28,7 @@ from langmem_layer.types import (
     Status,
     memory_namespace,
 )
-from langmem_layer.write.memory import check_content
+from langmem_layer.write.new_memory import check_content
 
 __all__ = [
     "browse", "correct", "decisions", "delete_user", "export", "forget", "get", "history",

@@ -35,16 +35,16 @@ from typing import TYPE_CHECKING, Any
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.sanitize import redact
 from langmem_layer.settings import MemorySettings
-from langmem_layer.store.embedding.models import openai_configured
+from langmem_layer.store.embedding.default_embedder import openai_configured
 from langmem_layer.store.options import check_conninfo
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from langmem_layer.extract.base import Extractor
+    from langmem_layer.extract.extractor import Extractor
     from langmem_layer.store.aio import AsyncPostgresMemoryStore
     from langmem_layer.store.sync import PostgresMemoryStore
-    from langmem_layer.synth.base import Synthesizer
+    from langmem_layer.synth.synthesizer import Synthesizer
 
 __all__ = [
     "agent_chat_model",
@@ -150,7 +150,7 @@ def agent_chat_model() -> BaseChatModel:
     model = default_chat_model()
     if model is not None:
         return model
-    from langmem_layer.offline import OfflineChatModel
+    from langmem_layer.offline_chat import OfflineChatModel
 
     return OfflineChatModel()
 
@@ -172,10 +172,10 @@ def default_synthesizer(chat_model: BaseChatModel | None = None) -> Synthesizer:
     on ``chat_model`` (or ``default_chat_model``), else the offline one."""
     chat_model = chat_model or default_chat_model()
     if chat_model is not None:
-        from langmem_layer.synth.base import ModelSynthesizer
+        from langmem_layer.synth.synthesizer import ModelSynthesizer
 
         return ModelSynthesizer(chat_model)
-    from langmem_layer.synth.offline import OfflineSynthesizer
+    from langmem_layer.synth.offline_synthesizer import OfflineSynthesizer
 
     return OfflineSynthesizer()
 

@@ -20,7 +20,7 @@ from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 from langchain_core.messages import BaseMessage
 
 from langmem_layer.errors import MissingUserError
-from langmem_layer.extract.base import Extractor
+from langmem_layer.extract.extractor import Extractor
 from langmem_layer.extract.gate import WriteGate
 from langmem_layer.sanitize import excerpt
 from langmem_layer.settings import MemorySettings

@@ -26,7 +26,7 @@ from langmem_layer.flow import Call, Flow, Runner
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.ops import QueueEntry, TurnRecorded
 from langmem_layer.write.apply import IngestResult
-from langmem_layer.write.queue import Leases, ProcessResult, release_leased
+from langmem_layer.write.extraction_queue import Leases, ProcessResult, release_leased
 
 __all__ = ["ExtractionLoop", "ProcessPending", "WakeWorker", "Worker"]
 

@@ -42,7 +42,7 @@ def texts() -> list[str]:
 
 
 def main() -> None:
-    from langmem_layer.store.embedding.models import LocalEmbeddings
+    from langmem_layer.store.embedding.default_embedder import LocalEmbeddings
 
     recorded = texts()
     vectors = LocalEmbeddings(precision="float32").embed_documents(recorded)

@@ -481,9 +481,9 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
 def _rerank_held_out(layer: Any, data: LabelledSet, fused: Sequence[Any], k: int,
                      prefix: str) -> list[Outcome]:
     """Each conversation's questions reranked by a reranker trained on the *other*
-    conversations (``langmem_layer.calibration.rerank``), from the rankings without the
+    conversations (``langmem_layer.calibration.fit_reranker``), from the rankings without the
     reranker (``fused``: question, ranking), blocks rendered as the layer's."""
-    from langmem_layer.calibration.rerank import features_of, fit, reorder
+    from langmem_layer.calibration.fit_reranker import features_of, fit, reorder
     from langmem_layer.read.recall import block_memories, context_block
 
     st = layer.settings

@@ -27,7 +27,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langmem_layer.evals.fixtures import Fixture, JobStep, MemorySpec, Probe, SeedMemory, Turn
-from langmem_layer.extract.base import Extractor
+from langmem_layer.extract.extractor import Extractor
 from langmem_layer.read.block import SPEAKABLE_SECTIONS
 from langmem_layer.types import Recalled
 from langmem_layer.write.apply import IngestResult

@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_to_dict
 
-from langmem_layer.extract.base import MemoryOperation, fallback_label
+from langmem_layer.extract.extractor import MemoryOperation, fallback_label
 from langmem_layer.store import ops as mops
 from langmem_layer.types import utc_iso
 

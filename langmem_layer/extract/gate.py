@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.sanitize import NUL
 from langmem_layer.settings import GateSettings
 from langmem_layer.types import Recalled, Status, content_hash
@@ -56,7 +56,7 @@ def content_problem(content: str | None, settings: GateSettings) -> str | None:
     """Why ``content`` cannot be a memory, or None when it can: the one content rule.
 
     Every way a memory is written applies it: the gate to an extractor's or a tool's
-    operation (a rejection), and ``langmem_layer.write.memory.check_content`` to
+    operation (a rejection), and ``langmem_layer.write.new_memory.check_content`` to
     ``remember`` and ``correct`` from Python, REST, the memory tools and MCP (an
     ``InvalidContentError`` with this text). The content is
     measured stripped; the message says how to fix it.

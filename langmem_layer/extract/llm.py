@@ -19,7 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, ValidationError
 
-from langmem_layer.extract.base import Extractor, FallbackOperations, MemoryOperation
+from langmem_layer.extract.extractor import Extractor, FallbackOperations, MemoryOperation
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.sanitize import fingerprint, headline
 from langmem_layer.types import Kind, LoopStatus, Recalled, utc_iso

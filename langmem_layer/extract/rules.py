@@ -82,8 +82,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.extract.dates import DateMatch, find_date
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.extract.loops import done_target
 from langmem_layer.extract.phrases import (
     clauses,

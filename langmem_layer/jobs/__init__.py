@@ -20,12 +20,12 @@ or from the command line: ``langmem-layer jobs list`` / ``jobs run NAME`` /
 from langmem_layer.jobs import (  # noqa: F401
     consolidate,
     flows,
-    lifecycle,
-    maintenance,
-    profile,
+    lifecycle_jobs,
+    procedural_profile,
     reextract,
     reflect,
-    summaries,
+    store_jobs,
+    temporal_summaries,
 )
 from langmem_layer.jobs.registry import JOBS, Job, JobContext, JobOption, JobResult, register
 from langmem_layer.jobs.runs import JobRun, Shard, run, run_due

@@ -24,7 +24,7 @@ from langgraph.store.base import PutOp
 from langmem_layer.jobs.registry import JobContext
 from langmem_layer.sql import reflection as rsql
 from langmem_layer.store import ops as mops
-from langmem_layer.synth.base import Evidence, Synthesizer
+from langmem_layer.synth.synthesizer import Evidence, Synthesizer
 from langmem_layer.synth.topics import cosine_matrix
 from langmem_layer.types import HistoryEntry, MemoryRecord, Status
 

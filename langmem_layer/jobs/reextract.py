@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.messages import messages_from_dict
 
-from langmem_layer.extract.base import fallback_label
+from langmem_layer.extract.extractor import fallback_label
 from langmem_layer.flow import Env, ExtractCall, Flow, StoreCall, require_user
 from langmem_layer.jobs.registry import JobContext, JobOption, JobResult, register
 from langmem_layer.store import ops as mops

@@ -30,8 +30,8 @@ from typing import Any
 from langmem_layer.flow import require_user
 from langmem_layer.jobs import evidence as ev
 from langmem_layer.jobs.registry import JobContext, JobOption, register
-from langmem_layer.synth.base import Evidence, SynthesisTask, central
-from langmem_layer.synth.offline import sessions, topic_label
+from langmem_layer.synth.offline_synthesizer import sessions, topic_label
+from langmem_layer.synth.synthesizer import Evidence, SynthesisTask, central
 from langmem_layer.synth.tasks import REFLECT, Insight, ReflectionOutput
 from langmem_layer.synth.topics import cluster
 from langmem_layer.types import HistoryEntry, Kind, Layer, MemoryRecord, Policy, Source, to_utc

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from langmem_layer.layer import MemoryLayer
     from langmem_layer.settings import MemorySettings
     from langmem_layer.store.sync import PostgresMemoryStore
-    from langmem_layer.synth.base import Synthesizer
+    from langmem_layer.synth.synthesizer import Synthesizer
 
 __all__ = ["JOBS", "Job", "JobContext", "JobOption", "JobResult", "register"]
 

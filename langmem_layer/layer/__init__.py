@@ -1,6 +1,6 @@
-"""The façade: ``MemoryLayer`` (``core``) and what it hands to LangGraph."""
+"""The façade: ``MemoryLayer`` (``memory_layer``) and what it hands to LangGraph."""
 
-from langmem_layer.layer.core import MemoryLayer
+from langmem_layer.layer.memory_layer import MemoryLayer
 
 __all__ = [
     "MemoryLayer",

@@ -29,7 +29,7 @@ from langmem_layer.layer.part import Part
 from langmem_layer.store.ops import IngestLogEntry
 from langmem_layer.types import HistoryEntry, Kind, Layer, Policy, Recalled
 from langmem_layer.write import apply as write
-from langmem_layer.write.queue import ProcessResult
+from langmem_layer.write.extraction_queue import ProcessResult
 
 __all__ = ["Admin"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
-from langmem_layer.layer.base import LayerBase
+from langmem_layer.layer.layer_base import LayerBase
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from langchain_core.documents import Document
 
-from langmem_layer.layer.base import LayerBase
+from langmem_layer.layer.layer_base import LayerBase
 from langmem_layer.layer.params import ContextBlockArgs
 from langmem_layer.read import recall as read
 from langmem_layer.read.block import ContextBlock

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Unpack
 
-from langmem_layer import checks, control, trust
+from langmem_layer import checks, control, trust_flows
 from langmem_layer.errors import InvalidInputError
 from langmem_layer.flow import Flow
 from langmem_layer.layer.params import FeedbackArgs, OutcomeArgs
@@ -47,11 +47,11 @@ class Trust(Part):
     def agent_trust(self, user_id: str) -> LearnedTrust:
         """The trust learned per agent (and per kind) from the user's corrections,
         confirmations and feedback."""
-        return self.layer.runner.run(trust.learned_trust(user_id))
+        return self.layer.runner.run(trust_flows.learned_trust(user_id))
 
     async def aagent_trust(self, user_id: str) -> LearnedTrust:
         """Async twin of ``agent_trust``."""
-        return await self.layer.runner.arun(trust.learned_trust(user_id))
+        return await self.layer.runner.arun(trust_flows.learned_trust(user_id))
 
     def record_outcome(self, user_id: str, memory_id: str, **kw: Unpack[OutcomeArgs]
                        ) -> tuple[int, int]:
@@ -92,5 +92,5 @@ class Trust(Part):
             raise InvalidInputError("Pass exactly one of memory_id= (feedback on a memory's "
                                     "agent) or agent_id= (feedback on an agent).")
         checks.check_time(now, "now")
-        return trust.feedback(user_id, memory_id=memory_id, agent_id=agent_id, correct=correct,
-                              kind=kind, now=now or self.now())
+        return trust_flows.feedback(user_id, memory_id=memory_id, agent_id=agent_id,
+                                    correct=correct, kind=kind, now=now or self.now())

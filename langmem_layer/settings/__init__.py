@@ -294,7 +294,7 @@ class MemorySettings(BaseModel):
         "summary_half_life_days for the users named.",
     )
 
-    # -- the lifecycle; see langmem_layer.jobs.lifecycle --
+    # -- the lifecycle; see langmem_layer.jobs.lifecycle_jobs --
     lifecycle_ephemeral_stale_days: float = Field(
         default=3.0, gt=0, description="Ephemeral context not referenced this long goes stale.")
     lifecycle_episodic_stale_days: float = Field(

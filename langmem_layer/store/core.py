@@ -24,7 +24,7 @@ from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp, e
 
 from langmem_layer.sql.rls import APP_ROLE
 from langmem_layer.store.base_store import listing_user
-from langmem_layer.store.embedding import models as embeddings
+from langmem_layer.store.embedding import default_embedder as embeddings
 from langmem_layer.store.embedding.work import RETRY_BASE_DELAY, default_max_input_tokens
 from langmem_layer.store.maintenance import ANN_MIN_USER_VECTORS, Maintenance
 from langmem_layer.store.ops import GetManyOp
@@ -90,7 +90,7 @@ class StoreCore(Maintenance):
     Args:
         conn: The connection or pool the executing subclass uses.
         index: Embedding configuration, ``"default"`` for the default model
-            (``langmem_layer.store.embedding.models.default_index``), or ``None`` for
+            (``langmem_layer.store.embedding.default_embedder.default_index``), or ``None`` for
             no vectors.
         ttl: LangGraph ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``).
         tenant_roots: First namespace labels whose second label is the user id.

@@ -1,7 +1,7 @@
 """How a store embeds items: the index configuration, the model's name, field paths.
 
-The lowest module of the store: ``langmem_layer.store.embedding.models`` builds its default
-configuration from it, and the core reads it, so neither imports the other.
+The lowest module of the store: ``langmem_layer.store.embedding.default_embedder`` builds
+its default configuration from it, and the core reads it, so neither imports the other.
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from langmem_layer.synth.base import Evidence, SynthesisTask, central
-from langmem_layer.synth.offline import (
+from langmem_layer.synth.offline_synthesizer import (
     clause,
     conclusion,
     offline_writer,
@@ -18,6 +17,7 @@ from langmem_layer.synth.offline import (
     sessions,
     topic_label,
 )
+from langmem_layer.synth.synthesizer import Evidence, SynthesisTask, central
 
 __all__ = ["SUMMARIZE", "SummaryOutput"]
 

@@ -7,8 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from langmem_layer.synth.base import SynthesisTask, central
-from langmem_layer.synth.offline import (
+from langmem_layer.synth.offline_synthesizer import (
     clause,
     conclusion,
     date_span,
@@ -18,6 +17,7 @@ from langmem_layer.synth.offline import (
     sessions,
     topic_label,
 )
+from langmem_layer.synth.synthesizer import SynthesisTask, central
 
 __all__ = ["CONSOLIDATE", "REFLECT", "ConsolidationOutput", "Insight", "ReflectionOutput"]
 

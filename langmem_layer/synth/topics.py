@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from langmem_layer.synth.base import Evidence
+from langmem_layer.synth.synthesizer import Evidence
 
 __all__ = ["cluster", "cosine_matrix", "unit"]
 

@@ -1,7 +1,7 @@
 """The write path, written once for sync and async.
 
 A turn is queued durably (``enqueue_turn``); a worker leases queue entries
-(``langmem_layer.write.queue``) and runs ``ingest`` on each: the extractor sees the new
+(``langmem_layer.write.extraction_queue``) and runs ``ingest`` on each: the extractor sees the new
 messages with the user's existing relevant memories, the gate decides, and the
 accepted operations are applied together with the entry's completion and the
 decision log in ONE transaction. Every operation carries an id derived from its
@@ -27,7 +27,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, messages_to_dict
 
 from langmem_layer.errors import OperationAppliedError
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.extract.fallback import fallback_ops
 from langmem_layer.extract.gate import GateDecision
 from langmem_layer.flow import Env, ExtractCall, Flow, StoreCall, require_user
@@ -36,7 +36,7 @@ from langmem_layer.read.recall import recall_op
 from langmem_layer.sanitize import clean_deep, clean_messages
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.trust import TrustOp
-from langmem_layer.trust import trust_count
+from langmem_layer.trust_flows import trust_count
 from langmem_layer.types import (
     LinkType,
     MemoryRecord,
@@ -45,8 +45,8 @@ from langmem_layer.types import (
     Status,
     to_utc,
 )
-from langmem_layer.write.memory import links_thread, memory_ops
-from langmem_layer.write.profile import apply_explicit, explicit_preference
+from langmem_layer.write.new_memory import links_thread, memory_ops
+from langmem_layer.write.profile_record import apply_explicit, explicit_preference
 
 logger = logging.getLogger("langmem_layer.write")
 

@@ -24,7 +24,7 @@ def test_setup_export_import_sweep(pg_uri: str, store, tmp_path: Path,
     data = json.loads(out.read_text())
     assert [i["value"]["content"] for i in data["items"]] == ["Name is Dana."]
     # Import into another user re-embeds with the default model: use the suite's fake one.
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
     assert main(["--database-url", pg_uri, "import", "u2", str(out)]) == 0
     assert "imported 1 items" in capsys.readouterr().out
@@ -42,7 +42,7 @@ def test_worker_once_extracts_queued_turns(pg_uri: str, store, capsys, monkeypat
 
     queued = MemoryLayer(store, settings=MemorySettings(extract_every_n_turns=1000))
     queued.admin.submit("u1", [HumanMessage("I live in Lisbon.", id="w1")], thread_id="t")
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
     assert main(["--database-url", pg_uri, "worker", "--once"]) == 0
     assert "extracted 1 turns, 0 failed" in capsys.readouterr().out
@@ -59,7 +59,7 @@ def test_index_large_users(pg_uri: str, store, capsys, monkeypatch) -> None:
     user = f"u-{uuid.uuid4().hex[:8]}"
     for n in range(2):
         MemoryLayer(store, extraction="inline").remember(user, f"Fact {n} about the boat.")
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
     assert main(["--database-url", pg_uri, "index-large-users", "--threshold", "3"]) == 0
     assert capsys.readouterr().out == "indexed 0 large users\n"
@@ -100,7 +100,7 @@ def test_jobs_run_with_time_and_options(pg_uri: str, store, clock, capsys, monke
     assert capsys.readouterr().out.startswith("sweep-ttl [2026-11-18, shard 0/1]: already ran")
     assert main([*url, "jobs", "run", "sweep-ttl", "--now", at, "--force"]) == 0
     assert capsys.readouterr().out == "deleted 1 expired items\n"
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
     assert main([*url, "jobs", "run", "index-large-users", "-O", "threshold=1000000"]) == 0
     assert capsys.readouterr().out == "indexed 0 large users\n"
@@ -164,7 +164,7 @@ def test_import_of_a_file_that_is_not_json(pg_uri: str, tmp_path: Path, capsys) 
 ])
 def test_import_of_json_that_is_not_an_export(pg_uri: str, store, tmp_path: Path, capsys,
                                               monkeypatch, data: object) -> None:
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
     path = tmp_path / "other.json"
     path.write_text(json.dumps(data))

@@ -25,7 +25,7 @@ CLI = [sys.executable, "-m", "langmem_layer.cli"]
 @pytest.fixture
 def embedder_of_the_suite(store, monkeypatch) -> None:
     # Commands that embed open their store with the default model: use the suite's.
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
 
 

@@ -91,7 +91,7 @@ def test_jobs_status_shows_the_runs(pg_uri, people, touch: Touch, capsys,
 
 def test_worker_runs_the_jobs_due_once(pg_uri, store, people, touch: Touch, capsys,
                                        monkeypatch) -> None:
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
     argv = ["--database-url", pg_uri, "worker", "--once", "--jobs", f"{JOB},sweep-ttl"]
     assert main([*argv, "--now", AT]) == 0
@@ -110,7 +110,7 @@ def test_worker_runs_the_jobs_due_once(pg_uri, store, people, touch: Touch, caps
 
 def test_worker_reports_a_failing_job_and_goes_on(pg_uri, store, people, touch: Touch,
                                                   capsys, monkeypatch) -> None:
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
     touch.fail_after = 2
     argv = ["--database-url", pg_uri, "worker", "--once", "--jobs", f"{JOB},sweep-ttl",

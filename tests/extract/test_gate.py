@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.extract.gate import GateDecision, WriteGate
 from langmem_layer.settings import GateSettings
 from langmem_layer.types import Kind, Layer, MemoryRecord, Recalled, Status

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langmem_layer.extract.base import OpType
+from langmem_layer.extract.extractor import OpType
 from langmem_layer.extract.llm import ExtractionOutput, LLMExtractor
 from tests.fakes import ScriptedStructuredModel
 

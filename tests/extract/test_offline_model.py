@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool
 
 from langmem_layer import Kind, Layer, MemoryLayer
-from langmem_layer.offline import OfflineChatModel
+from langmem_layer.offline_chat import OfflineChatModel
 from langmem_layer.read.block import build_context_block
 from langmem_layer.tokens import TokenCounter
 from langmem_layer.types import MemoryRecord, Policy, Recalled

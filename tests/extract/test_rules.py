@@ -15,7 +15,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langmem_layer.extract.base import Extractor, MemoryOperation, OpType
+from langmem_layer.extract.extractor import Extractor, MemoryOperation, OpType
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.types import Kind, Layer, MemoryRecord, Policy, Recalled
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langmem_layer.extract.base import MemoryOperation, OpType
 from langmem_layer.extract.dates import resolve_date
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.types import Kind, Layer, MemoryRecord, Recalled
 

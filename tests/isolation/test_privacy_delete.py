@@ -16,7 +16,7 @@ from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
 from langmem_layer.cli import main
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.jobs import JobContext, run
-from langmem_layer.jobs.lifecycle import lifecycle_thresholds
+from langmem_layer.jobs.lifecycle_jobs import lifecycle_thresholds
 from langmem_layer.server.keys import create_key
 from langmem_layer.sql.users import USER_TABLES
 from langmem_layer.store import ops as mops

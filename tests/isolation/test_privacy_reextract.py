@@ -15,7 +15,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
-from langmem_layer.extract.base import FallbackOperations
+from langmem_layer.extract.extractor import FallbackOperations
 from langmem_layer.extract.llm import LLMExtractor
 from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.store import ops as mops

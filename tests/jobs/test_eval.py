@@ -23,7 +23,7 @@ from langmem_layer.evals import (
     run_fixtures,
     violations,
 )
-from langmem_layer.store.embedding.models import LOCAL_DIMS, LOCAL_MODEL, LocalEmbeddings
+from langmem_layer.store.embedding.default_embedder import LOCAL_DIMS, LOCAL_MODEL, LocalEmbeddings
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind
 

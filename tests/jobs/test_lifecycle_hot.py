@@ -15,7 +15,7 @@ import pytest
 
 from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.jobs import JOBS, JobContext
-from langmem_layer.jobs.lifecycle import lifecycle_thresholds
+from langmem_layer.jobs.lifecycle_jobs import lifecycle_thresholds
 from langmem_layer.sql import lifecycle as lsql
 from langmem_layer.sql import migrations as migsql
 from langmem_layer.store import ops as mops

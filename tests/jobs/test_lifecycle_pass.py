@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from langmem_layer import MemorySettings
-from langmem_layer.jobs.lifecycle import lifecycle_thresholds
+from langmem_layer.jobs.lifecycle_jobs import lifecycle_thresholds
 from langmem_layer.sql import lifecycle as lsql
 from langmem_layer.sql.items import VALUE
 from langmem_layer.sql.moved import UPDATED

@@ -19,7 +19,7 @@ from langmem_layer.jobs.batching import RunEmbeddings
 from langmem_layer.sql.jobs import shard_of
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.synth import OfflineSynthesizer
-from langmem_layer.synth.base import SynthesisOutcome, SynthesisTask
+from langmem_layer.synth.synthesizer import SynthesisOutcome, SynthesisTask
 from langmem_layer.types import Kind, Layer, MemoryRecord, Source
 from tests.fakes import Clock, CountingEmbeddings
 

@@ -14,17 +14,17 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.errors import InvalidInputError
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.jobs.runs import run
-from langmem_layer.jobs.summaries import periods_ending
+from langmem_layer.jobs.temporal_summaries import periods_ending
 from langmem_layer.read.block import NARRATIVE
 from langmem_layer.read.rank import decay_score
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.synth import ModelSynthesizer, OfflineSynthesizer
 from langmem_layer.types import Kind, Layer, MemoryRecord, Policy, Source, Status
 from langmem_layer.write.apply import ingest
-from langmem_layer.write.profile import explicit_preference
+from langmem_layer.write.profile_record import explicit_preference
 from tests.fakes import Clock, ScriptedStructuredModel
 from tests.layer.test_working import build_graph
 

@@ -91,7 +91,7 @@ def test_import_langmem_command(pg_uri: str, store, capsys, monkeypatch) -> None
     store.put(("memories", "carol"), "k1", {"content": "Carol prefers window seats."})
     store.put(("memories", "carol"), "k2", {"content": {}})
     # The command embeds with the default model: use the suite's fake one.
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
     assert main(["--database-url", pg_uri, "import-langmem", "carol"]) == 0
     out = capsys.readouterr().out

@@ -17,7 +17,7 @@ from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.flow import Call, Concurrently, Flow, Runner, StoreCall
 from langmem_layer.layer.admin import Admin
 from langmem_layer.layer.agents import Agents
-from langmem_layer.layer.core import _Moved
+from langmem_layer.layer.memory_layer import _Moved
 from langmem_layer.layer.threads import Threads
 from langmem_layer.layer.trust_part import Trust
 
@@ -116,7 +116,8 @@ def test_modules_below_the_facade_do_not_import_it(module: str) -> None:
 
 @pytest.mark.parametrize("module", ["layer/nodes.py", "layer/params.py"])
 def test_what_the_facade_hands_out_does_not_import_its_class(module: str) -> None:
-    assert not {m for m in _imports(PACKAGE / module) if m.startswith("langmem_layer.layer.core")}
+    assert not {m for m in _imports(PACKAGE / module)
+                if m.startswith("langmem_layer.layer.memory_layer")}
 
 
 # -- the runner ---------------------------------------------------------------------------

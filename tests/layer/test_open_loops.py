@@ -119,7 +119,7 @@ EXISTING = [
 
 
 def _closed_by(text: str) -> list[str]:
-    from langmem_layer.extract.base import OpType
+    from langmem_layer.extract.extractor import OpType
     from langmem_layer.extract.rules import RuleExtractor
 
     ops = RuleExtractor().extract([HumanMessage(text)], existing=EXISTING,

@@ -7,7 +7,7 @@ import gzip
 import json
 import math
 
-from langmem_layer.store.embedding.models import LOCAL_DIMS, LocalEmbeddings
+from langmem_layer.store.embedding.default_embedder import LOCAL_DIMS, LocalEmbeddings
 from tests.minilm_reference import REFERENCE
 
 

@@ -24,7 +24,7 @@ from langchain_core.runnables import RunnableLambda
 
 import langmem_layer
 from langmem_layer import LangmemError, MemoryLayer, PostgresMemoryStore
-from langmem_layer.extract.base import FallbackOperations
+from langmem_layer.extract.extractor import FallbackOperations
 from langmem_layer.extract.llm import LLMExtractor
 from langmem_layer.extract.rules import RuleExtractor
 from tests.fakes import Clock

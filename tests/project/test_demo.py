@@ -87,7 +87,7 @@ def test_readme_example_runs(store: PostgresMemoryStore, pg_uri: str, monkeypatc
     # (tests/project/test_docs_examples.py runs it with the local model).
     assert "open_store()" in code
     monkeypatch.setenv("LANGMEM_DATABASE_URL", pg_uri)
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
     exec(compile(code, "README.md", "exec"), {})
     found = store.search(("memories", "alice", "work"))

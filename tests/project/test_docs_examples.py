@@ -135,7 +135,7 @@ def _store(names: dict[str, Any], stack: contextlib.ExitStack) -> Any:
 
 
 def _model(names: dict[str, Any], stack: contextlib.ExitStack) -> Any:
-    from langmem_layer.offline import OfflineChatModel
+    from langmem_layer.offline_chat import OfflineChatModel
 
     return OfflineChatModel()
 
@@ -168,7 +168,7 @@ def _builder(names: dict[str, Any], stack: contextlib.ExitStack) -> Any:
 
 
 def _embeddings(names: dict[str, Any], stack: contextlib.ExitStack) -> Any:
-    from langmem_layer.store.embedding.models import LocalEmbeddings
+    from langmem_layer.store.embedding.default_embedder import LocalEmbeddings
 
     return LocalEmbeddings()  # the offline default; the model loads once per process
 

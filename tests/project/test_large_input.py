@@ -24,7 +24,7 @@ from langmem_layer import (
 )
 from langmem_layer.errors import InvalidInputError
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.offline import OfflineChatModel
+from langmem_layer.offline_chat import OfflineChatModel
 from langmem_layer.read import query as query_module
 from langmem_layer.read.query import MAX_QUERY_CHARS, bounded
 from langmem_layer.refs import _sentence_initial, extract_refs

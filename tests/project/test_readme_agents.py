@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 
-from langmem_layer.offline import OfflineChatModel
+from langmem_layer.offline_chat import OfflineChatModel
 from tests.fakes import ScriptedChatModel, tool_call
 
 README = Path(__file__).resolve().parents[2] / "README.md"

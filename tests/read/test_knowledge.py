@@ -27,7 +27,7 @@ from langmem_layer import (
     knowledge_store,
 )
 from langmem_layer.layer.retriever import MemoryRetriever
-from langmem_layer.offline import OfflineChatModel
+from langmem_layer.offline_chat import OfflineChatModel
 from langmem_layer.read.block import DOCUMENTS, RELEVANT
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.sync import PostgresMemoryStore

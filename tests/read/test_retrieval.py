@@ -466,7 +466,7 @@ async def test_async_recall_uses_the_same_strategies(astore: AsyncPostgresMemory
 
 def test_a_remembered_memory_gets_the_write_paths_refs_and_a_reference_finds_it(
         store: PostgresMemoryStore, clock: Clock) -> None:
-    from langmem_layer.extract.base import MemoryOperation, OpType
+    from langmem_layer.extract.extractor import MemoryOperation, OpType
     from tests.write.test_write_path import ScriptedExtractor
 
     text = "Went hiking with Dana near Lake Tahoe."

@@ -110,7 +110,7 @@ def test_bad_dev_user_is_refused() -> None:
 def test_live_dev_mode_and_own_store(pg_uri: str, store: PostgresMemoryStore,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The app opens its own store on the URL at startup, and closes it at shutdown."""
-    monkeypatch.setattr("langmem_layer.store.embedding.models.default_index",
+    monkeypatch.setattr("langmem_layer.store.embedding.default_embedder.default_index",
                         lambda: store.index_config)
     app = create_app(database_url=pg_uri, dev_user="demo", pool_size=2)
     with serve(app) as url:

@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from langmem_layer import Kind, Layer, MemoryLayer
-from langmem_layer.offline import OfflineChatModel
+from langmem_layer.offline_chat import OfflineChatModel
 from langmem_layer.server.keys import create_key
 from langmem_layer.server.mcp import PROFILE_HEADER
 from langmem_layer.store.aio import AsyncPostgresMemoryStore

@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 from langmem_layer import MemoryLayer
-from langmem_layer.store.embedding.models import LOCAL_DIMS, LocalEmbeddings, default_index
+from langmem_layer.store.embedding.default_embedder import (
+    LOCAL_DIMS,
+    LocalEmbeddings,
+    default_index,
+)
 from langmem_layer.store.sync import PostgresMemoryStore
 
 
@@ -80,7 +84,7 @@ def test_int8_vectors_agree_with_the_recorded_float32_ones() -> None:
 
 def test_precision_auto_takes_int8_when_installed_else_follows_the_cpu(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import langmem_layer.store.embedding.models as models
+    import langmem_layer.store.embedding.default_embedder as models
     from langmem_layer.store.embedding import minilm_onnx
 
     assert minilm_onnx.available()  # the local extra is installed for the suite
@@ -151,8 +155,9 @@ def test_the_default_embedder_never_imports_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from langmem_layer.store.embedding.models import LocalEmbeddings, "
-            "default_index; LocalEmbeddings(); default_index()['embed'].embed_query('hi'); "
+    code = ("import sys; from langmem_layer.store.embedding.default_embedder import "
+            "LocalEmbeddings, default_index; LocalEmbeddings(); "
+            "default_index()['embed'].embed_query('hi'); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}, check=False)

@@ -22,7 +22,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langmem_layer import MemoryLayer, MemoryState, memory_prompt
-from langmem_layer.offline import OfflineChatModel
+from langmem_layer.offline_chat import OfflineChatModel
 from tests.fakes import Clock, ScriptedChatModel, tool_call
 
 pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")

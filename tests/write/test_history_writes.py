@@ -20,7 +20,7 @@ from langmem_layer import (
     NotProceduralError,
     Status,
 )
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.store.ops import ReinforceOp, SetStatusOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import HistoryEntry, LoopStatus, MemoryRecord, Recalled

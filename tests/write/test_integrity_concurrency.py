@@ -15,7 +15,7 @@ import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_layer import MemoryLayer
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.store.ops import ApplyOnceOp, MarkAppliedOp, TouchOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Recalled

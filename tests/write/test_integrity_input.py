@@ -17,7 +17,7 @@ from langmem_layer import (
     MemorySettings,
     MemoryState,
 )
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.sql.recall import cap_terms
 from langmem_layer.store.ops import ParkedEntriesOp, PendingOp
 from langmem_layer.store.sync import PostgresMemoryStore

@@ -20,7 +20,7 @@ import psycopg
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, MemorySettings, PostgresMemoryStore
-from langmem_layer.extract.base import MemoryOperation
+from langmem_layer.extract.extractor import MemoryOperation
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.ops import ClaimOp

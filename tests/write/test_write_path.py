@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_layer import Kind, Layer, MemoryLayer, MemorySettings, Status
-from langmem_layer.extract.base import MemoryOperation, OpType
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.store import driver
 from langmem_layer.store.ops import ClaimOp, LinksOp, PendingOp
 from langmem_layer.types import IDENTITY_SCOPE, Recalled

@@ -6,7 +6,7 @@ agent routes. Needs the ``server`` extra (FastAPI, uvicorn); nothing here is imp
   module-level ``app`` for ``uvicorn langmem_layer.server.http.app:app``;
 - ``langmem_layer.server.http.security``: who a request acts as (``current_principal``);
 - ``langmem_layer.server.http.routes``: the ``/v1`` memory routes;
-- ``langmem_layer.server.http.models``: their request and response models;
+- ``langmem_layer.server.http.schemas``: their request and response models;
 - ``langmem_layer.server.http.problems``: errors as RFC 9457 problem documents;
 - ``langmem_layer.server.http.agent_route``: the memory agent through LangServe;
 - ``langmem_layer.server.http.lifespan``: the server's lifetime (store, layer,

@@ -19,7 +19,8 @@ from starlette.datastructures import UploadFile
 
 from langmem_layer.errors import InvalidContentError
 from langmem_layer.layer import MemoryLayer
-from langmem_layer.server.http.models import (
+from langmem_layer.server.http.problems import PROBLEM_JSON
+from langmem_layer.server.http.schemas import (
     Admission,
     CorrectRequest,
     Decision,
@@ -35,7 +36,6 @@ from langmem_layer.server.http.models import (
     Provenance,
     SurfaceRequest,
 )
-from langmem_layer.server.http.problems import PROBLEM_JSON
 from langmem_layer.server.http.security import current_principal
 from langmem_layer.server.http.state import layer_of, state_of
 from langmem_layer.server.keys import Principal

@@ -1,6 +1,6 @@
 """The procedural profile's record: its key, its text, and explicit preferences
 applied at once by the write path. The weekly job that infers the rest is
-``langmem_layer.jobs.profile``."""
+``langmem_layer.jobs.procedural_profile``."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from langgraph.store.base import BaseStore
 from langmem_layer import checks, control
 from langmem_layer.environment import default_extractor
 from langmem_layer.errors import ConfigurationError, InvalidInputError
-from langmem_layer.extract.base import Extractor
+from langmem_layer.extract.extractor import Extractor
 from langmem_layer.extract.gate import WriteGate
 from langmem_layer.flow import Env, Flow, Runner
 from langmem_layer.knowledge import knowledge_retriever
@@ -51,10 +51,9 @@ from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import Kind, Layer, Policy, Recalled
 from langmem_layer.worker import Worker
 from langmem_layer.write import apply as write
-from langmem_layer.write import memory as write_memory
-from langmem_layer.write import queue
+from langmem_layer.write import extraction_queue, new_memory
 from langmem_layer.write.apply import IngestResult
-from langmem_layer.write.queue import Leases, ProcessResult
+from langmem_layer.write.extraction_queue import Leases, ProcessResult
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -438,9 +437,9 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
                   due_at: datetime | None = None, subject: str | None = None,
                   thread_id: str | None = None, now: datetime | None = None
                   ) -> Flow[Recalled]:
-        # Text, then the content rule every way in applies (write.memory.check_content).
+        # Text, then the content rule every way in applies (write.new_memory.check_content).
         checks.check_is_text(content)
-        write_memory.check_content(self.env, content)
+        new_memory.check_content(self.env, content)
         kind = checks.check_choice(kind, Kind, "kind")
         layer = None if layer is None else checks.check_choice(layer, Layer, "layer")
         policy = checks.check_choice(policy, Policy, "policy")
@@ -451,7 +450,7 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
         checks.check_time(now, "now")
         if subject is not None:
             checks.check_is_text(subject, "subject")
-        return write_memory.remember(
+        return new_memory.remember(
             self.env, user_id, content, profile=profile, now=now or self.now(), kind=kind,
             layer=layer, policy=policy, pinned=pinned, confidence=confidence,
             salience=salience, refs=refs, due_at=due_at, subject=subject,
@@ -506,7 +505,7 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
     def _ingest_leased(self, entries: Sequence[QueueEntry], leased_at: datetime,
                        leases: Leases | None = None) -> Flow[ProcessResult]:
         st = self.settings
-        return queue.ingest_leased(
+        return extraction_queue.ingest_leased(
             self.env, entries, now=self.now(), leased_at=leased_at,
             lease_seconds=st.extraction_lease_seconds,
             retry_base_seconds=st.extraction_retry_base_seconds, leases=leases)
@@ -514,7 +513,7 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
     def _process_batch(self, user_id: str | None, leases: Leases | None = None,
                        users: Sequence[str] = ()) -> Flow[ProcessResult]:
         st = self.settings
-        return queue.process_queue(
+        return extraction_queue.process_queue(
             self.env, now=self.now(), limit=st.extraction_batch_size,
             lease_seconds=st.extraction_lease_seconds,
             retry_base_seconds=st.extraction_retry_base_seconds, user_id=user_id,

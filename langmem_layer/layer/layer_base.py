@@ -2,7 +2,7 @@
 
 The façade is one class assembled from groups of methods, one module each, by what a
 caller is doing (``working_methods``, ``agent_methods``, ``control_methods``,
-``knowledge_methods``, ``trust_methods``, and ``core`` for remembering and
+``knowledge_methods``, ``trust_methods``, and ``memory_layer`` for remembering and
 recalling). Each group derives from ``LayerBase``: the state ``MemoryLayer.__init__``
 sets up and the few methods the groups share, declared once here rather than guessed at
 by each group.

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from langmem_layer.synth.base import Evidence, SynthesisOutcome, SynthesisTask, Synthesizer
+from langmem_layer.synth.synthesizer import Evidence, SynthesisOutcome, SynthesisTask, Synthesizer
 
 __all__ = ["OfflineSynthesizer", "clause", "conclusion", "date_span", "offline_writer",
            "open_part", "open_questions", "topic_label"]
@@ -138,7 +138,7 @@ class OfflineSynthesizer(Synthesizer):
         outcome: SynthesisOutcome[T] = SynthesisOutcome(None, self.name, attempts=1)
         if writer is None:
             outcome.error = (f"No offline writer for task {task.name!r}; register one with "
-                             "langmem_layer.synth.offline.offline_writer.")
+                             "langmem_layer.synth.offline_synthesizer.offline_writer.")
             return outcome
         try:
             raw = writer(task)

@@ -28,7 +28,7 @@ from langmem_layer.jobs.registry import JobContext, JobOption, register
 from langmem_layer.sql import summaries as ssql
 from langmem_layer.store import ops as mops
 from langmem_layer.types import IDENTITY_SCOPE, MemoryRecord, memory_namespace, to_utc, utc_iso
-from langmem_layer.write.profile import profile_key, profile_record
+from langmem_layer.write.profile_record import profile_key, profile_record
 
 __all__ = ["procedural_profile"]
 

@@ -36,8 +36,8 @@ from langmem_layer.jobs import evidence as ev
 from langmem_layer.jobs.registry import JobContext, JobOption, register
 from langmem_layer.read.narrative import SUMMARY
 from langmem_layer.sql import summaries as ssql
-from langmem_layer.synth.base import Evidence, SynthesisTask
 from langmem_layer.synth.periodic import SUMMARIZE, SummaryOutput
+from langmem_layer.synth.synthesizer import Evidence, SynthesisTask
 from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import (
     IDENTITY_SCOPE,
