@@ -70,7 +70,8 @@ demo: $(VENV)/.installed-local
 
 test: $(VENV)/.installed-test $(DEV_VENV)/.installed browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
-	# The isolation tests again with row-level security on (off by default, README).
+	# The isolation tests again with the row-level-security role required (LANGMEM_RLS=1);
+	# the suite above runs with it where the database allows it, the default.
 	LANGMEM_RLS=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/isolation/test_isolation_rls.py tests/isolation/test_isolation_audit.py tests/isolation/test_isolation_schema.py
 	$(BIN)/ruff check .
 	$(BIN)/mypy

@@ -56,7 +56,7 @@ from typing import Any
 import psycopg
 from common import Log, add_noise_option, hashed_corpus, header, percentile
 from psycopg import conninfo
-from served_app import SCRIPT, database, layer_options, offline_agent
+from served_app import SCRIPT, database, drive, served_graph
 from workload import BIG, NOW, load, owner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,40 +173,16 @@ async def _served(uri: str, users: int, args: argparse.Namespace, run: str
                   ) -> dict[str, Any]:
     from langchain_core.messages import HumanMessage
 
-    from langmem_layer.server.http.lifespan import memory_lifespan
-
-    latencies: list[float] = []
-    errors = [0]
-    async with memory_lifespan(database_url=uri,
-                               store_options={"index": None, "pool_size": args.pool_size},
-                               layer_options=layer_options(),
-                               graph_factory=offline_agent) as service:
+    async with served_graph(uri, pool_size=args.pool_size) as service:
         graph = service.graph
-        assert graph is not None
-        deadline = time.monotonic() + args.duration
-        budget = [args.max_turns]
 
-        async def user_loop(u: int) -> None:
-            i = 0
-            while time.monotonic() < deadline and budget[0] > 0:
-                budget[0] -= 1
-                t0 = time.perf_counter()
-                try:
-                    await graph.ainvoke({"messages": [HumanMessage(SCRIPT[i % len(SCRIPT)])]},
-                                        {"configurable": {"user_id": f"{run}-{users}-{u}",
-                                                          "thread_id": f"t{u}"}})
-                except Exception as e:
-                    if not errors[0]:
-                        print(f"    first error: {type(e).__name__}: {e}"[:300])
-                    errors[0] += 1
-                else:
-                    latencies.append(time.perf_counter() - t0)
-                i += 1
+        async def turn(u: int, text: str) -> None:
+            await graph.ainvoke({"messages": [HumanMessage(text)]},
+                                {"configurable": {"user_id": f"{run}-{users}-{u}",
+                                                  "thread_id": f"t{u}"}})
 
-        t0 = time.perf_counter()
-        await asyncio.gather(*(user_loop(u) for u in range(users)))
-        elapsed = time.perf_counter() - t0
-    return {"latencies": latencies, "elapsed": elapsed, "errors": errors[0]}
+        latencies, elapsed, errors = await drive(users, args.duration, args.max_turns, turn)
+    return {"latencies": latencies, "elapsed": elapsed, "errors": errors}
 
 
 def lifecycle(uri: str, index: dict[str, Any]) -> tuple[int, float]:
@@ -303,14 +279,8 @@ async def _serve(uri: str, args: argparse.Namespace, run: str, faults: Faults,
                  ) -> None:
     from langchain_core.messages import HumanMessage
 
-    from langmem_layer.server.http.lifespan import memory_lifespan
-
-    async with memory_lifespan(database_url=uri,
-                               store_options={"index": None, "pool_size": args.pool_size},
-                               layer_options=layer_options(),
-                               graph_factory=offline_agent) as service:
+    async with served_graph(uri, pool_size=args.pool_size) as service:
         graph = service.graph
-        assert graph is not None
         deadline = time.monotonic() + args.fault_duration
         thread = threading.Thread(target=faults.run, daemon=True)
 

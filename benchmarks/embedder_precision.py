@@ -6,9 +6,10 @@ reference the stored vectors came from) or bfloat16. This measures what each cos
 gives, on one thread, in one run, float32 the anchor when torch is installed:
 
 * quality: exact cosine search over every turn of the five conversations of
-  ``../shared/data/locomo-dev.json`` (``"Speaker: text"``), each of the 759 questions of
-  categories 1-4 embedded at the same precision; recall@10 of the question's evidence
-  turns, overall and per category: a measure of the embedder alone (no fusion, no block);
+  ``../shared/data/locomo-dev.json`` (``"Speaker: text"``, as the package's LoCoMo reader
+  writes a turn), each of the 759 questions of categories 1-4 embedded at the same
+  precision; recall@10 of the question's evidence turns, overall and per category: a
+  measure of the embedder alone (no fusion, no block);
 * agreement with float32: the cosine between each precision's vector of a turn and
   float32's (min, p1, mean), how many questions' top 10 is the same set, and the mean
   share of float32's top 10 found in the other's;
@@ -23,7 +24,6 @@ Run:  .venv/bin/python benchmarks/embedder_precision.py [--data PATH] [--threads
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -32,26 +32,15 @@ from typing import Any
 import numpy as np
 from common import add_noise_option, header, percentile
 
+from langmem_layer.calibration.labelled import CATEGORIES, LocomoQuestion, read_locomo
 from langmem_layer.store.embedding.default_embedder import LocalEmbeddings, native_bfloat16
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-
-
-def conversations(path: Path) -> list[tuple[list[str], list[str], list[dict[str, Any]]]]:
-    """Per conversation: the turns' ids, their texts, the answerable questions."""
-    out = []
-    for sample in json.loads(path.read_text()):
-        ids: list[str] = []
-        texts: list[str] = []
-        for key, value in sample["conversation"].items():
-            if key.startswith("session_") and isinstance(value, list):
-                for turn in value:
-                    ids.append(turn["dia_id"])
-                    texts.append(f"{turn['speaker']}: {turn['text']}")
-        qa = [q for q in sample["qa"] if q.get("category") in CATEGORIES]
-        out.append((ids, texts, qa))
-    return out
+def conversations(path: Path) -> list[tuple[list[str], list[str], list[LocomoQuestion]]]:
+    """Per conversation (the package's LoCoMo reader): the turns' ids, their texts
+    (``"Speaker: text"``, a shared image's caption after it), the answerable questions."""
+    return [([t.dia_id for t in c.turns], [t.text for t in c.turns], list(c.questions))
+            for c in read_locomo(path)]
 
 
 def run(model: LocalEmbeddings, data: list[Any]) -> dict[str, Any]:
@@ -72,13 +61,12 @@ def run(model: LocalEmbeddings, data: list[Any]) -> dict[str, Any]:
         index = {x: i for i, x in enumerate(ids)}
         for q in qa:
             t0 = time.perf_counter()
-            v = np.asarray(model.embed_query(q["question"]), dtype=np.float32)
+            v = np.asarray(model.embed_query(q.text), dtype=np.float32)
             query_ms.append((time.perf_counter() - t0) * 1000)
             top = set(np.argsort(-(d @ v))[:10].tolist())
             tops.append(top)
-            evidence = [index[x] for x in q["evidence"] if x in index]
-            if evidence:
-                hits[q["category"]].append(sum(x in top for x in evidence) / len(evidence))
+            evidence = [index[x] for x in sorted(q.evidence)]
+            hits[q.category].append(sum(x in top for x in evidence) / len(evidence))
     return {"docs": np.concatenate(docs), "tops": tops, "hits": hits,
             "docs_per_s": n_docs / seconds, "query_ms": query_ms}
 
@@ -109,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name}: {model.describe()}")
         runs[name] = run(model, data)
     first = runs[names[0]]
-    scored = sum(len(xs) for xs in first["hits"].values())
-    print(f"  {len(first['docs'])} turns, {len(first['tops'])} questions "
-          f"({scored} with evidence turns, the recall's denominator)")
+    print(f"  {len(first['docs'])} turns, {len(first['tops'])} questions with evidence turns")
     print(f"  {'precision':<10}{'R@10':>7}" + "".join(f"{n:>13}" for n in CATEGORIES.values())
           + f"{'docs/s':>9}{'query p50':>11}{'p95':>8}")
     for name, r in runs.items():

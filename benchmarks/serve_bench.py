@@ -39,12 +39,12 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 from common import add_noise_option, header, percentile
-from served_app import SCRIPT, database, layer_options, offline_agent
+from served_app import database, drive, served_graph
 
 from langmem_layer.store.driver import CONTROL
 
@@ -101,33 +101,6 @@ class Statements:
 STATEMENTS = Statements()
 
 
-async def _drive(users: int, duration: float, max_turns: int,
-                 turn: Callable[[int, str], Awaitable[Any]]) -> tuple[list[float], float, int]:
-    deadline = time.monotonic() + duration
-    budget = [max_turns]
-    latencies: list[float] = []
-    errors = [0]
-
-    async def user_loop(u: int) -> None:
-        i = 0
-        while time.monotonic() < deadline and budget[0] > 0:
-            budget[0] -= 1
-            t0 = time.perf_counter()
-            try:
-                await turn(u, SCRIPT[i % len(SCRIPT)])
-            except Exception as e:
-                if not errors[0]:
-                    print(f"    first error: {type(e).__name__}: {e}"[:300])
-                errors[0] += 1
-            else:
-                latencies.append(time.perf_counter() - t0)
-            i += 1
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(user_loop(u) for u in range(users)))
-    return latencies, time.perf_counter() - t0, errors[0]
-
-
 def _embeddings(args: argparse.Namespace) -> Any:
     """The embedding model of ``--embeddings``, or ``None``."""
     if args.embeddings == "none":
@@ -141,26 +114,21 @@ def _embeddings(args: argparse.Namespace) -> Any:
 async def _ours(uri: str, users: int, args: argparse.Namespace, run: str) -> dict[str, Any]:
     from langchain_core.messages import HumanMessage
 
-    from langmem_layer.server.http.lifespan import memory_lifespan
     from langmem_layer.store.ops import PendingOp
 
     embed = _embeddings(args)
     index = None if embed is None else {"embed": embed, "dims": embed.compute.dims,
                                         "model_id": embed.model}
     STATEMENTS.take()
-    async with memory_lifespan(database_url=uri,
-                               store_options={"index": index, "pool_size": args.pool_size},
-                               layer_options=layer_options(),
-                               graph_factory=offline_agent) as service:
+    async with served_graph(uri, index=index, pool_size=args.pool_size) as service:
         STATEMENTS.take()  # the setup's
         graph = service.graph
-        assert graph is not None  # built: agent=True
 
         async def turn(u: int, text: str) -> None:
             await graph.ainvoke({"messages": [HumanMessage(text)]}, {
                 "configurable": {"user_id": f"{run}-ours-{users}-{u}", "thread_id": f"t{u}"}})
 
-        latencies, elapsed, errors = await _drive(users, args.duration, args.max_turns, turn)
+        latencies, elapsed, errors = await drive(users, args.duration, args.max_turns, turn)
         # What extraction had not caught up with when the clock stopped: the exit drains
         # it, and the sustained rate counts that time too.
         pending = await service.store.abatch(
@@ -221,7 +189,7 @@ async def _langgraph(uri: str, users: int, args: argparse.Namespace, run: str
             await graph.ainvoke({"messages": [HumanMessage(text)]},
                                 {"configurable": {"user_id": f"{run}-lg-{users}-{u}"}})
 
-        latencies, elapsed, errors = await _drive(users, args.duration, args.max_turns, turn)
+        latencies, elapsed, errors = await drive(users, args.duration, args.max_turns, turn)
     return {"latencies": latencies, "elapsed": elapsed, "errors": errors,
             "statements": STATEMENTS.take()}
 

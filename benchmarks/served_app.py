@@ -8,6 +8,7 @@ is wrapped in ``ServerTimes``, which times each request inside the server.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -16,16 +17,16 @@ import subprocess
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 __all__ = ["HOST", "MEMORY_ROUTE", "ROOT", "SCRIPT", "SERVER_TIMES_ROUTE", "ServerTimes",
-           "database", "free_port", "layer_options", "make_app", "make_keys", "offline_agent",
-           "store_options", "wait_ready"]
+           "database", "drive", "free_port", "layer_options", "make_app", "make_keys",
+           "offline_agent", "served_graph", "store_options", "wait_ready"]
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"  # loopback only
@@ -55,6 +56,52 @@ def layer_options() -> dict[str, Any]:
     from langmem_layer.extract.rules import RuleExtractor
 
     return {"extractor": RuleExtractor()}
+
+
+@asynccontextmanager
+async def served_graph(uri: str, *, index: Any = None, pool_size: int = 8
+                       ) -> AsyncIterator[Any]:
+    """The lifespan the app serves (``memory_lifespan``) with the offline parts: yields
+    the service; its ``graph`` is the agent a served turn invokes."""
+    from langmem_layer.server.http.lifespan import memory_lifespan
+
+    async with memory_lifespan(database_url=uri,
+                               store_options={"index": index, "pool_size": pool_size},
+                               layer_options=layer_options(),
+                               graph_factory=offline_agent) as service:
+        assert service.graph is not None  # built: agent=True
+        yield service
+
+
+async def drive(users: int, duration: float, max_turns: int,
+                turn: Callable[[int, str], Awaitable[Any]]) -> tuple[list[float], float, int]:
+    """``users`` concurrent users, each sending the next line of ``SCRIPT`` as soon as
+    its previous turn is answered, for ``duration`` seconds or ``max_turns`` turns in
+    all: (each answered turn's seconds, the seconds elapsed, errors). The first error
+    is printed."""
+    deadline = time.monotonic() + duration
+    budget = [max_turns]
+    latencies: list[float] = []
+    errors = [0]
+
+    async def user_loop(u: int) -> None:
+        i = 0
+        while time.monotonic() < deadline and budget[0] > 0:
+            budget[0] -= 1
+            t0 = time.perf_counter()
+            try:
+                await turn(u, SCRIPT[i % len(SCRIPT)])
+            except Exception as e:
+                if not errors[0]:
+                    print(f"    first error: {type(e).__name__}: {e}"[:300])
+                errors[0] += 1
+            else:
+                latencies.append(time.perf_counter() - t0)
+            i += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(user_loop(u) for u in range(users)))
+    return latencies, time.perf_counter() - t0, errors[0]
 
 
 def make_app() -> Any:

@@ -39,6 +39,8 @@ USER_SETTING = "langmem.user_id"
 #: The transaction-local setting of the maintenance bypass (``on``).
 MAINTENANCE_SETTING = "langmem.maintenance"
 
+#: The table whose grant says the app role was given the tables (``bind``).
+_GRANTED = "langmem_items"
 _USER_POLICY = "langmem_user"
 _MAINTENANCE_POLICY = "langmem_maintenance"
 
@@ -83,11 +85,11 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool,
         # are the server's) but not its grants until setup() or restore gives them.
         sql += (", set_config('role', CASE WHEN to_regrole(%(role)s) IS NULL THEN 'none'"
                 " WHEN to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN 'none'"
-                " WHEN to_regclass('langmem_items') IS NULL THEN 'none'"
+                " WHEN to_regclass(%(granted)s) IS NULL THEN 'none'"
                 " WHEN NOT pg_has_role(%(role)s, 'MEMBER') THEN 'none'"
-                " WHEN has_table_privilege(%(role)s, 'langmem_items', 'SELECT')"
+                " WHEN has_table_privilege(%(role)s, %(granted)s, 'SELECT')"
                 " THEN %(role)s ELSE 'none' END, true)")
-        params["role"] = role
+        params.update(role=role, granted=_GRANTED)
     elif role is not None:
         sql += ", set_config('role', %(role)s, true)"
         params["role"] = role if switch_role else "none"
