@@ -100,8 +100,28 @@ ALLOWLIST: tuple[Allowed, ...] = (
         r"i\.prefix, l\.lexeme, count\(\*\) from langmem_items i cross join lateral ",
         "migration 10's backfill of the term statistics (sql/ddl_schema.py), sent as a "
         "statement of its own like every migration statement (sql/migrations."
-        "migration_statements): once at setup, as the owner, each row counted under "
-        "its own user_id; never reaches a request's results",
+        "migration_statements), or by setup()'s batches for a list of users (sql/"
+        "backfills.py): as the owner, each row counted under its own user_id; never "
+        "reaches a request's results",
+    ),
+    Allowed(
+        "backfills.users_after",
+        r"^select user_id, count\(\*\) as n from langmem_items where user_id > ",
+        "setup()'s backfill batches (sql/backfills.users_after): a page of user ids and "
+        "their memories' count, to cut the batches from",
+    ),
+    Allowed(
+        "backfills.terms",
+        r"^delete from langmem_terms where user_id = any\(",
+        "migration 10's backfill in batches (sql/backfills.py): a batch of users' term "
+        "counts, deleted to be counted again from their own rows",
+    ),
+    Allowed(
+        "backfills.decay",
+        r"^insert into langmem_decay \(user_id, prefix, key, decay\) select user_id, "
+        r"prefix, key, decay from langmem_items where user_id = any\(",
+        "migration 21's backfill in batches (sql/backfills.py): a batch of users' decay "
+        "scores, each row copied under its own user_id",
     ),
     Allowed(
         "items.expired_users",

@@ -9,10 +9,12 @@ cache purge, indexes of large users) are in ``langmem_layer.store.ops.housekeepi
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import psycopg
 
 from langmem_layer.errors import ConfigurationError, LangmemError
+from langmem_layer.sql import backfills as bfsql
 from langmem_layer.sql import citus as citussql
 from langmem_layer.sql import migrations as migsql
 from langmem_layer.store import ops as mops
@@ -52,13 +54,28 @@ class Maintenance(ItemHandlers, Execution):
         return Plan([Step([0], self._pending_versions(), bind=Binding(None, owner=True))], 1, None,
                     None)
 
-    def setup_plan(self, version: int | None = None) -> Plan:
+    def setup_plan(self, version: int | None = None, *, record: bool = True) -> Plan:
         """The plan that applies migration ``version`` (``None``: every pending one) in
-        one transaction, unless another ``setup()`` applied it first (see ``setup()``)."""
+        one transaction, unless another ``setup()`` applied it first (see ``setup()``).
+        ``record=False``: a migration with a backfill (``sql/backfills.py``) is sent
+        without its data statement, and its version is left to be recorded after the
+        backfill's batches."""
         # Migrations run as the owner, under the maintenance bypass: a data migration
         # on a table with forced RLS would otherwise see no rows.
-        return Plan([Step([0], self._setup(version), bind=Binding(None, owner=True))], 1,
-                    None, None)
+        return Plan([Step([0], self._setup(version, record=record),
+                          bind=Binding(None, owner=True))], 1, None, None)
+
+    def _owner_plan(self, statements: list[Query]) -> Plan:
+        """One transaction of ``statements`` as the owner, under the maintenance
+        binding, its lock waits bounded as a migration's."""
+        def handler() -> Handler:
+            yield Query(*migsql.set_lock_timeout())
+            rows = None
+            for q in statements:
+                rows = yield q
+            return rows
+
+        return Plan([Step([0], handler(), bind=Binding(None, owner=True))], 1, None, None)
 
     def distribute_plan(self, distributed: bool | None = None) -> Plan:
         """The plan that distributes the schema on Citus (see ``setup()``), in a
@@ -78,22 +95,53 @@ class Maintenance(ItemHandlers, Execution):
         for version in pending:
             for index in migsql.online_indexes(version):
                 yield from self._online_index(index)
-            for attempt in range(1, MIGRATION_ATTEMPTS + 1):
-                try:
-                    done = (yield from self._execution(
-                        lambda v=version: self.setup_plan(v)))[0]  # type: ignore[misc]
-                except (LangmemError, psycopg.Error) as e:
-                    if _sqlstate(e) != LOCK_NOT_AVAILABLE or attempt == MIGRATION_ATTEMPTS:
-                        raise
-                    logger.warning("migration %d waited %s for a lock; trying again "
-                                   "(attempt %d of %d)", version, migsql.LOCK_TIMEOUT,
-                                   attempt + 1, MIGRATION_ATTEMPTS)
-                    yield Sleep(min(30.0, 0.5 * 2 ** attempt))
-                    continue
-                applied.extend(done)
-                break
+            backfill = bfsql.backfill(version)
+            done = yield from self._retrying(
+                lambda v=version, r=backfill is None: self.setup_plan(  # type: ignore[misc]
+                    v, record=r),
+                f"migration {version}")
+            if backfill is not None and done:  # not applied by another setup() first
+                yield from self._backfill(backfill, version)
+                record = Query(*migsql.record_version(version))
+                yield from self._retrying(lambda q=record: self._owner_plan([q]),  # type: ignore[misc]
+                                          f"migration {version}")
+            applied.extend(done)
         yield from self._execution(lambda: self.distribute_plan(distributed))
         return applied
+
+    def _retrying(self, plan: Callable[[], Plan], what: str) -> Job:
+        """``plan``'s result, tried again when its lock waits time out (at most
+        ``MIGRATION_ATTEMPTS`` tries, with a growing pause between them)."""
+        for attempt in range(1, MIGRATION_ATTEMPTS + 1):
+            try:
+                return (yield from self._execution(plan))[0]
+            except (LangmemError, psycopg.Error) as e:
+                if _sqlstate(e) != LOCK_NOT_AVAILABLE or attempt == MIGRATION_ATTEMPTS:
+                    raise
+                logger.warning("%s waited %s for a lock; trying again (attempt %d of %d)",
+                               what, migsql.LOCK_TIMEOUT, attempt + 1, MIGRATION_ATTEMPTS)
+                yield Sleep(min(30.0, 0.5 * 2 ** attempt))
+        raise AssertionError("unreachable")
+
+    def _backfill(self, backfill: bfsql.Backfill, version: int) -> Job:
+        """Migration ``version``'s data statement, a batch of users per transaction."""
+        applies = yield from self._retrying(
+            lambda: self._owner_plan([Query(*backfill.applies)]), f"migration {version}")
+        if not applies[0]["applies"]:
+            return
+        after = ""
+        while page := (yield from self._retrying(
+                lambda a=after: self._owner_plan([Query(*bfsql.users_after(a))]),  # type: ignore[misc]
+                f"migration {version}")):
+            for users in bfsql.batches([(r["user_id"], r["n"]) for r in page]):
+                yield from self._retrying(
+                    lambda u=users: self._owner_plan(  # type: ignore[misc]
+                        [Query(*s) for s in backfill.batch(u)]),
+                    f"migration {version}'s backfill")
+            after = page[-1]["user_id"]
+        if (finish := backfill.finish) is not None:
+            yield from self._retrying(
+                lambda: self._owner_plan([Query(*finish)]), f"migration {version}")
 
     def _online_index(self, index: migsql.OnlineIndex) -> Job:
         """Build ``index`` concurrently when its table exists; a migration on a new
@@ -124,7 +172,7 @@ class Maintenance(ItemHandlers, Execution):
         done = {r["v"] for r in (yield Query(*migsql.applied_versions()))}
         return [v for v in range(len(migsql.MIGRATIONS)) if v not in done]
 
-    def _setup(self, only: int | None = None) -> Handler:
+    def _setup(self, only: int | None = None, *, record: bool = True) -> Handler:
         yield Query(*migsql.create_version_table())
         yield Query(*migsql.lock_setup())
         yield Query(*migsql.set_lock_timeout())
@@ -136,9 +184,14 @@ class Maintenance(ItemHandlers, Execution):
         for version in range(len(migsql.MIGRATIONS)) if only is None else [only]:
             if version in done:
                 continue
+            # record=False: the data statement and the version are the runner's, after
+            # the backfill's batches (sql/backfills.py)
+            backfill = None if record else bfsql.backfill(version)
             for statement in migsql.migration_statements(version):
-                yield Query(*statement)
-            yield Query(*migsql.record_version(version))
+                if backfill is None or not backfill.deferred(statement[0]):
+                    yield Query(*statement)
+            if backfill is None:
+                yield Query(*migsql.record_version(version))
             applied.append(version)
         return applied
 

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.sql import cache, items, jobs, migrations, queue, vector
+from langmem_layer.sql import backfills, cache, items, jobs, migrations, queue, vector
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops import reextraction, working
 from tests import audit
@@ -102,6 +102,10 @@ ALLOWED_BUILDERS = {
     "migrations.terms_backfill": next(
         (sql, {}) for sql, _ in migrations.migration_statements(10)
         if audit.normalise(sql).startswith("insert into langmem_terms")),
+    "backfills.users_after": backfills.users_after(""),
+    "backfills.terms": backfills.backfill(10).batch(["alice", "bob"])[1],  # type: ignore[union-attr]
+    "migrations.terms_backfill.batch": backfills.backfill(10).batch(["alice", "bob"])[2],  # type: ignore[union-attr]
+    "backfills.decay": backfills.backfill(21).batch(["alice", "bob"])[0],  # type: ignore[union-attr]
     "items.expired_users": items.expired_users(NOW),
     "queue.claimable_users": queue.claimable_users(NOW, 10),
     "queue.backlog": queue.backlog(NOW),

@@ -348,3 +348,44 @@ def test_a_migration_waits_a_bounded_time_for_a_lock_and_tries_again(
         holder.close()
     assert released.is_set()
     assert any("waited 100ms for a lock; trying again" in w for w in warned), warned
+
+
+def test_a_backfill_replaces_one_statement_of_its_migration_and_cuts_batches() -> None:
+    # setup() leaves a backfill's statement out of its migration's transaction and runs
+    # it a batch of users at a time: the statement must be there, once.
+    from langmem_layer.sql import backfills
+
+    with_backfill = [v for v in range(len(MIGRATIONS)) if backfills.backfill(v) is not None]
+    assert with_backfill == [10, 21]
+    assert all(backfills.deferred_count(v) == 1 for v in with_backfill)
+    page = [("a", 5), ("b", 10), ("c", 30), ("d", 1), ("e", 2)]
+    assert backfills.batches(page, rows=15) == [["a", "b"], ["c"], ["d", "e"]]
+    assert backfills.batches([], rows=15) == []
+
+
+def test_a_backfill_interrupted_midway_runs_again_and_counts_each_memory_once(
+        bare_uri: str) -> None:
+    # Migration 10's DDL commits first, its version only after the last batch: a setup
+    # that stopped in between applies 10 again and counts every memory once.
+    from langmem_layer.sql import backfills
+
+    with PostgresMemoryStore.from_conn_string(bare_uri, index=None) as store:
+        store.setup()
+        layer = MemoryLayer(store, extraction="inline")
+        try:
+            for n in range(3):
+                layer.remember(f"u{n}", "Lisbon is where I live and Lisbon is lovely.")
+        finally:
+            layer.close()
+        with psycopg.connect(bare_uri, autocommit=True) as conn:
+            counts = conn.execute("SELECT user_id, prefix, lexeme, df FROM langmem_terms "
+                                  "ORDER BY 1, 2, 3").fetchall()
+            assert counts
+            # as after a setup that committed 10's DDL and one batch, then stopped
+            conn.execute("DELETE FROM langmem_migrations WHERE v >= 10")
+            conn.execute("UPDATE langmem_terms SET df = df + 7 WHERE user_id = 'u2'")
+        assert store.setup() == list(range(10, len(MIGRATIONS)))
+        with psycopg.connect(bare_uri, autocommit=True) as conn:
+            assert conn.execute("SELECT user_id, prefix, lexeme, df FROM langmem_terms "
+                                "ORDER BY 1, 2, 3").fetchall() == counts
+    assert backfills.backfill(10) is not None
