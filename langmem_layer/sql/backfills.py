@@ -35,8 +35,9 @@ from langmem_layer.sql.migrations import MIGRATIONS, split_statements
 
 __all__ = ["BATCH_ROWS", "Backfill", "backfill", "batches", "deferred_count", "users_after"]
 
-#: Memories per batch transaction: each holds its lock for tens of milliseconds.
-BATCH_ROWS = 20_000
+#: Memories per batch transaction: each holds its lock for about a tenth of a second
+#: (benchmarks/migration_locks.py --from 10: 465 ms at 20,000).
+BATCH_ROWS = 5_000
 #: Users per page of the user list the batches are cut from.
 USERS_PAGE = 5_000
 

@@ -32,6 +32,7 @@ __all__ = [
     "applied_versions",
     "create_version_table",
     "drop_invalid_index",
+    "index_functions",
     "index_state",
     "lock_setup",
     "migration",
@@ -158,8 +159,8 @@ class OnlineIndex(NamedTuple):
     concurrently: str  # the CREATE INDEX CONCURRENTLY IF NOT EXISTS statement
 
 
-_CREATE_INDEX = re.compile(
-    r"^\s*CREATE\s+(UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+(\w+)\s+ON\s+(\w+)\b(.*)$",
+_CREATE_INDEX = re.compile(  # after the comment lines split_statements leaves before it
+    r"^(?:\s*--[^\n]*\n)*\s*CREATE\s+(UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+(\w+)\s+ON\s+(\w+)\b(.*)$",
     re.IGNORECASE | re.DOTALL)
 
 
@@ -176,6 +177,21 @@ def online_indexes(version: int) -> list[OnlineIndex]:
                 f"CREATE {'UNIQUE ' if unique else ''}INDEX CONCURRENTLY IF NOT EXISTS "
                 f"{name} ON {table}{rest}")))
     return found
+
+
+_CREATE_FUNCTION = re.compile(
+    r"^(?:\s*--[^\n]*\n)*\s*CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(\w+)\s*\(",
+    re.IGNORECASE)
+
+
+def index_functions(version: int) -> list[str]:
+    """The functions migration ``version`` creates that its online indexes use (an
+    expression index over a function of the migration's own): created first, so the
+    index can be built concurrently too. ``CREATE OR REPLACE``, no table's lock."""
+    indexes = " ".join(i.concurrently for i in online_indexes(version))
+    return [statement for statement in split_statements(MIGRATIONS[version])
+            if (m := _CREATE_FUNCTION.match(statement)) is not None
+            and re.search(rf"\b{m.group(1)}\s*\(", indexes)]
 
 
 def index_state(index: OnlineIndex) -> Sql:

@@ -93,7 +93,9 @@ class Maintenance(ItemHandlers, Execution):
         pending = (yield from self._execution(self.pending_plan))[0]
         applied = []
         for version in pending:
-            for index in migsql.online_indexes(version):
+            if indexes := migsql.online_indexes(version):
+                yield from self._index_functions(version)
+            for index in indexes:
                 yield from self._online_index(index)
             backfill = bfsql.backfill(version)
             done = yield from self._retrying(
@@ -142,6 +144,15 @@ class Maintenance(ItemHandlers, Execution):
         if (finish := backfill.finish) is not None:
             yield from self._retrying(
                 lambda: self._owner_plan([Query(*finish)]), f"migration {version}")
+
+    def _index_functions(self, version: int) -> Job:
+        """The functions migration ``version``'s online indexes use, created first."""
+        for statement in migsql.index_functions(version):
+            try:
+                yield Autocommit(statement)
+            except psycopg.Error as e:  # e.g. a connection inside the caller's transaction
+                logger.info("functions of migration %d left to it (%s)", version, e.sqlstate)
+                return
 
     def _online_index(self, index: migsql.OnlineIndex) -> Job:
         """Build ``index`` concurrently when its table exists; a migration on a new

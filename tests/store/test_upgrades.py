@@ -268,7 +268,7 @@ def test_upgrade_keeps_everything(loaded: tuple[str, int], pg_uri: str) -> None:
 
 
 def test_a_migrations_indexes_are_found_outside_function_bodies() -> None:
-    from langmem_layer.sql.migrations import online_indexes
+    from langmem_layer.sql.migrations import index_functions, online_indexes
 
     summaries = online_indexes(24)
     assert [(i.name, i.table) for i in summaries] == [("langmem_items_summaries",
@@ -278,6 +278,10 @@ def test_a_migrations_indexes_are_found_outside_function_bodies() -> None:
     assert "WHERE" in summaries[0].concurrently  # the partial index's predicate kept
     # Migration 29 is functions only: nothing in a function body is taken for an index.
     assert online_indexes(29) == []
+    # An index after a comment is found; the function its expression uses is created
+    # first, so it is built concurrently too (migration 11's refs index).
+    assert [i.name for i in online_indexes(11)] == ["langmem_items_user_refs_idx"]
+    assert [f.split("(")[0].split()[-1] for f in index_functions(11)] == ["langmem_user_refs"]
     every = [i for v in range(len(MIGRATIONS)) for i in online_indexes(v)]
     assert all(i.concurrently.count("CONCURRENTLY") == 1 for i in every)
     assert len({i.name for i in every}) == len(every)
