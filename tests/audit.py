@@ -111,6 +111,12 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "their memories' count, to cut the batches from",
     ),
     Allowed(
+        "backfills.lock",
+        r"^lock table langmem_items in share row exclusive mode$",
+        "migration 10's backfill in batches (sql/backfills.py): each batch holds the lock "
+        "its triggers take while it counts its users' terms; a lock reads no row",
+    ),
+    Allowed(
         "backfills.terms",
         r"^delete from langmem_terms where user_id = any\(",
         "migration 10's backfill in batches (sql/backfills.py): a batch of users' term "

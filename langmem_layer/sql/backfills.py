@@ -72,8 +72,9 @@ def _decay(users: list[str]) -> list[Sql]:
 
 
 _HAS_DECAY: Sql = ("SELECT EXISTS (SELECT 1 FROM information_schema.columns "
-              "WHERE table_name = 'langmem_items' AND column_name = 'decay' "
-              "AND table_schema = current_schema()) AS applies", {})
+                   "WHERE table_name = %(table)s AND column_name = 'decay' "
+                   "AND table_schema = current_schema()) AS applies",
+                   {"table": "langmem_items"})
 
 def _starts(prefix: str, *, holding: str = "") -> Callable[[str], bool]:
     """Whether a statement of a migration begins with ``prefix`` (its comments aside)

@@ -103,6 +103,7 @@ ALLOWED_BUILDERS = {
         (sql, {}) for sql, _ in migrations.migration_statements(10)
         if audit.normalise(sql).startswith("insert into langmem_terms")),
     "backfills.users_after": backfills.users_after(""),
+    "backfills.lock": backfills.backfill(10).batch(["alice", "bob"])[0],  # type: ignore[union-attr]
     "backfills.terms": backfills.backfill(10).batch(["alice", "bob"])[1],  # type: ignore[union-attr]
     "migrations.terms_backfill.batch": backfills.backfill(10).batch(["alice", "bob"])[2],  # type: ignore[union-attr]
     "backfills.decay": backfills.backfill(21).batch(["alice", "bob"])[0],  # type: ignore[union-attr]
