@@ -22,7 +22,8 @@ runs ``distribute()`` after the migrations, in a transaction of its own:
   range), as plain local statements; on the coordinator's empty shell table they do
   nothing. The statistics stay exact and in the writing transaction, as on one server.
 - a large user's reads through their own indexes (``langmem_user_matches``,
-  ``langmem_user_ref_matches``, ``langmem_user_window``,
+  ``langmem_user_ref_matches`` and a small user's ``langmem_ref_matches``,
+  ``langmem_user_window``,
   ``langmem_user_nearest[_halfvec]``, called from
   recall's router statement, so on the worker of the user's shard group) query the
   user's shard of the table on that node (``langmem_user_relation``), as plain local
@@ -204,6 +205,16 @@ BEGIN
            AND (i.expires_at IS NULL OR i.expires_at > $4)',
         langmem_user_relation('langmem_items', p_user), p_user)
     USING p_user_refs, p_prefixes, p_statuses, p_now;
+END
+$fn$;
+CREATE OR REPLACE FUNCTION langmem_ref_matches(
+    p_user text, p_user_refs text[], p_prefixes text[], p_statuses text[],
+    p_now timestamptz)
+RETURNS TABLE (prefix text, key text, refs jsonb)
+LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
+BEGIN
+    RETURN QUERY SELECT * FROM langmem_user_ref_matches(p_user, p_user_refs, p_prefixes,
+                                                        p_statuses, p_now);
 END
 $fn$;
 CREATE OR REPLACE FUNCTION langmem_user_window(

@@ -363,4 +363,26 @@ FEATURES: list[str] = [
     END
     $fn$;
     """,
+    # 31: a small user's memories naming any of p_user_refs, read as the owner like
+    # langmem_user_ref_matches (so under row-level security the shared refs index
+    # serves), with a static query: its plan is cached for the session, where the
+    # large user's EXECUTE plans each call for the user's own index.
+    """
+    CREATE OR REPLACE FUNCTION langmem_ref_matches(
+        p_user text, p_user_refs text[], p_prefixes text[], p_statuses text[],
+        p_now timestamptz)
+    RETURNS TABLE (prefix text, key text, refs jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $fn$
+    BEGIN
+        IF NOT langmem_bound(p_user) THEN RETURN; END IF;
+        RETURN QUERY
+            SELECT i.prefix, i.key, i.value -> 'refs' FROM langmem_items i
+            WHERE i.user_id = p_user AND i.is_memory
+              AND langmem_user_refs(i.user_id, i.value -> 'refs') && p_user_refs
+              AND i.prefix = ANY(p_prefixes)
+              AND coalesce(i.moved->>'status', i.value->>'status') = ANY(p_statuses)
+              AND (i.expires_at IS NULL OR i.expires_at > p_now);
+    END
+    $fn$;
+    """,
 ]

@@ -204,6 +204,7 @@ def recall_candidates(
     standing_limit: int = 0,
     max_terms: int = MAX_QUERY_TERMS,
     vector_type: str = "vector",
+    owner_reads: bool = True,
 ) -> Sql:
     """Candidates from every retrieval strategy in one round trip.
 
@@ -244,6 +245,9 @@ def recall_candidates(
     NULL where that strategy did not find it) and its cosine similarity when known, so
     fusion and ranking happen in Python over the union. ``vector_type`` is that of
     the user's HNSW index (``indexed_dims``); the exact scan reads single precision.
+    ``owner_reads``: the store acts as the row-level-security role, so a small user's
+    reference matches are read as the owner too (``langmem_ref_matches``), where the
+    shared refs index serves under the policies.
     """
     params: dict[str, Any] = {
         "user_id": user_id,
@@ -351,17 +355,29 @@ def recall_candidates(
         params.update(refs=list(refs), ref_share=ref_max_share, ref_cap=REF_MIN_CAP)
         # the lookup keys in the index's own form ('user.ref'), made by the same function
         user_refs = "langmem_user_refs(%(user_id)s, to_jsonb(%(refs)s::text[]))"
-        # Through the function, for a small user too: it runs as the schema's owner, so
+        # Through a function, for a small user too: it runs as the schema's owner, so
         # under row-level security the overlap (``&&``, not leakproof) still uses the
         # refs index (the user's own, or the shared one) instead of filtering every one
-        # of the user's memories behind the policy (docs/isolation.md).
-        hits = f"""rf_hits AS (
+        # of the user's memories behind the policy (docs/isolation.md). A small user's
+        # is a static query (its plan cached), a large user's plans for their index.
+        # Without the role (``owner_reads=False``) a small user's match is read in
+        # place: the function costs a served turn about a tenth (serve_bench).
+        matches = "langmem_user_ref_matches" if large else "langmem_ref_matches"
+        if large or owner_reads:
+            hits = f"""rf_hits AS (
             SELECT m.prefix, m.key, r.ref
-            FROM langmem_user_ref_matches(%(user_id)s, {user_refs},
+            FROM {matches}(%(user_id)s, {user_refs},
                                           %(prefixes)s::text[], %(statuses)s::text[],
                                           %(now)s) m
             CROSS JOIN LATERAL jsonb_array_elements_text(m.refs) AS r(ref)
             WHERE r.ref = ANY(%(refs)s::text[])"""
+        else:
+            hits = f"""rf_hits AS (
+            SELECT i.prefix, i.key, r.ref
+            FROM langmem_items i
+            CROSS JOIN LATERAL jsonb_array_elements_text(i.value -> 'refs') AS r(ref)
+            WHERE langmem_user_refs(i.user_id, i.value -> 'refs') && {user_refs}
+              AND r.ref = ANY(%(refs)s::text[]) AND """ + _ELIGIBLE
         ctes.append(
             hits
             + f"""

@@ -238,6 +238,7 @@ def test_the_large_user_functions_answer_only_for_the_bound_user(
             "'memories.alice.work', 'memories.bob.work'], ARRAY['active'], now(), 10)")
     refs = ("SELECT count(*) FROM langmem_user_ref_matches(%s, ARRAY[%s || '.lisbon'], "
             "ARRAY['memories.alice.work', 'memories.bob.work'], ARRAY['active'], now())")
+    small_refs = refs.replace("langmem_user_ref_matches", "langmem_ref_matches")
     # every memory has an occurred_at: the widest window holds them all
     window = ("SELECT count(*) FROM langmem_user_window(%s, '0', '~', ARRAY["
               "'memories.alice.identity', 'memories.bob.identity', 'memories.alice.work', "
@@ -250,11 +251,14 @@ def test_the_large_user_functions_answer_only_for_the_bound_user(
                 found = conn.execute(call, (asked,)).fetchone()[0]  # type: ignore[index]
                 named = conn.execute(refs, (asked, asked)).fetchone()[0]  # type: ignore[index]
                 dated = conn.execute(window, (asked,)).fetchone()[0]  # type: ignore[index]
-                assert (found > 0, named > 0, dated > 0) == (expected,) * 3, (bound, asked)
+                small = conn.execute(small_refs, (asked, asked)).fetchone()[0]  # type: ignore[index]
+                assert (found > 0, named > 0, dated > 0, small > 0) == (expected,) * 4, (
+                    bound, asked)
         with conn.transaction(force_rollback=True):
             _as_app(conn, None, bind=False)  # no one bound
             assert conn.execute(call, ("alice",)).fetchone()[0] == 0  # type: ignore[index]
             assert conn.execute(window, ("alice",)).fetchone()[0] == 0  # type: ignore[index]
+            assert conn.execute(small_refs, ("alice", "alice")).fetchone()[0] == 0  # type: ignore[index]
 
 
 def test_by_default_a_store_acts_as_the_app_role_where_the_database_allows_it(

@@ -145,3 +145,16 @@ def test_vector_candidates_are_probed_by_key_on_tables_never_analysed(
     assert probes
     # Each reads its candidate's row (per loop), not every memory of the user's.
     assert all(n.get("Rows Removed by Filter", 0) <= 1 for n in probes), probes
+
+
+def test_a_small_users_reference_matches_are_read_as_the_owner_under_the_role() -> None:
+    # Under the row-level-security role the overlap is not leakproof, so the shared refs
+    # index serves only through the owner's function; without the role, read in place.
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    owner, _ = rsql.recall_candidates("u", ["memories.u.work"], now=now, refs=["ana"])
+    in_place, _ = rsql.recall_candidates("u", ["memories.u.work"], now=now, refs=["ana"],
+                                         owner_reads=False)
+    large, _ = rsql.recall_candidates("u", ["memories.u.work"], now=now, refs=["ana"],
+                                      owner_reads=False, indexed_dims=384)
+    assert "langmem_ref_matches(" in owner and "langmem_ref_matches(" not in in_place
+    assert "langmem_user_ref_matches(" in large  # a large user's own index, either way

@@ -59,6 +59,8 @@ class Context(Protocol):
     dims: int | None
     #: The store's index configuration (``MemoryIndexConfig``).
     index_config: Any
+    #: Whether the store acts as the row-level-security role (``rls``).
+    rls: bool
 
     @property
     def vector_type(self) -> str:

@@ -81,6 +81,7 @@ def _recall(ctx: Context, op: RecallOp) -> Handler:
             standing_limit=op.standing,
             max_terms=op.max_terms,
             vector_type=ctx.vector_type,
+            owner_reads=ctx.rls,
         ),
         last=True,
         pre=lookup,
