@@ -355,20 +355,15 @@ def recall_candidates(
         params.update(refs=list(refs), ref_share=ref_max_share, ref_cap=REF_MIN_CAP)
         # the lookup keys in the index's own form ('user.ref'), made by the same function
         user_refs = "langmem_user_refs(%(user_id)s, to_jsonb(%(refs)s::text[]))"
-        # Through a function, for a small user too: it runs as the schema's owner, so
-        # under row-level security the overlap (``&&``, not leakproof) still uses the
-        # refs index (the user's own, or the shared one) instead of filtering every one
-        # of the user's memories behind the policy (docs/isolation.md). A small user's
-        # is a static query (its plan cached), a large user's plans for their index.
-        # Without the role (``owner_reads=False``) a small user's match is read in
-        # place: the function costs a served turn about a tenth (serve_bench).
+        # As the owner (a function) under the role: the overlap (``&&``) is not
+        # leakproof, so behind the policy no refs index serves (docs/isolation.md).
+        # Without the role a small user's match is read in place, cheaper.
         matches = "langmem_user_ref_matches" if large else "langmem_ref_matches"
         if large or owner_reads:
             hits = f"""rf_hits AS (
             SELECT m.prefix, m.key, r.ref
-            FROM {matches}(%(user_id)s, {user_refs},
-                                          %(prefixes)s::text[], %(statuses)s::text[],
-                                          %(now)s) m
+            FROM {matches}(%(user_id)s, {user_refs}, %(prefixes)s::text[],
+                           %(statuses)s::text[], %(now)s) m
             CROSS JOIN LATERAL jsonb_array_elements_text(m.refs) AS r(ref)
             WHERE r.ref = ANY(%(refs)s::text[])"""
         else:
