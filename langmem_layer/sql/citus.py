@@ -23,8 +23,8 @@ runs ``distribute()`` after the migrations, in a transaction of its own:
   nothing. The statistics stay exact and in the writing transaction, as on one server.
 - a large user's reads through their own indexes (``langmem_user_matches``,
   ``langmem_user_ref_matches`` and a small user's ``langmem_ref_matches``,
-  ``langmem_user_window``,
-  ``langmem_user_nearest[_halfvec]``, called from
+  ``langmem_user_window``, the write path's ``langmem_identical`` and
+  ``langmem_thread_memories``, ``langmem_user_nearest[_halfvec]``, called from
   recall's router statement, so on the worker of the user's shard group) query the
   user's shard of the table on that node (``langmem_user_relation``), as plain local
   statements, where a query of the distributed table would be a distributed query
@@ -215,6 +215,36 @@ LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
 BEGIN
     RETURN QUERY SELECT * FROM langmem_user_ref_matches(p_user, p_user_refs, p_prefixes,
                                                         p_statuses, p_now);
+END
+$fn$;
+CREATE OR REPLACE FUNCTION langmem_identical(
+    p_user text, p_prefix text, p_hash text, p_now timestamptz)
+RETURNS TABLE (key text)
+LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'SELECT i.key FROM %1$s i
+         WHERE i.user_id = %2$L AND i.is_memory
+           AND i.value ->> ''content_hash'' = $1 AND i.prefix = $2
+           AND coalesce(i.moved->>''status'', i.value->>''status'') = ''active''
+           AND (i.expires_at IS NULL OR i.expires_at > $3)
+         ORDER BY i.created_at, i.key LIMIT 1',
+        langmem_user_relation('langmem_items', p_user), p_user)
+    USING p_hash, p_prefix, p_now;
+END
+$fn$;
+CREATE OR REPLACE FUNCTION langmem_thread_memories(p_user text, p_thread text)
+RETURNS TABLE (key text, created_at timestamptz, active boolean)
+LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'SELECT i.key, i.created_at,
+                coalesce(i.moved->>''status'', i.value->>''status'') = ''active''
+         FROM %1$s i
+         WHERE i.user_id = %2$L AND i.is_memory
+           AND i.value -> ''source'' ->> ''thread_id'' = $1',
+        langmem_user_relation('langmem_items', p_user), p_user)
+    USING p_thread;
 END
 $fn$;
 CREATE OR REPLACE FUNCTION langmem_user_window(

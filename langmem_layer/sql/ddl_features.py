@@ -385,4 +385,39 @@ FEATURES: list[str] = [
     END
     $fn$;
     """,
+    # 32: the write path's two lookups by an expression index, read as the owner for
+    # the same reason as 29-31 (``->>`` is not leakproof): a memory identical to a new
+    # one (content_hash index) and a thread's memories (thread index). Under the role
+    # each read every one of the user's memories, on every write.
+    """
+    CREATE OR REPLACE FUNCTION langmem_identical(
+        p_user text, p_prefix text, p_hash text, p_now timestamptz)
+    RETURNS TABLE (key text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $fn$
+    BEGIN
+        IF NOT langmem_bound(p_user) THEN RETURN; END IF;
+        RETURN QUERY
+            SELECT i.key FROM langmem_items i
+            WHERE i.user_id = p_user AND i.is_memory
+              AND i.value ->> 'content_hash' = p_hash AND i.prefix = p_prefix
+              AND coalesce(i.moved->>'status', i.value->>'status') = 'active'
+              AND (i.expires_at IS NULL OR i.expires_at > p_now)
+            ORDER BY i.created_at, i.key
+            LIMIT 1;
+    END
+    $fn$;
+    CREATE OR REPLACE FUNCTION langmem_thread_memories(p_user text, p_thread text)
+    RETURNS TABLE (key text, created_at timestamptz, active boolean)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $fn$
+    BEGIN
+        IF NOT langmem_bound(p_user) THEN RETURN; END IF;
+        RETURN QUERY
+            SELECT i.key, i.created_at,
+                   coalesce(i.moved->>'status', i.value->>'status') = 'active'
+            FROM langmem_items i
+            WHERE i.user_id = p_user AND i.is_memory
+              AND i.value -> 'source' ->> 'thread_id' = p_thread;
+    END
+    $fn$;
+    """,
 ]

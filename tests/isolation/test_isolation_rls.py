@@ -239,11 +239,18 @@ def test_the_large_user_functions_answer_only_for_the_bound_user(
     refs = ("SELECT count(*) FROM langmem_user_ref_matches(%s, ARRAY[%s || '.lisbon'], "
             "ARRAY['memories.alice.work', 'memories.bob.work'], ARRAY['active'], now())")
     small_refs = refs.replace("langmem_user_ref_matches", "langmem_ref_matches")
+    thread = "SELECT count(*) FROM langmem_thread_memories(%s, 't1')"
+    identical = "SELECT count(*) FROM langmem_identical(%s, %s, %s, now())"
     # every memory has an occurred_at: the widest window holds them all
     window = ("SELECT count(*) FROM langmem_user_window(%s, '0', '~', ARRAY["
               "'memories.alice.identity', 'memories.bob.identity', 'memories.alice.work', "
               "'memories.bob.work'], ARRAY['active'], now(), 10)")
     with psycopg.connect(pg_uri) as conn:
+        # both users hold a memory with the same text: the same hash, in the same scope
+        prefix, digest = conn.execute(
+            "SELECT prefix, value ->> 'content_hash' FROM langmem_items WHERE user_id = "
+            "'alice' AND is_memory AND value ->> 'content_hash' IS NOT NULL LIMIT 1"
+        ).fetchone()  # type: ignore[misc]
         for bound, asked, expected in (("alice", "alice", True), ("alice", "bob", False),
                                        (None, "bob", True)):
             with conn.transaction(force_rollback=True):
@@ -252,13 +259,17 @@ def test_the_large_user_functions_answer_only_for_the_bound_user(
                 named = conn.execute(refs, (asked, asked)).fetchone()[0]  # type: ignore[index]
                 dated = conn.execute(window, (asked,)).fetchone()[0]  # type: ignore[index]
                 small = conn.execute(small_refs, (asked, asked)).fetchone()[0]  # type: ignore[index]
-                assert (found > 0, named > 0, dated > 0, small > 0) == (expected,) * 4, (
-                    bound, asked)
+                threaded = conn.execute(thread, (asked,)).fetchone()[0]  # type: ignore[index]
+                scope = prefix.replace(".alice.", f".{asked}.")
+                same = conn.execute(identical, (asked, scope, digest)).fetchone()[0]  # type: ignore[index]
+                assert (found > 0, named > 0, dated > 0, small > 0, threaded > 0, same > 0) == (
+                    (expected,) * 6), (bound, asked)
         with conn.transaction(force_rollback=True):
             _as_app(conn, None, bind=False)  # no one bound
             assert conn.execute(call, ("alice",)).fetchone()[0] == 0  # type: ignore[index]
             assert conn.execute(window, ("alice",)).fetchone()[0] == 0  # type: ignore[index]
             assert conn.execute(small_refs, ("alice", "alice")).fetchone()[0] == 0  # type: ignore[index]
+            assert conn.execute(thread, ("alice",)).fetchone()[0] == 0  # type: ignore[index]
 
 
 def test_by_default_a_store_acts_as_the_app_role_where_the_database_allows_it(

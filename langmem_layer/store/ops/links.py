@@ -37,7 +37,8 @@ __all__ = [
 # -- SQL: builders return ``(sql, params)`` and do no I/O; each binds ``user_id`` ---------
 
 
-def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime) -> Sql:
+def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime, *,
+                     owner_reads: bool = False) -> Sql:
     """Link ``key`` to its thread's last memory (``elaborates``), read in the same statement.
 
     The last memory is the newest active memory of the thread that no other active memory
@@ -48,12 +49,18 @@ def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime) -> S
     # links out of its active ones once (links' primary key), and the tail is the active
     # memory not among their targets (a hashed NOT IN). A correlated NOT EXISTS per memory
     # became quadratic under the generic plan of a prepared statement.
-    return (
-        f"""WITH thread AS MATERIALIZED (
-            SELECT i.key, i.created_at, {STATUS} = 'active' AS active
+    # Under the role the thread is read as the owner (langmem_thread_memories), where
+    # the thread index serves: ``->>`` is not leakproof.
+    thread = (
+        "SELECT t.key, t.created_at, t.active FROM langmem_thread_memories("
+        "%(user_id)s, %(thread_id)s) t WHERE t.key <> %(key)s" if owner_reads else
+        f"""SELECT i.key, i.created_at, {STATUS} = 'active' AS active
             FROM langmem_items i
             WHERE i.user_id = %(user_id)s AND i.is_memory AND i.key <> %(key)s
-              AND i.value -> 'source' ->> 'thread_id' = %(thread_id)s
+              AND i.value -> 'source' ->> 'thread_id' = %(thread_id)s""")
+    return (
+        f"""WITH thread AS MATERIALIZED (
+            {thread}
         ), followed AS MATERIALIZED (
             SELECT l.dst_key FROM thread s
             JOIN langmem_links l ON l.user_id = %(user_id)s AND l.src_key = s.key
@@ -157,7 +164,7 @@ def _link_thread_tail(ctx: Context, op: LinkThreadTailOp) -> Handler:
     if not op.locked:
         yield Query(*lock_thread(op.user_id, op.thread_id))
     rows = yield Query(*link_thread_tail(op.user_id, op.key, op.thread_id,
-                                              op.now or ctx.now()))
+                                         op.now or ctx.now(), owner_reads=ctx.rls))
     return rows[0]["dst_key"] if rows else None
 
 

@@ -92,8 +92,16 @@ def lock_thread(user_id: str, thread_id: str) -> Sql:
     return _locks(("thread", user_id, thread_id))
 
 
-def find_identical(user_id: str, prefix: str, content_hash: str, now: datetime) -> Sql:
-    """The active memory of one scope with this content hash (case and spacing folded)."""
+def find_identical(user_id: str, prefix: str, content_hash: str, now: datetime, *,
+                   owner_reads: bool = False) -> Sql:
+    """The active memory of one scope with this content hash (case and spacing folded).
+
+    ``owner_reads``: the store acts as the row-level-security role, so the lookup is read
+    as the owner (``langmem_identical``), where the content_hash index serves."""
+    params = {"user_id": user_id, "prefix": prefix, "hash": content_hash, "now": now}
+    if owner_reads:
+        return ("SELECT key FROM langmem_identical(%(user_id)s, %(prefix)s, %(hash)s, "
+                "%(now)s)", params)
     return (
         f"""SELECT i.key FROM langmem_items i
         WHERE i.user_id = %(user_id)s AND i.is_memory
@@ -102,7 +110,7 @@ def find_identical(user_id: str, prefix: str, content_hash: str, now: datetime) 
           AND (i.expires_at IS NULL OR i.expires_at > %(now)s)
         ORDER BY i.created_at, i.key
         LIMIT 1""",
-        {"user_id": user_id, "prefix": prefix, "hash": content_hash, "now": now},
+        params,
     )
 
 
@@ -281,7 +289,8 @@ def _add_memory(ctx: Context, op: AddMemoryOp) -> Handler:
         found.extend(rows)
         return not rows
 
-    check = Query(*find_identical(op.user_id, ns_text(op.put.namespace), digest, now))
+    check = Query(*find_identical(op.user_id, ns_text(op.put.namespace), digest, now,
+                                  owner_reads=ctx.rls))
     handlers = [ctx.handler_at(o, now) for o in (op.put, *op.then)]
     yield from combine(handlers, gate=check, proceed=absent)
     if found:
