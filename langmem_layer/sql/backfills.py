@@ -46,7 +46,7 @@ class Backfill(NamedTuple):
     """A migration's data statement, run in batches of users after its DDL."""
 
     deferred: Callable[[str], bool]  # the migration's statement it replaces
-    applies: Sql  # one row of ``applies``: whether there is anything to do
+    applies: Sql | None  # one row of ``applies``: whether there is anything to do
     batch: Callable[[list[str]], list[Sql]]  # one transaction's statements
     finish: Sql | None  # after the last batch, in a transaction of its own
 
@@ -87,7 +87,7 @@ def _starts(prefix: str, *, holding: str = "") -> Callable[[str], bool]:
 
 _BACKFILLS: dict[int, Backfill] = {
     10: Backfill(_starts("INSERT INTO langmem_terms AS t"),
-                 ("SELECT true AS applies", {}), _terms, None),
+                 None, _terms, None),
     21: Backfill(_starts("DO $do$", holding="INSERT INTO langmem_decay"),
                  _HAS_DECAY, _decay, ("ALTER TABLE langmem_items DROP COLUMN IF EXISTS decay",
                                       {})),

@@ -21,35 +21,40 @@ runs ``distribute()`` after the migrations, in a transaction of its own:
   (``langmem_colocated_shard``: the shard of the target table covering the same hash
   range), as plain local statements; on the coordinator's empty shell table they do
   nothing. The statistics stay exact and in the writing transaction, as on one server.
-- a large user's reads through their own indexes (``langmem_user_matches``,
-  ``langmem_user_ref_matches`` and a small user's ``langmem_ref_matches``,
-  ``langmem_user_window``, the write path's ``langmem_identical`` and
-  ``langmem_thread_memories``, ``langmem_user_nearest[_halfvec]``, called from
-  recall's router statement, so on the worker of the user's shard group) query the
-  user's shard of the table on that node (``langmem_user_relation``), as plain local
-  statements, where a query of the distributed table would be a distributed query
-  nested in a shard's query, which Citus refuses. Called on the coordinator (no
-  shard there) they query the distributed table. They run as their caller (no
-  ``SECURITY DEFINER``): the settings binding a user (``sql/rls.py``) are local to
-  the coordinator's session, so the owner's check of the binding could not pass on
-  a worker; the caller's own policies apply instead.
+- the reads the migrations run as the schema's owner (``OWNER_READS``: a large user's
+  keyword, reference and time-window matches through their own indexes, a small user's
+  reference matches, the write path's identical memory and thread; and
+  ``langmem_user_nearest[_halfvec]``), called from a user's router statement, so on the
+  worker of the user's shard group, query the user's shard of the table on that node
+  (``langmem_user_relation``), as plain local statements, where a query of the
+  distributed table would be a distributed query nested in a shard's query, which
+  Citus refuses. Called on the coordinator (no shard there) they query the distributed
+  table. They run as their caller (no ``SECURITY DEFINER``): the settings binding a
+  user (``sql/rls.py``) are local to the coordinator's session, so the owner's check of
+  the binding could not pass on a worker; the caller's own policies apply instead.
+  Each is made from its migration's text (``owner_read``), so the two cannot drift.
 
 Nothing here runs on a server without Citus.
 """
 
 from __future__ import annotations
 
+import re
+
 from langmem_layer.sql import Ddl, Sql
+from langmem_layer.sql.migrations import MIGRATIONS, split_statements
 from langmem_layer.sql.rls import MAINTENANCE_SETTING, USER_SETTING, policy_names
 from langmem_layer.sql.users import USER_TABLES
 
 __all__ = [
     "COLOCATE_WITH",
     "DISTRIBUTION_COLUMN",
+    "OWNER_READS",
     "distribute",
     "distribution",
     "has_citus",
     "migrating",
+    "owner_read",
 ]
 
 #: The table every per-user table is colocated with, and the distribution column.
@@ -164,9 +169,8 @@ BEGIN
 END $fn$;
 """
 
-# The large user's functions (ddl_features: migration 29's) reading the user's shard on
-# the node where it is (%1$s: langmem_user_relation), as their caller.
-_LARGE_USER_FUNCTIONS = r"""
+# langmem_user_relation: the user's shard of a table on this node, else the table.
+_USER_RELATION = r"""
 CREATE OR REPLACE FUNCTION langmem_user_relation(p_table regclass, p_user text)
 RETURNS text LANGUAGE plpgsql STABLE AS $fn$
 DECLARE s text := shard_name(p_table, get_shard_id_for_distribution_column(p_table, p_user));
@@ -174,98 +178,43 @@ BEGIN
     IF to_regclass(s) IS NOT NULL THEN RETURN s; END IF;
     RETURN p_table::text;
 END $fn$;
-CREATE OR REPLACE FUNCTION langmem_user_matches(
-    p_user text, p_query tsquery, p_prefixes text[], p_statuses text[],
-    p_now timestamptz, p_limit integer)
-RETURNS TABLE (prefix text, key text, tsv tsvector)
-LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
-BEGIN
-    RETURN QUERY EXECUTE format(
-        'SELECT i.prefix, i.key, i.tsv FROM %1$s i
-         WHERE i.user_id = %2$L AND i.is_memory AND i.tsv @@ $1
-           AND i.prefix = ANY($2)
-           AND coalesce(i.moved->>''status'', i.value->>''status'') = ANY($3)
-           AND (i.expires_at IS NULL OR i.expires_at > $4)
-         LIMIT $5', langmem_user_relation('langmem_items', p_user), p_user)
-    USING p_query, p_prefixes, p_statuses, p_now, p_limit;
-END
-$fn$;
-CREATE OR REPLACE FUNCTION langmem_user_ref_matches(
-    p_user text, p_user_refs text[], p_prefixes text[], p_statuses text[],
-    p_now timestamptz)
-RETURNS TABLE (prefix text, key text, refs jsonb)
-LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
-BEGIN
-    RETURN QUERY EXECUTE format(
-        'SELECT i.prefix, i.key, i.value -> ''refs'' FROM %1$s i
-         WHERE i.user_id = %2$L AND i.is_memory
-           AND langmem_user_refs(i.user_id, i.value -> ''refs'') && $1
-           AND i.prefix = ANY($2)
-           AND coalesce(i.moved->>''status'', i.value->>''status'') = ANY($3)
-           AND (i.expires_at IS NULL OR i.expires_at > $4)',
-        langmem_user_relation('langmem_items', p_user), p_user)
-    USING p_user_refs, p_prefixes, p_statuses, p_now;
-END
-$fn$;
-CREATE OR REPLACE FUNCTION langmem_ref_matches(
-    p_user text, p_user_refs text[], p_prefixes text[], p_statuses text[],
-    p_now timestamptz)
-RETURNS TABLE (prefix text, key text, refs jsonb)
-LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
-BEGIN
-    RETURN QUERY SELECT * FROM langmem_user_ref_matches(p_user, p_user_refs, p_prefixes,
-                                                        p_statuses, p_now);
-END
-$fn$;
-CREATE OR REPLACE FUNCTION langmem_identical(
-    p_user text, p_prefix text, p_hash text, p_now timestamptz)
-RETURNS TABLE (key text)
-LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
-BEGIN
-    RETURN QUERY EXECUTE format(
-        'SELECT i.key FROM %1$s i
-         WHERE i.user_id = %2$L AND i.is_memory
-           AND i.value ->> ''content_hash'' = $1 AND i.prefix = $2
-           AND coalesce(i.moved->>''status'', i.value->>''status'') = ''active''
-           AND (i.expires_at IS NULL OR i.expires_at > $3)
-         ORDER BY i.created_at, i.key LIMIT 1',
-        langmem_user_relation('langmem_items', p_user), p_user)
-    USING p_hash, p_prefix, p_now;
-END
-$fn$;
-CREATE OR REPLACE FUNCTION langmem_thread_memories(p_user text, p_thread text)
-RETURNS TABLE (key text, created_at timestamptz, active boolean)
-LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
-BEGIN
-    RETURN QUERY EXECUTE format(
-        'SELECT i.key, i.created_at,
-                coalesce(i.moved->>''status'', i.value->>''status'') = ''active''
-         FROM %1$s i
-         WHERE i.user_id = %2$L AND i.is_memory
-           AND i.value -> ''source'' ->> ''thread_id'' = $1',
-        langmem_user_relation('langmem_items', p_user), p_user)
-    USING p_thread;
-END
-$fn$;
-CREATE OR REPLACE FUNCTION langmem_user_window(
-    p_user text, p_start text, p_end text, p_prefixes text[], p_statuses text[],
-    p_now timestamptz, p_limit integer)
-RETURNS TABLE (prefix text, key text, value jsonb)
-LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $fn$
-BEGIN
-    RETURN QUERY EXECUTE format(
-        'SELECT i.prefix, i.key, i.value FROM %1$s i
-         WHERE i.user_id = %2$L AND i.is_memory
-           AND i.value->>''occurred_at'' >= $1 AND i.value->>''occurred_at'' < $2
-           AND i.prefix = ANY($3)
-           AND coalesce(i.moved->>''status'', i.value->>''status'') = ANY($4)
-           AND (i.expires_at IS NULL OR i.expires_at > $5)
-         ORDER BY i.value->>''occurred_at'' DESC
-         LIMIT $6', langmem_user_relation('langmem_items', p_user), p_user)
-    USING p_start, p_end, p_prefixes, p_statuses, p_now, p_limit;
-END
-$fn$;
 """
+
+#: The owner-read functions of the migrations (29-32) that read ``langmem_items``: on
+#: the cluster each is made from its migration's text, reading the user's shard.
+OWNER_READS = ("langmem_user_matches", "langmem_user_ref_matches", "langmem_ref_matches",
+               "langmem_identical", "langmem_thread_memories", "langmem_user_window")
+
+_FUNCTION = re.compile(r"CREATE OR REPLACE FUNCTION (\w+)\(([^)]*)\)")
+_GUARD = re.compile(r"\n\s*IF NOT langmem_bound\(p_user\) THEN RETURN; END IF;")
+_STATIC = re.compile(r"RETURN QUERY\s*\n(\s*SELECT .*?);\s*\n(\s*)END", re.DOTALL)
+_RELATION = "langmem_user_relation('langmem_items', p_user)"
+
+
+def owner_read(name: str) -> str:
+    """The migration's latest text of ``name`` (its single-server version), as it runs on
+    the cluster: as its caller (the binding the owner's version checks is local to the
+    coordinator's session), reading the user's shard where it is (%1$s,
+    ``langmem_user_relation``) with the user as %2$L. A static query becomes an
+    EXECUTE: a statement on the distributed table would be a distributed query nested
+    in the shard's query, which Citus refuses."""
+    text = next(t for t in reversed(
+        [s for m in MIGRATIONS for s in split_statements(m)]) if (f := _FUNCTION.search(t))
+        and f.group(1) == name)
+    args = [a.split()[0] for a in _FUNCTION.search(text).group(2).split(",")]  # type: ignore[union-attr]
+    text = _GUARD.sub("", text.replace("SECURITY DEFINER", "SECURITY INVOKER"))
+    if (static := _STATIC.search(text)) is not None:
+        query, indent = static.groups()
+        params = [a for a in args if a != "p_user"]
+        query = re.sub(r"= p_user\b", "= %2$L", query)
+        for n, param in enumerate(params, 1):
+            query = re.sub(rf"\b{param}\b", f"${n}", query)
+        query = query.strip().replace("'", "''").replace("FROM langmem_items i", "FROM %1$s i")
+        execute = (f"RETURN QUERY EXECUTE format('{query}', {_RELATION}, p_user)\n"
+                   f"{indent}    USING {', '.join(params)};\n{indent}END")
+        return text[:static.start()] + execute + text[static.end():]
+    return (text.replace("FROM langmem_items i", "FROM %1$s i").replace("%L", "%2$L")
+            .replace("', p_user)", f"', {_RELATION}, p_user)"))
 
 
 def _nearest(name: str, vector_type: str) -> str:
@@ -305,7 +254,8 @@ def distribute() -> Ddl:
     maint_qual = f"current_setting('{MAINTENANCE_SETTING}', true) = 'on'"
     user_qual, maint_qual = user_qual.replace("'", "''"), maint_qual.replace("'", "''")
     tables = ", ".join(f"'{t}'" for t in USER_TABLES if t != COLOCATE_WITH)
-    large_user = (_LARGE_USER_FUNCTIONS + _nearest("langmem_user_nearest", "vector")
+    large_user = (_USER_RELATION + "".join(owner_read(f) + ";\n" for f in OWNER_READS)
+                  + _nearest("langmem_user_nearest", "vector")
                   + _nearest("langmem_user_nearest_halfvec", "halfvec"))
     return _TRIGGER_FUNCTIONS + f"""
     SET LOCAL citus.enable_unsafe_triggers = on;

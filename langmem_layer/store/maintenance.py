@@ -127,10 +127,11 @@ class Maintenance(ItemHandlers, Execution):
 
     def _backfill(self, backfill: bfsql.Backfill, version: int) -> Job:
         """Migration ``version``'s data statement, a batch of users per transaction."""
-        applies = yield from self._retrying(
-            lambda: self._owner_plan([Query(*backfill.applies)]), f"migration {version}")
-        if not applies[0]["applies"]:
-            return
+        if (check := backfill.applies) is not None:
+            applies = yield from self._retrying(
+                lambda: self._owner_plan([Query(*check)]), f"migration {version}")
+            if not applies[0]["applies"]:
+                return
         after = ""
         while page := (yield from self._retrying(
                 lambda a=after: self._owner_plan([Query(*bfsql.users_after(a))]),  # type: ignore[misc]

@@ -294,3 +294,22 @@ def test_by_default_a_store_acts_as_the_app_role_where_the_database_allows_it(
         pytest.raises(psycopg.errors.InvalidParameterValue, match="langmem_no_such_role"),
     ):
         store._io(Fetch(leak, Binding("alice")))
+
+
+def test_the_cluster_form_of_each_owner_read_is_its_migrations_text_on_the_users_shard() -> None:
+    # Made from the migration's text: the same name, arguments, columns and conditions,
+    # run as the caller (the binding is the coordinator's) on the user's shard.
+    from langmem_layer.sql import citus
+    from langmem_layer.sql.migrations import MIGRATIONS, split_statements
+
+    texts = [s for m in MIGRATIONS for s in split_statements(m)]
+    for name in citus.OWNER_READS:
+        single = next(t for t in reversed(texts) if f"FUNCTION {name}(" in t)
+        cluster = citus.owner_read(name)
+        assert "SECURITY DEFINER" in single and "langmem_bound(p_user)" in single
+        assert "SECURITY INVOKER" in cluster and "langmem_bound" not in cluster
+        assert "langmem_user_relation('langmem_items', p_user), p_user)" in cluster
+        assert "FROM langmem_items" not in cluster and "FROM %1$s i" in cluster
+        head = single.split("AS $fn$")[0].replace("SECURITY DEFINER", "SECURITY INVOKER")
+        assert cluster.startswith(head)
+    assert citus.owner_read("langmem_identical").count("$2") == 1  # each value its own $n
