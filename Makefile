@@ -93,7 +93,7 @@ citus-stop:
 CITUS_TESTS := tests/store/test_citus.py tests/store/test_store_conformance.py tests/read/test_retrieval.py \
     tests/write/test_record_turn.py tests/store/test_recall_plans.py tests/jobs/test_lifecycle_decay_table.py \
     tests/isolation/test_privacy_delete.py tests/store/test_large_user.py tests/store/test_store_errors.py \
-    tests/write/test_history.py tests/layer/test_open_loops.py tests/jobs/test_jobs.py tests/jobs/test_jobs_runner.py \
+    tests/write/test_history.py tests/facade/test_open_loops.py tests/jobs/test_jobs.py tests/jobs/test_jobs_runner.py \
     tests/write/test_worker_handoff.py tests/write/test_worker_scope.py
 test-citus: $(VENV)/.installed-test citus
 	LANGMEM_TEST_DATABASE_URL="$$($(BIN)/python -m tests.citus_cluster url)" HF_HUB_OFFLINE=1 \

@@ -46,7 +46,7 @@ def store_options() -> dict[str, Any]:
 
 
 def offline_agent(layer: Any) -> Any:
-    from langmem_layer.layer.agent_graph import build_agent_graph
+    from langmem_layer.facade.agent_graph import build_agent_graph
     from langmem_layer.offline_chat import OfflineChatModel
 
     return build_agent_graph(layer, model=OfflineChatModel())

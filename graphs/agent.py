@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from langgraph.graph.state import CompiledStateGraph
 
-from langmem_layer.layer.agent_graph import build_agent_graph
+from langmem_layer.facade.agent_graph import build_agent_graph
 from langmem_layer.server import served as serving
 
 __all__ = ["build_agent_graph", "make_graph"]

@@ -12,7 +12,7 @@ write gate), ``langmem_layer.synth`` (synthesis), ``langmem_layer.settings`` (ga
 ranking settings, calibration profiles), ``langmem_layer.store.options`` and
 ``langmem_layer.store.ops`` (store configuration and ops), ``langmem_layer.types``,
 ``langmem_layer.write.apply``, ``langmem_layer.write.extraction_queue``,
-``langmem_layer.working``, ``langmem_layer.layer.*`` and ``langmem_layer.server.*``.
+``langmem_layer.working``, ``langmem_layer.facade.*`` and ``langmem_layer.server.*``.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
@@ -45,13 +45,13 @@ from langmem_layer.types import Kind, Layer, MemoryRecord, Policy, Recalled, Sta
 
 if _TYPE_CHECKING:
     from langmem_layer.environment import aopen_store, open_store
+    from langmem_layer.facade import MemoryLayer
+    from langmem_layer.facade.agent_graph import build_agent_graph
+    from langmem_layer.facade.nodes import memory_prompt
+    from langmem_layer.facade.prebuilt import MemoryAgentState, MemoryMiddleware
+    from langmem_layer.facade.tools import create_memory_tools
+    from langmem_layer.facade.wiring import MemoryState, wire
     from langmem_layer.knowledge import knowledge_store
-    from langmem_layer.layer import MemoryLayer
-    from langmem_layer.layer.agent_graph import build_agent_graph
-    from langmem_layer.layer.nodes import memory_prompt
-    from langmem_layer.layer.prebuilt import MemoryAgentState, MemoryMiddleware
-    from langmem_layer.layer.tools import create_memory_tools
-    from langmem_layer.layer.wiring import MemoryState, wire
     from langmem_layer.read.block import ContextBlock
     from langmem_layer.settings import MemorySettings
     from langmem_layer.store.aio import AsyncPostgresMemoryStore
@@ -66,14 +66,14 @@ _LAZY = {
     "aopen_store": "langmem_layer.environment",
     "open_store": "langmem_layer.environment",
     "knowledge_store": "langmem_layer.knowledge",
-    "MemoryLayer": "langmem_layer.layer",
-    "build_agent_graph": "langmem_layer.layer.agent_graph",
-    "MemoryState": "langmem_layer.layer.wiring",
-    "memory_prompt": "langmem_layer.layer.nodes",
-    "wire": "langmem_layer.layer.wiring",
-    "MemoryAgentState": "langmem_layer.layer.prebuilt",
-    "MemoryMiddleware": "langmem_layer.layer.prebuilt",
-    "create_memory_tools": "langmem_layer.layer.tools",
+    "MemoryLayer": "langmem_layer.facade",
+    "build_agent_graph": "langmem_layer.facade.agent_graph",
+    "MemoryState": "langmem_layer.facade.wiring",
+    "memory_prompt": "langmem_layer.facade.nodes",
+    "wire": "langmem_layer.facade.wiring",
+    "MemoryAgentState": "langmem_layer.facade.prebuilt",
+    "MemoryMiddleware": "langmem_layer.facade.prebuilt",
+    "create_memory_tools": "langmem_layer.facade.tools",
     "ContextBlock": "langmem_layer.read.block",
     "MemorySettings": "langmem_layer.settings",
     "AsyncPostgresMemoryStore": "langmem_layer.store.aio",

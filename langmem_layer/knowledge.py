@@ -9,7 +9,7 @@ and ``assemble_context`` renders them in their own block section,
 ``PGVectorStore`` on the memory's own database.
 
 The other way, the user's recalled memories as a ``BaseRetriever`` for LCEL chains
-(``memory.agents.as_retriever(user_id=...)``), is ``langmem_layer.layer.retriever``.
+(``memory.agents.as_retriever(user_id=...)``), is ``langmem_layer.facade.retriever``.
 LangChain's retriever and vector-store classes are imported where a retriever is
 used, not here: they bring LangSmith's tracing types, most of a second of start-up that
 a command reading memory does not need.

@@ -14,8 +14,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.layer import MemoryLayer
-from langmem_layer.layer.agent_graph import build_agent_graph
+from langmem_layer.facade import MemoryLayer
+from langmem_layer.facade.agent_graph import build_agent_graph
 from langmem_layer.offline_chat import OfflineChatModel
 from langmem_layer.server.http.app import create_app
 from langmem_layer.server.keys import Principal

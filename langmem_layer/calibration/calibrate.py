@@ -92,7 +92,7 @@ def calibrate(store: Any, paths: Sequence[Path], *, k: int = 10,
         base: The settings of today (default: the library's for the store's embedder).
         show: Progress bars on standard error.
     """
-    from langmem_layer.layer import MemoryLayer
+    from langmem_layer.facade import MemoryLayer
 
     writer = MemoryLayer(store, settings=base)
     current = _knobs(writer.settings)

@@ -422,7 +422,7 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
             per row).
         show: Progress bars on standard error.
     """
-    from langmem_layer.layer import MemoryLayer
+    from langmem_layer.facade import MemoryLayer
     from langmem_layer.settings import MemorySettings
     from langmem_layer.settings.calibration import profile_for
 

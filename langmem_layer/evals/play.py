@@ -401,7 +401,7 @@ def run_fixtures(store: Any, fixtures: Sequence[Fixture], *,
     from tqdm import tqdm
 
     from langmem_layer.extract.rules import RuleExtractor
-    from langmem_layer.layer import MemoryLayer
+    from langmem_layer.facade import MemoryLayer
 
     extractor = extractor or RuleExtractor()
     run_id = uuid.uuid4().hex[:8]

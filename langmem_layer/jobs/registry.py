@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from langmem_layer.layer import MemoryLayer
+    from langmem_layer.facade import MemoryLayer
     from langmem_layer.settings import MemorySettings
     from langmem_layer.store.sync import PostgresMemoryStore
     from langmem_layer.synth.synthesizer import Synthesizer
@@ -101,7 +101,7 @@ class JobContext:
         """The ``MemoryLayer`` on ``store`` (inline extraction), built once."""
         if self._layer is None:
             from langmem_layer.environment import settings_from_env
-            from langmem_layer.layer import MemoryLayer
+            from langmem_layer.facade import MemoryLayer
 
             # Inline: a job runs to completion in this process; no worker thread.
             self._layer = MemoryLayer(self.store, settings=self.settings or settings_from_env(),

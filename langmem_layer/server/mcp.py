@@ -2,7 +2,7 @@
 
 MCP clients (Claude Code, Cursor, Copilot, Claude Desktop, a LangGraph agent through
 ``langchain-mcp-adapters``) share one user's memory through it. It exposes the memory
-tools of ``langmem_layer.layer.tools.create_memory_tools`` — ``remember``, ``recall``,
+tools of ``langmem_layer.facade.tools.create_memory_tools`` — ``remember``, ``recall``,
 ``correct``, ``update``, ``forget``; the same tools, run with the connection's user and
 profile as their run config, so they write through the same gate and history as
 extraction — and a read-only resource, ``memory://block``, the memory block an agent
@@ -34,13 +34,13 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, create_model
 
 from langmem_layer.errors import ConfigurationError, MissingUserError
+from langmem_layer.facade.tools import create_memory_tools
 from langmem_layer.flow import require_user
-from langmem_layer.layer.tools import create_memory_tools
 
 if TYPE_CHECKING:
     from mcp.server.fastmcp import Context, FastMCP
 
-    from langmem_layer.layer import MemoryLayer
+    from langmem_layer.facade import MemoryLayer
     from langmem_layer.settings import MemorySettings
 
 __all__ = ["KEY_USER", "PROFILE_HEADER", "bearer_auth", "create_mcp_server", "serve"]
@@ -239,7 +239,7 @@ async def serve(transport: Literal["stdio", "http"] = "stdio", *,
     _require_mcp()
     from langmem_layer.environment import database_url as resolve_url
     from langmem_layer.environment import settings_from_env
-    from langmem_layer.layer import MemoryLayer
+    from langmem_layer.facade import MemoryLayer
     from langmem_layer.store.aio import AsyncPostgresMemoryStore
 
     # A wrong user, profile or host fails before the database is opened.

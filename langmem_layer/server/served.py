@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from langmem_layer import environment as config
 from langmem_layer.errors import ConfigurationError
-from langmem_layer.layer import MemoryLayer
+from langmem_layer.facade import MemoryLayer
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
 from langmem_layer.store.embedded import embedded_uri, stop_embedded

@@ -12,9 +12,9 @@ from langchain_core.messages import HumanMessage
 from langmem_layer import ConfigurationError, MemoryLayer, MemorySettings
 from langmem_layer.jobs import JOBS, Job, JobContext, JobOption, JobResult, register
 from langmem_layer.types import Kind, Layer, MemoryRecord
+from tests.facade.test_sessions import checkpoints, say
+from tests.facade.test_working import build_graph, queue_entries
 from tests.fakes import Clock
-from tests.layer.test_sessions import checkpoints, say
-from tests.layer.test_working import build_graph, queue_entries
 
 
 def test_registry_holds_every_job_with_its_schedule() -> None:

@@ -25,8 +25,8 @@ from langmem_layer.synth import ModelSynthesizer, OfflineSynthesizer
 from langmem_layer.types import Kind, Layer, MemoryRecord, Policy, Source, Status
 from langmem_layer.write.apply import ingest
 from langmem_layer.write.profile_record import explicit_preference
+from tests.facade.test_working import build_graph
 from tests.fakes import Clock, ScriptedStructuredModel
-from tests.layer.test_working import build_graph
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)  # a Monday
 

@@ -14,6 +14,7 @@ MOVED = {
     "langmem_layer.offline": ("langmem_layer.offline_chat", "OfflineChatModel"),
     "langmem_layer.store.embedding.models": (
         "langmem_layer.store.embedding.default_embedder", "openai_configured"),
+    "langmem_layer.layer": ("langmem_layer.facade", "MemoryLayer"),
 }
 
 
@@ -27,3 +28,13 @@ def test_an_old_path_warns_and_gives_the_new_modules_names(
         module = importlib.import_module(old)
     assert getattr(module, name) is getattr(importlib.import_module(new), name)
     assert set(module.__all__) >= set(importlib.import_module(new).__all__)
+
+
+def test_a_module_under_the_facades_old_package_is_the_facades_module_itself() -> None:
+    # Not a second copy: isinstance checks and monkeypatches made through either path agree.
+    for name in [n for n in sys.modules if n.startswith("langmem_layer.layer.")]:
+        sys.modules.pop(name)
+    with pytest.warns(DeprecationWarning):
+        sys.modules.pop("langmem_layer.layer", None)
+        old = importlib.import_module("langmem_layer.layer.agent_graph")
+    assert old is importlib.import_module("langmem_layer.facade.agent_graph")

@@ -29,7 +29,7 @@ from langmem_layer import DatabaseNotFoundError, Kind, MemoryLayer, PostgresMemo
 from langmem_layer.cli import main
 from langmem_layer.environment import data_dir, database_url
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.layer.tools import create_memory_tools
+from langmem_layer.facade.tools import create_memory_tools
 from langmem_layer.server.http.app import create_app
 from langmem_layer.server.keys import create_key
 from langmem_layer.store.embedded import default_data_dir

@@ -26,7 +26,7 @@ from langmem_layer import (
     build_agent_graph,
     knowledge_store,
 )
-from langmem_layer.layer.retriever import MemoryRetriever
+from langmem_layer.facade.retriever import MemoryRetriever
 from langmem_layer.offline_chat import OfflineChatModel
 from langmem_layer.read.block import DOCUMENTS, RELEVANT
 from langmem_layer.store.aio import AsyncPostgresMemoryStore
@@ -108,7 +108,7 @@ def test_a_failing_knowledge_source_does_not_break_the_turn(
     memory = MemoryLayer(store, knowledge=_Broken(), clock=clock)
     memory.remember("alice", "Works at Acme Robotics.")
     graph = build_agent_graph(memory, model=OfflineChatModel()).compile()
-    with caplog.at_level(logging.ERROR, logger="langmem_layer.layer.knowledge_methods"):
+    with caplog.at_level(logging.ERROR, logger="langmem_layer.facade.knowledge_methods"):
         out = graph.invoke({"messages": [HumanMessage(QUESTION)]},
                            {"configurable": {"user_id": "alice", "thread_id": "kb-2"}})
     assert "- Works at Acme Robotics." in out["memory_context"]

@@ -22,7 +22,7 @@ import psycopg
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.layer import MemoryLayer
+from langmem_layer.facade import MemoryLayer
 from langmem_layer.server.http.lifespan import memory_lifespan
 from langmem_layer.settings import MemorySettings
 from langmem_layer.store.aio import AsyncPostgresMemoryStore

@@ -25,7 +25,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langmem_layer import MemoryLayer
 from langmem_layer.errors import InvalidInputError
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.layer.agent_graph import build_agent_graph
+from langmem_layer.facade.agent_graph import build_agent_graph
 from langmem_layer.offline_chat import OfflineChatModel
 from langmem_layer.store import driver
 from langmem_layer.store.ops import ApplyOnceOp, LockUserWritesOp, MarkAppliedOp

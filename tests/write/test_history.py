@@ -17,8 +17,8 @@ from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.read.block import AVOID, HEADER, RECENT_HISTORY, build_context_block
 from langmem_layer.tokens import get_token_counter
 from langmem_layer.types import Kind, Layer, Policy
+from tests.facade.test_working import build_graph
 from tests.fakes import Clock
-from tests.layer.test_working import build_graph
 from tests.read.test_context import mem
 
 COUNTER = get_token_counter("o200k_base")

@@ -136,7 +136,7 @@ def add_agent_routes(app: FastAPI, graph: Runnable, *,
     Args:
         app: The FastAPI app.
         graph: The compiled agent graph (see
-            ``langmem_layer.layer.agent_graph.build_agent_graph``).
+            ``langmem_layer.facade.agent_graph.build_agent_graph``).
         principal_dependency: A FastAPI dependency (sync or async; it may take the
             ``Request`` and other dependencies) that returns the caller, an object with
             ``user_id`` and ``admin`` (``Principal``), or raises ``HTTPException``

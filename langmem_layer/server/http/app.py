@@ -57,7 +57,7 @@ def create_app(*, store: Any = None, database_url: str | None = None,
         data_dir: The embedded server's directory when no URL is set.
         agent: Serve the memory agent at ``agent_path`` (False: the REST API only).
         graph_factory: Builds the agent for the layer; default
-            ``langmem_layer.layer.agent_graph.build_agent_graph``.
+            ``langmem_layer.facade.agent_graph.build_agent_graph``.
         agent_path: Where the agent's LangServe routes go.
         settings: The layer's settings; default from the ``LANGMEM_*`` environment.
         authenticate: Your own verification (JWT, OIDC): called with the request when

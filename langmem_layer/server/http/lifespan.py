@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.graph import StateGraph
 from langgraph.store.base import BaseStore
 
-from langmem_layer.layer import MemoryLayer
+from langmem_layer.facade import MemoryLayer
 from langmem_layer.settings import MemorySettings
 from langmem_layer.worker import ExtractionLoop
 
@@ -150,7 +150,7 @@ async def memory_lifespan(
         data_dir: The embedded server's directory, when no URL is configured.
         settings: Default ``langmem_layer.environment.settings_from_env``.
         graph_factory: Builds the agent for the layer; default
-            ``langmem_layer.layer.agent_graph.build_agent_graph``.
+            ``langmem_layer.facade.agent_graph.build_agent_graph``.
         agent: Build the agent (False: no graph; the service's ``graph`` is None).
         store_options: Passed to ``AsyncPostgresMemoryStore.from_conn_string``
             (``index``, ``pool_size``...).
@@ -163,7 +163,7 @@ async def memory_lifespan(
         The ``MemoryService``: store, layer, compiled agent and worker.
     """
     from langmem_layer.environment import settings_from_env
-    from langmem_layer.layer.agent_graph import build_agent_graph
+    from langmem_layer.facade.agent_graph import build_agent_graph
 
     async with contextlib.AsyncExitStack() as stack:
         url = None

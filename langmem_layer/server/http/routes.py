@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
 
 from langmem_layer.errors import InvalidContentError
-from langmem_layer.layer import MemoryLayer
+from langmem_layer.facade import MemoryLayer
 from langmem_layer.server.http.problems import PROBLEM_JSON
 from langmem_layer.server.http.schemas import (
     Admission,

@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from langmem_layer.layer import MemoryLayer
+from langmem_layer.facade import MemoryLayer
 from langmem_layer.server.keys import Principal
 from langmem_layer.settings import MemorySettings
 

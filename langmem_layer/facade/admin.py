@@ -2,7 +2,7 @@
 everyday calls: browse a user's memories page by page, pin them or change how they
 surface, read a memory's history and the gate's decisions, and queue or extract turns.
 
-A part of the layer (``langmem_layer.layer.part``): every method is a one-line call
+A part of the layer (``langmem_layer.facade.part``): every method is a one-line call
 into the layer's ``Runner`` over a flow built once.
 """
 
@@ -17,15 +17,15 @@ from langchain_core.messages import BaseMessage
 
 from langmem_layer import checks, control
 from langmem_layer.errors import InvalidInputError
-from langmem_layer.flow import Flow
-from langmem_layer.layer.params import (
+from langmem_layer.facade.params import (
     BrowseArgs,
     DecisionsArgs,
     PendingArgs,
     SurfaceArgs,
     TurnArgs,
 )
-from langmem_layer.layer.part import Part
+from langmem_layer.facade.part import Part
+from langmem_layer.flow import Flow
 from langmem_layer.store.ops import IngestLogEntry
 from langmem_layer.types import HistoryEntry, Kind, Layer, Policy, Recalled
 from langmem_layer.write import apply as write

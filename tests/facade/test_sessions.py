@@ -19,8 +19,8 @@ from langgraph.checkpoint.postgres import PostgresSaver
 
 from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.cli import main
+from tests.facade.test_working import build_graph, queue_entries
 from tests.fakes import Clock
-from tests.layer.test_working import build_graph, queue_entries
 
 ROOT = Path(__file__).resolve().parents[2]
 

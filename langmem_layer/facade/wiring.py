@@ -4,7 +4,7 @@
 ``add_messages`` reducer) and ``wire`` (the memory nodes put around an agent node of a
 ``StateGraph``) need LangGraph's graph package, whose import (the Pregel runtime,
 LangSmith's tracing types) costs most of a second; the nodes themselves
-(``langmem_layer.layer.nodes``) do not, so a ``MemoryLayer`` that is only asked to
+(``langmem_layer.facade.nodes``) do not, so a ``MemoryLayer`` that is only asked to
 remember and recall, as the command line does, never imports it.
 """
 
@@ -18,7 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from langmem_layer.errors import ConfigurationError
-from langmem_layer.layer.fields import ASSEMBLE, EXTRACT, LOAD, MemoryFields, Wirable
+from langmem_layer.facade.fields import ASSEMBLE, EXTRACT, LOAD, MemoryFields, Wirable
 
 __all__ = ["MemoryState", "wire"]
 

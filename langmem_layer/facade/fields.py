@@ -17,7 +17,7 @@ LOAD, ASSEMBLE, EXTRACT = "load_memory", "assemble_context", "extract_after_turn
 
 
 # typing_extensions' TypedDict, as LangGraph's and LangChain's AgentState use, so a state
-# class may extend both (``langmem_layer.layer.prebuilt.MemoryAgentState``).
+# class may extend both (``langmem_layer.facade.prebuilt.MemoryAgentState``).
 class MemoryFields(TypedDict, total=False):
     """The fields the memory nodes read and write besides ``messages``.
 
@@ -46,7 +46,7 @@ class MemoryFields(TypedDict, total=False):
 
 class Wirable(Protocol):
     """The three nodes (a MemoryLayer's): what ``wire`` puts into a graph and what the
-    prebuilt agents' hooks (``langmem_layer.layer.prebuilt``) call."""
+    prebuilt agents' hooks (``langmem_layer.facade.prebuilt``) call."""
 
     @property
     def load_memory(self) -> RunnableLambda:

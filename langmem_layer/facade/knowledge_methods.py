@@ -1,7 +1,7 @@
 """The knowledge methods of ``MemoryLayer``: documents retrieved beside memory on each
 turn, read at the same time as the memory (``memory.agents`` has the public calls).
 
-A mixin, as ``langmem_layer.layer.agent_methods`` is: the façade stays one class while each
+A mixin, as ``langmem_layer.facade.agent_methods`` is: the façade stays one class while each
 half stays one concept.
 """
 
@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 from langchain_core.documents import Document
 
-from langmem_layer.layer.layer_base import LayerBase
-from langmem_layer.layer.params import ContextBlockArgs
+from langmem_layer.facade.layer_base import LayerBase
+from langmem_layer.facade.params import ContextBlockArgs
 from langmem_layer.read import recall as read
 from langmem_layer.read.block import ContextBlock
 

@@ -1,7 +1,7 @@
 """``memory.trust``: explicit feedback on an agent's writes, the trust learned so far,
 and the outcomes of following a procedural habit.
 
-A part of the layer (``langmem_layer.layer.part``): every method is a one-line call
+A part of the layer (``langmem_layer.facade.part``): every method is a one-line call
 into the layer's ``Runner`` over a flow built once.
 """
 
@@ -12,9 +12,9 @@ from typing import Unpack
 
 from langmem_layer import checks, control, trust_flows
 from langmem_layer.errors import InvalidInputError
+from langmem_layer.facade.params import FeedbackArgs, OutcomeArgs
+from langmem_layer.facade.part import Part
 from langmem_layer.flow import Flow
-from langmem_layer.layer.params import FeedbackArgs, OutcomeArgs
-from langmem_layer.layer.part import Part
 from langmem_layer.store.ops.trust import LearnedTrust
 
 __all__ = ["Trust"]

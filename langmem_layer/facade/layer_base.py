@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever
     from langchain_core.runnables import RunnableLambda
 
-    from langmem_layer.layer.nodes import KnowledgeCalls
+    from langmem_layer.facade.nodes import KnowledgeCalls
     from langmem_layer.worker import Worker
 
 __all__ = ["LayerBase"]

@@ -1,7 +1,7 @@
 """``memory.threads``: what ``load_memory`` and ``extract_after_turn`` do as direct
 calls, the message log across threads, and the session sweep.
 
-A part of the layer (``langmem_layer.layer.part``): every method is a one-line call
+A part of the layer (``langmem_layer.facade.part``): every method is a one-line call
 into the layer's ``Runner`` over a flow built once.
 """
 
@@ -17,15 +17,15 @@ from langchain_core.messages import BaseMessage
 from langmem_layer import checks
 from langmem_layer import message_log as history
 from langmem_layer.errors import InvalidInputError
-from langmem_layer.flow import Flow
-from langmem_layer.layer.params import (
+from langmem_layer.facade.params import (
     ClearHistoryArgs,
     LoadThreadArgs,
     RecentHistoryArgs,
     RecordTurnArgs,
     SweepArgs,
 )
-from langmem_layer.layer.part import Part
+from langmem_layer.facade.part import Part
+from langmem_layer.flow import Flow
 from langmem_layer.store.ops import LoggedMessage
 from langmem_layer.worker import ProcessPending, WakeWorker
 from langmem_layer.working import sessions

@@ -19,9 +19,9 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables.config import RunnableConfig, ensure_config
 
 from langmem_layer import flow as runner
+from langmem_layer.facade.fields import ASSEMBLE, EXTRACT, LOAD, MemoryFields, Wirable
+from langmem_layer.facade.params import LoadThreadArgs, RecordTurnArgs
 from langmem_layer.knowledge import dump_documents, load_documents
-from langmem_layer.layer.fields import ASSEMBLE, EXTRACT, LOAD, MemoryFields, Wirable
-from langmem_layer.layer.params import LoadThreadArgs, RecordTurnArgs
 from langmem_layer.message_log import short_term
 from langmem_layer.read.block import OPEN_THREADS, RELEVANT
 from langmem_layer.read.query import bounded
@@ -33,7 +33,7 @@ from langmem_layer.working.trim import WorkingLoad
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableLambda
 
-    from langmem_layer.layer.wiring import MemoryState
+    from langmem_layer.facade.wiring import MemoryState
 
 __all__ = [
     "MemoryFields",
@@ -50,10 +50,10 @@ T = TypeVar("T")
 
 
 def __getattr__(name: str) -> Any:
-    # MemoryState and wire moved to langmem_layer.layer.wiring (they need LangGraph's
+    # MemoryState and wire moved to langmem_layer.facade.wiring (they need LangGraph's
     # graph package, which this module no longer imports); the old path still works.
     if name in {"MemoryState", "wire"}:
-        from langmem_layer.layer import wiring
+        from langmem_layer.facade import wiring
 
         return getattr(wiring, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

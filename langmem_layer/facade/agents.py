@@ -2,7 +2,7 @@
 imported as typed memories, the memory as a LangChain retriever, and the knowledge
 source's documents.
 
-A part of the layer (``langmem_layer.layer.part``).
+A part of the layer (``langmem_layer.facade.part``).
 """
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ from langchain_core.documents import Document
 from langmem_layer import checks
 from langmem_layer import compat_langmem as langmem
 from langmem_layer.compat_langmem import LangmemImport
+from langmem_layer.facade.params import LangmemImportArgs
+from langmem_layer.facade.part import Part
 from langmem_layer.flow import Flow, require_user
-from langmem_layer.layer.params import LangmemImportArgs
-from langmem_layer.layer.part import Part
 from langmem_layer.types import Kind
 
 if TYPE_CHECKING:
-    from langmem_layer.layer.retriever import MemoryRetriever
+    from langmem_layer.facade.retriever import MemoryRetriever
 
 __all__ = ["Agents"]
 
 T = TypeVar("T")
-log = logging.getLogger("langmem_layer.layer")
+log = logging.getLogger("langmem_layer.facade")
 
 
 class Agents(Part):
@@ -79,7 +79,7 @@ class Agents(Part):
         """
         require_user(user_id)
         k = checks.check_limit(k) or 10
-        from langmem_layer.layer.retriever import MemoryRetriever
+        from langmem_layer.facade.retriever import MemoryRetriever
 
         return MemoryRetriever(layer=self.layer, user_id=user_id, profile=profile, k=k)
 

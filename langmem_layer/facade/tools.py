@@ -38,8 +38,8 @@ from pydantic import BaseModel, Field
 from langmem_layer import control
 from langmem_layer.errors import InvalidContentError, MemoryNotFoundError
 from langmem_layer.extract.extractor import MemoryOperation, OpType
+from langmem_layer.facade.nodes import run_identity
 from langmem_layer.flow import Env, Flow
-from langmem_layer.layer.nodes import run_identity
 from langmem_layer.read import recall as read
 from langmem_layer.types import Kind, MemoryConfig, Recalled, Status
 from langmem_layer.write import apply as write

@@ -13,9 +13,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
-from langmem_layer.layer.fields import Wirable
-from langmem_layer.layer.nodes import memory_prompt, node
-from langmem_layer.layer.wiring import MemoryState, wire
+from langmem_layer.facade.fields import Wirable
+from langmem_layer.facade.nodes import memory_prompt, node
+from langmem_layer.facade.wiring import MemoryState, wire
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

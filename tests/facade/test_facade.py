@@ -14,12 +14,12 @@ import pytest
 import langmem_layer
 from langmem_layer import MemoryLayer
 from langmem_layer.extract.rules import RuleExtractor
+from langmem_layer.facade.admin import Admin
+from langmem_layer.facade.agents import Agents
+from langmem_layer.facade.memory_layer import _Moved
+from langmem_layer.facade.threads import Threads
+from langmem_layer.facade.trust_part import Trust
 from langmem_layer.flow import Call, Concurrently, Flow, Runner, StoreCall
-from langmem_layer.layer.admin import Admin
-from langmem_layer.layer.agents import Agents
-from langmem_layer.layer.memory_layer import _Moved
-from langmem_layer.layer.threads import Threads
-from langmem_layer.layer.trust_part import Trust
 
 PACKAGE = Path(langmem_layer.__file__).parent
 
@@ -111,13 +111,13 @@ def _imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("module", ["flow.py", "worker.py", "working/sessions.py"])
 def test_modules_below_the_facade_do_not_import_it(module: str) -> None:
-    assert not {m for m in _imports(PACKAGE / module) if m.startswith("langmem_layer.layer")}
+    assert not {m for m in _imports(PACKAGE / module) if m.startswith("langmem_layer.facade")}
 
 
-@pytest.mark.parametrize("module", ["layer/nodes.py", "layer/params.py"])
+@pytest.mark.parametrize("module", ["facade/nodes.py", "facade/params.py"])
 def test_what_the_facade_hands_out_does_not_import_its_class(module: str) -> None:
     assert not {m for m in _imports(PACKAGE / module)
-                if m.startswith("langmem_layer.layer.memory_layer")}
+                if m.startswith("langmem_layer.facade.memory_layer")}
 
 
 # -- the runner ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Memory for prebuilt agents: ``create_react_agent`` hooks and a ``create_agent`` middleware.
 
-Both do what the three nodes do around an agent node (``langmem_layer.layer.wiring.wire``),
+Both do what the three nodes do around an agent node (``langmem_layer.facade.wiring.wire``),
 inside the prebuilt agent's own loop:
 
 * before the first model call of a turn (the newest message is the user's): load and
@@ -36,7 +36,7 @@ from langgraph.prebuilt.chat_agent_executor import AgentState as ReactAgentState
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from langmem_layer.layer.fields import MemoryFields, Wirable
+from langmem_layer.facade.fields import MemoryFields, Wirable
 
 __all__ = [
     "MemoryAgentState",

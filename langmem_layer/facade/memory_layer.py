@@ -24,14 +24,12 @@ from langmem_layer.environment import default_extractor
 from langmem_layer.errors import ConfigurationError, InvalidInputError
 from langmem_layer.extract.extractor import Extractor
 from langmem_layer.extract.gate import WriteGate
-from langmem_layer.flow import Env, Flow, Runner
-from langmem_layer.knowledge import knowledge_retriever
-from langmem_layer.layer import nodes
-from langmem_layer.layer.admin import Admin
-from langmem_layer.layer.agent_methods import AgentMethods
-from langmem_layer.layer.agents import Agents
-from langmem_layer.layer.knowledge_methods import KnowledgeMethods
-from langmem_layer.layer.params import (
+from langmem_layer.facade import nodes
+from langmem_layer.facade.admin import Admin
+from langmem_layer.facade.agent_methods import AgentMethods
+from langmem_layer.facade.agents import Agents
+from langmem_layer.facade.knowledge_methods import KnowledgeMethods
+from langmem_layer.facade.params import (
     ContextBlockArgs,
     ForgetArgs,
     ListArgs,
@@ -40,8 +38,10 @@ from langmem_layer.layer.params import (
     RememberArgs,
     TurnArgs,
 )
-from langmem_layer.layer.threads import Threads
-from langmem_layer.layer.trust_part import Trust
+from langmem_layer.facade.threads import Threads
+from langmem_layer.facade.trust_part import Trust
+from langmem_layer.flow import Env, Flow, Runner
+from langmem_layer.knowledge import knowledge_retriever
 from langmem_layer.read import recall as read
 from langmem_layer.read.block import ContextBlock
 from langmem_layer.settings import MemorySettings
@@ -378,7 +378,7 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
 
     @property
     def load_memory(self) -> RunnableLambda:
-        """The node that reads the turn's memory (see ``langmem_layer.layer.nodes``)."""
+        """The node that reads the turn's memory (see ``langmem_layer.facade.nodes``)."""
         return self._built_nodes()[0]
 
     @property
@@ -392,8 +392,8 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
         return self._built_nodes()[2]
 
     def wire(self, builder: StateGraph, agent: str = "agent") -> StateGraph:
-        """Put the three nodes around ``agent`` (see ``langmem_layer.layer.wiring.wire``)."""
-        from langmem_layer.layer.wiring import wire
+        """Put the three nodes around ``agent`` (see ``langmem_layer.facade.wiring.wire``)."""
+        from langmem_layer.facade.wiring import wire
 
         return wire(self, builder, agent)
 
