@@ -92,9 +92,16 @@ citus-stop:
 # on a database of their own on the cluster, distributed by setup(distributed=True).
 CITUS_TESTS := tests/store/test_citus.py tests/store/test_store_conformance.py tests/read/test_retrieval.py \
     tests/write/test_record_turn.py tests/store/test_recall_plans.py tests/jobs/test_lifecycle_decay_table.py \
-    tests/isolation/test_privacy_delete.py tests/store/test_large_user.py tests/store/test_store_errors.py \
+    tests/store/test_large_user.py tests/store/test_store_errors.py \
     tests/write/test_history.py tests/facade/test_open_loops.py tests/jobs/test_jobs.py tests/jobs/test_jobs_runner.py \
-    tests/write/test_worker_handoff.py tests/write/test_worker_scope.py
+    tests/write/test_worker_handoff.py tests/write/test_worker_scope.py tests/write/test_worker_leases.py \
+    tests/write/test_write_path.py tests/write/test_integrity_concurrency.py tests/write/test_integrity_input.py \
+    tests/store/test_store_concurrency.py tests/store/test_store_smoke.py tests/store/test_store_twins.py \
+    tests/store/test_store_threads.py tests/store/test_vector_search.py tests/jobs/test_lifecycle.py \
+    tests/jobs/test_lifecycle_pass.py tests/jobs/test_lifecycle_hot.py tests/jobs/test_lifecycle_reactivation.py \
+    tests/jobs/test_reflection_jobs.py tests/isolation/test_isolation_rls.py tests/isolation/test_isolation_probes.py \
+    tests/isolation/test_isolation_schema.py tests/isolation/test_no_secrets.py tests/isolation/test_privacy_close.py \
+    tests/isolation/test_privacy_delete.py tests/isolation/test_privacy_embedded.py tests/isolation/test_privacy_reextract.py
 test-citus: $(VENV)/.installed-test citus
 	LANGMEM_TEST_DATABASE_URL="$$($(BIN)/python -m tests.citus_cluster url)" HF_HUB_OFFLINE=1 \
 	    $(BIN)/python -m pytest -q -p no:cacheprovider $(CITUS_TESTS)

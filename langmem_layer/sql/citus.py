@@ -21,6 +21,15 @@ runs ``distribute()`` after the migrations, in a transaction of its own:
   (``langmem_colocated_shard``: the shard of the target table covering the same hash
   range), as plain local statements; on the coordinator's empty shell table they do
   nothing. The statistics stay exact and in the writing transaction, as on one server.
+- the binding of a transaction's user (``langmem_bind``, migration 33) sends SET LOCAL
+  commands, which Citus passes on to the workers inside a transaction block, instead
+  of set_config() calls, which it does not: the policies on the shards then see the
+  bound user (a store whose role they apply to opens a block for every transaction,
+  ``sql.citus.session``). The policies are not forced on the owner there: the workers
+  refuse COPY under row-level security, and Citus sends a multi-row insert's rows by
+  COPY; so the owner, like a superuser, is kept to its user by the statements alone
+  (the audit), and a store given ``rls=True`` (the app role) cannot write several rows
+  in one statement.
 - the reads the migrations run as the schema's owner (``OWNER_READS``: a large user's
   keyword, reference and time-window matches through their own indexes, a small user's
   reference matches, the write path's identical memory and thread; and
@@ -43,7 +52,7 @@ import re
 
 from langmem_layer.sql import Ddl, Sql
 from langmem_layer.sql.migrations import MIGRATIONS, split_statements
-from langmem_layer.sql.rls import MAINTENANCE_SETTING, USER_SETTING, policy_names
+from langmem_layer.sql.rls import APP_ROLE, MAINTENANCE_SETTING, USER_SETTING, policy_names
 from langmem_layer.sql.users import USER_TABLES
 
 __all__ = [
@@ -55,6 +64,7 @@ __all__ = [
     "has_citus",
     "migrating",
     "owner_read",
+    "session",
 ]
 
 #: The table every per-user table is colocated with, and the distribution column.
@@ -65,6 +75,20 @@ DISTRIBUTION_COLUMN = "user_id"
 def has_citus() -> Sql:
     """Whether the database has the Citus extension (one row of ``citus``)."""
     return ("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus", {})
+
+
+def session() -> Sql:
+    """Whether the database has Citus, and whether the policies apply to the session's
+    role (one row: ``citus``, ``subject``): on Citus a role they apply to needs its
+    binding sent to the workers, which only a transaction block does. Before
+    ``setup()`` (no table yet): subject unless a superuser or ``BYPASSRLS``. And
+    ``bind_function``: whether the schema has ``langmem_bind`` (migration 33) yet."""
+    return ("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus,"
+            " CASE WHEN to_regclass(%(table)s) IS NULL THEN NOT (SELECT"
+            " rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)"
+            " ELSE row_security_active(%(table)s::regclass) END AS subject,"
+            " to_regprocedure(%(bind)s) IS NOT NULL AS bind_function",
+            {"table": COLOCATE_WITH, "bind": "langmem_bind(text, text)"})
 
 
 def migrating() -> Ddl:
@@ -247,6 +271,25 @@ $fn$;
 """
 
 
+#: ``langmem_bind`` on Citus (migration 33 on one server): the binding as SET LOCAL
+#: commands, which Citus sends to every worker the transaction reaches (with
+#: ``citus.propagate_set_commands = 'local'``), so the policies on the shards see the
+#: bound user. A set_config() would stay on the coordinator, and on a worker the
+#: policies would see no user: a role subject to them (any but a superuser, the owner
+#: too, as RLS is forced) would read no row and write none.
+_BIND = f"""
+CREATE OR REPLACE FUNCTION langmem_bind(p_user text, p_maintenance text)
+RETURNS text LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+    PERFORM set_config('citus.propagate_set_commands', 'local', true);
+    EXECUTE format('SET LOCAL {USER_SETTING} = %L', p_user);
+    EXECUTE format('SET LOCAL {MAINTENANCE_SETTING} = %L', p_maintenance);
+    RETURN p_user || p_maintenance;
+END
+$fn$;
+"""
+
+
 def distribute() -> Ddl:
     """Idempotent DDL distributing the schema (see the module's docstring)."""
     user_policy, maintenance_policy = policy_names()
@@ -257,11 +300,29 @@ def distribute() -> Ddl:
     large_user = (_USER_RELATION + "".join(owner_read(f) + ";\n" for f in OWNER_READS)
                   + _nearest("langmem_user_nearest", "vector")
                   + _nearest("langmem_user_nearest_halfvec", "halfvec"))
-    return _TRIGGER_FUNCTIONS + f"""
+    return _TRIGGER_FUNCTIONS + _BIND + f"""
     SET LOCAL citus.enable_unsafe_triggers = on;
     DO $dist$
     DECLARE t text;
     BEGIN
+        -- The owner is not subject to the policies here, as a superuser is not: the
+        -- workers refuse COPY under row-level security, and Citus sends a multi-row
+        -- insert's rows to them by COPY. Every statement still binds its user.
+        FOREACH t IN ARRAY ARRAY['{COLOCATE_WITH}', {tables}] LOOP
+            CONTINUE WHEN to_regclass(quote_ident(t)) IS NULL;
+            EXECUTE format('ALTER TABLE %I NO FORCE ROW LEVEL SECURITY', t);
+        END LOOP;
+        -- Citus opens a transaction's connections to the workers as its current role:
+        -- a store acting as the app role (rls=True) logs in as it there.
+        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}' AND NOT rolcanlogin)
+        THEN
+            BEGIN
+                ALTER ROLE {APP_ROLE} LOGIN;
+            EXCEPTION WHEN insufficient_privilege THEN
+                RAISE NOTICE 'role {APP_ROLE} may not log in, so rls=True fails on this '
+                    'cluster: give it LOGIN as an administrator';
+            END;
+        END IF;
         FOREACH t IN ARRAY ARRAY['{COLOCATE_WITH}', {tables}] LOOP
             CONTINUE WHEN to_regclass(quote_ident(t)) IS NULL;
             CONTINUE WHEN EXISTS (SELECT 1 FROM pg_dist_partition

@@ -420,4 +420,15 @@ FEATURES: list[str] = [
     END
     $fn$;
     """,
+    # 33: the binding of a transaction's user (sql/rls.py ``bind``) as a function, so a
+    # server can bind its own way: here the two settings, as the statement did before;
+    # on Citus (sql/citus.py) as SET LOCAL commands, which Citus sends on to the workers
+    # where the policies are checked (a set_config() stays on the coordinator).
+    """
+    CREATE OR REPLACE FUNCTION langmem_bind(p_user text, p_maintenance text)
+    RETURNS text LANGUAGE sql VOLATILE AS $fn$
+        SELECT set_config('langmem.user_id', p_user, true)
+               || set_config('langmem.maintenance', p_maintenance, true)
+    $fn$;
+    """,
 ]

@@ -24,6 +24,7 @@ from langmem_layer.sql import Params, Sql
 
 __all__ = [
     "APP_ROLE",
+    "BIND_FUNCTION_VERSION",
     "MAINTENANCE_SETTING",
     "USER_SETTING",
     "bind",
@@ -39,6 +40,9 @@ USER_SETTING = "langmem.user_id"
 #: The transaction-local setting of the maintenance bypass (``on``).
 MAINTENANCE_SETTING = "langmem.maintenance"
 
+#: The migration that creates ``langmem_bind``: ``bind`` calls it once it exists.
+BIND_FUNCTION_VERSION = 33
+
 #: The table whose grant says the app role was given the tables (``bind``).
 _GRANTED = "langmem_items"
 _USER_POLICY = "langmem_user"
@@ -51,7 +55,8 @@ def policy_names() -> tuple[str, str]:
 
 
 def bind(user_id: str | None, *, role: str | None, switch_role: bool,
-         commit_async: bool = False, where_possible: bool = False) -> Sql:
+         commit_async: bool = False, where_possible: bool = False,
+         schema_ready: bool = True) -> Sql:
     """The statement that binds a user (or, with ``None``, the maintenance bypass) to the
     rest of the transaction, and sets its role.
 
@@ -67,17 +72,25 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool,
         where_possible: Act as ``role`` only where the database allows it (the
             default of a store given neither ``rls`` nor ``LANGMEM_RLS``): the role
             exists, the connection may act as it, it was granted the tables, and the
-            database is not on Citus,
-            whose workers would see neither the role nor the binding. Decided by the
-            server in the same statement, so it costs no round trip; elsewhere the
-            transaction acts as the connection's own role, still bound.
+            database is not on Citus, which refuses, under row-level security, the
+            COPY it sends a multi-row insert's rows to the workers with
+            (``langmem_layer.sql.citus``). Decided by the server in the same
+            statement, so it costs no round trip; elsewhere the transaction acts as
+            the connection's own role, still bound.
+        schema_ready: Bind through ``langmem_bind`` (migration 33), which a server
+            defines its own way: on Citus as commands the workers receive too
+            (``langmem_layer.sql.citus``). ``False`` for setup's statements before
+            that migration: the two settings are set directly, on this server only.
     """
     value = "" if user_id is None else "=" + user_id
     maintenance = "on" if user_id is None else ""
-    sql = ("SELECT set_config(%(user_setting)s, %(user)s, true), "
-           "set_config(%(maintenance_setting)s, %(maintenance)s, true)")
-    params: Params = {"user_setting": USER_SETTING, "user": value,
-                      "maintenance_setting": MAINTENANCE_SETTING, "maintenance": maintenance}
+    params: Params = {"user": value, "maintenance": maintenance}
+    if schema_ready:
+        sql = "SELECT langmem_bind(%(user)s, %(maintenance)s)"
+    else:
+        sql = ("SELECT set_config(%(user_setting)s, %(user)s, true), "
+               "set_config(%(maintenance_setting)s, %(maintenance)s, true)")
+        params.update(user_setting=USER_SETTING, maintenance_setting=MAINTENANCE_SETTING)
     if role is not None and switch_role and where_possible:
         # CASE, not AND: its branches are evaluated in order, and pg_has_role and
         # has_table_privilege raise for a role or table that does not exist. Granted

@@ -49,6 +49,7 @@ from langmem_layer.errors import (
     SyncCallOnEventLoopError,
 )
 from langmem_layer.sanitize import redact
+from langmem_layer.sql import citus as citussql
 from langmem_layer.sql import numbered
 from langmem_layer.store.coalesce import Call, Coalescer, arrange, deliver, settle
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, ASYNC_HOOKS, StoreCore
@@ -244,9 +245,14 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                 # pipeline skips the Parse, so the next run names a statement the server
                 # never made ("prepared statement _pg3_N does not exist").
                 async with self._connection() as conn:
-                    rounds = Rounds(plan, self._bind_query, nested=(
-                        conn.info.transaction_status != TransactionStatus.IDLE),
-                        begun=not conn.autocommit)
+                    nested = conn.info.transaction_status != TransactionStatus.IDLE
+                    blocks = self.transaction_blocks
+                    if blocks is None:  # once per store: is the binding to reach workers?
+                        async with conn.cursor(row_factory=dict_row) as cur:
+                            await cur.execute(*citussql.session())
+                            blocks = self.needs_blocks(await cur.fetchone() or {})
+                    rounds = Rounds(plan, self._bind_query, nested=nested,
+                                    begun=not conn.autocommit, blocks=blocks)
                     try:
                         while statements := rounds.next():
                             cursors = [psycopg.AsyncRawCursor(conn, row_factory=dict_row)

@@ -9,6 +9,7 @@ run, a lost connection means nothing of the batch was written.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import psycopg
@@ -44,6 +45,12 @@ _INPUT_TOO_LARGE = "54"  # program_limit_exceeded: stack depth, row or statement
 _INVALID_DATA = "22"  # data_exception: NUL bytes, bad encodings, values out of range
 _UNDEFINED_TABLE = "42P01"
 _UNIQUE_VIOLATION = "23505"
+_UNDEFINED_FUNCTION = "42883"
+#: A shard's copy of ``APPLIED_KEY`` on Citus: the constraint's name and the shard's id.
+#: Citus passes a worker's error on without its constraint name (only the message
+#: names it), and one raised under the coordinator's INSERT ... SELECT as XX000.
+_APPLIED_ON_SHARD = re.compile(
+    rf'duplicate key value violates unique constraint "{APPLIED_KEY}_\d+"')
 #: What each data exception means for the caller; the hint names its own cause.
 _DATA_HINT = "a value does not fit its column or type: check the value's type and size."
 _NUL_HINT = "text may not contain NUL (\\x00) characters."
@@ -92,6 +99,14 @@ def concurrency_error(exc: BaseException, attempts: int) -> ConcurrencyError:
     )
 
 
+def _applied_before(exc: psycopg.Error, state: str) -> bool:
+    """Whether ``exc`` is a strict ``mark_applied`` meeting an operation applied before."""
+    if state == _UNIQUE_VIOLATION and exc.diag.constraint_name == APPLIED_KEY:
+        return True
+    return state in (_UNIQUE_VIOLATION, "XX000") and bool(
+        _APPLIED_ON_SHARD.fullmatch(exc.diag.message_primary or ""))
+
+
 def translate(exc: BaseException, *, pool: Any = None) -> BaseException:
     """The library error for a database error ``exc`` (``exc`` itself if none fits).
 
@@ -132,11 +147,16 @@ def translate(exc: BaseException, *, pool: Any = None) -> BaseException:
             f"PostgreSQL refused the input as invalid (SQLSTATE {state or 'n/a'}: {_said(exc)}); "
             f"{_DATA_HINTS.get(state, _DATA_HINT)} Nothing was written."
         )
-    if state == _UNIQUE_VIOLATION and exc.diag.constraint_name == APPLIED_KEY:
+    if _applied_before(exc, state):
         return OperationAppliedError(
             f"An operation of the batch was applied before ({exc.diag.message_detail}); "
             "the batch was rolled back and nothing of it was written. Run it again with "
             "its operations under ApplyOnceOp, which skips what was applied."
+        )
+    if state == _UNDEFINED_FUNCTION and "langmem_" in (exc.diag.message_primary or ""):
+        return SchemaNotReadyError(
+            f"The store's schema is older than this version of langmem_layer ({_said(exc)}):"
+            " call store.setup() (or run `langmem-layer setup`) to upgrade it."
         )
     if state == _UNDEFINED_TABLE:
         return SchemaNotReadyError(

@@ -176,6 +176,9 @@ class Rounds:
     server still holds open (psycopg's ``rollback`` does nothing when nothing is).
     ``begun``: the connection is not in autocommit, so psycopg sends a ``BEGIN`` before
     the first statement itself; the batch sends none, and always ends with ``COMMIT``.
+    ``blocks``: every transaction opens with ``BEGIN``, a plan of one round too. On
+    Citus the binding reaches the workers only inside a transaction block
+    (``Execution.needs_blocks``), and a role subject to the policies needs it there.
 
     A plan that may commit asynchronously (``Plan.commit_async``) says so in its
     first binding statement, unless nested: the setting would hold for the caller's
@@ -183,10 +186,11 @@ class Rounds:
     """
 
     def __init__(self, plan: Plan, bind_query: Callable[..., Query], *,
-                 nested: bool = False, begun: bool = False) -> None:
+                 nested: bool = False, begun: bool = False, blocks: bool = False) -> None:
         self._plan = plan
         self._bind_query = bind_query
         self.nested = nested
+        self._blocks = blocks
         self._open, self._close = (SAVEPOINT, RELEASE) if nested else (BEGIN, COMMIT)
         self._bound: Binding | None = None
         self._begun = begun and not nested
@@ -206,7 +210,7 @@ class Rounds:
             return [self._close] if self._begun else []
         final = self._plan.final
         out: list[Query] = []
-        if not self._begun and (self.nested or not final):
+        if not self._begun and (self.nested or not final or self._blocks):
             out.append(self._open)
             self._begun = True
         self._picks = []
@@ -252,6 +256,23 @@ class Execution:
     rls_role: str | None
     rls_where_possible: bool
 
+    #: Whether every transaction needs a block of its own (``Rounds``, ``blocks``):
+    #: read from the server by the first transaction (``needs_blocks``).
+    transaction_blocks: bool | None = None
+    #: Whether the schema has the binding function (read with ``transaction_blocks``).
+    bind_function: bool = True
+
+    def needs_blocks(self, row: dict[str, Any]) -> bool:
+        """From ``sql.citus.session``'s row: whether the binding must reach Citus
+        workers, as it must when the transactions act as a role subject to the
+        policies: the app role (``rls=True``; by default a store does not act as it
+        on Citus), or the session's own when they apply to it."""
+        switches = self.rls_role is not None and not self.rls_where_possible
+        self.transaction_blocks = bool(row["citus"]) and (switches or bool(row["subject"]))
+        # A schema older than migration 33 (or none yet) is bound as it was before.
+        self.bind_function = bool(row.get("bind_function", True))
+        return self.transaction_blocks
+
     def _bind_query(self, bind: Binding, *, commit_async: bool = False) -> Query:
         """The statement binding ``bind`` (a user or maintenance, and the role) to the
         rest of the transaction; the stores pipeline it with the statement it precedes,
@@ -259,7 +280,8 @@ class Execution:
         ``bind``."""
         return Query(*rls.bind(bind.user, role=self.rls_role, switch_role=not bind.owner,
                                commit_async=commit_async,
-                               where_possible=self.rls_where_possible))
+                               where_possible=self.rls_where_possible,
+                               schema_ready=self.bind_function and not bind.early))
 
     def _model(self) -> Embeddings:
         if self.embeddings is None:

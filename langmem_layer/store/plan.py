@@ -65,6 +65,9 @@ class Binding(NamedTuple):
 
     user: str | None
     owner: bool = False
+    #: The schema may predate the binding function (setup's first statements): bind
+    #: with the built-in settings (``langmem_layer.sql.rls.bind``, ``schema_ready``).
+    early: bool = False
 
 
 #: The binding of statements that span users for maintenance.

@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool
 
 from langmem_layer.errors import DatabaseUnavailableError
 from langmem_layer.sanitize import redact
+from langmem_layer.sql import citus as citussql
 from langmem_layer.sql import numbered
 from langmem_layer.store.core import ANN_MIN_USER_VECTORS, SYNC_HOOKS, StoreCore
 from langmem_layer.store.driver import (
@@ -231,9 +232,14 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                 # pipeline skips the Parse, so the next run names a statement the server
                 # never made ("prepared statement _pg3_N does not exist").
                 with self._connection() as conn:
-                    rounds = Rounds(plan, self._bind_query, nested=(
-                        conn.info.transaction_status != TransactionStatus.IDLE),
-                        begun=not conn.autocommit)
+                    nested = conn.info.transaction_status != TransactionStatus.IDLE
+                    blocks = self.transaction_blocks
+                    if blocks is None:  # once per store: is the binding to reach workers?
+                        with conn.cursor(row_factory=dict_row) as cur:
+                            cur.execute(*citussql.session())
+                            blocks = self.needs_blocks(cur.fetchone() or {})
+                    rounds = Rounds(plan, self._bind_query, nested=nested,
+                                    begun=not conn.autocommit, blocks=blocks)
                     try:
                         while statements := rounds.next():
                             cursors = [psycopg.RawCursor(conn, row_factory=dict_row)

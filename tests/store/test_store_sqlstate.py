@@ -67,6 +67,15 @@ def test_undefined_table_asks_for_setup(pg_uri: str) -> None:
     assert isinstance(err, SchemaNotReadyError) and "store.setup()" in str(err)
 
 
+def test_a_missing_function_of_the_schema_asks_for_setup(pg_uri: str) -> None:
+    # A schema older than the code (its binding function, langmem_bind, came with
+    # migration 33): an upgrade, not an outage.
+    err = translate(server_error(pg_uri, "SELECT langmem_no_such_function(1)"))
+    assert isinstance(err, SchemaNotReadyError) and "older than this version" in str(err)
+    other = server_error(pg_uri, "SELECT no_such_function(1)")
+    assert translate(other) is other
+
+
 def test_admin_shutdown_is_database_unavailable(pg_uri: str) -> None:
     with psycopg.connect(pg_uri, autocommit=True) as victim:
         pid = victim.info.backend_pid
