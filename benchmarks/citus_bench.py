@@ -15,7 +15,11 @@ its own on every node, distributed by ``setup()``. Measured on each side:
   turns, drained at exit) for each count of ``--users``, ``--duration`` seconds each:
   turns/s and p50/p95;
 * **nightly lifecycle**: the ``lifecycle`` job through the runner over every user (on
-  Citus each user's pass runs on their shard group): users and seconds.
+  Citus each user's pass runs on their shard group): users and seconds;
+* **what a turn costs each process**, for the capacity model (docs/scaling.md): the CPU
+  seconds of the client (this process) and of each server node (a postmaster and every
+  process it forked, read from /proc: the servers run on this machine) while the turns
+  are served, per turn; and the bytes on disk per memory after the load.
 
 Then, on the cluster only (``--skip-faults`` to leave it out), **faults under load**:
 ``--fault-users`` users served for ``--fault-duration`` seconds while one shard group
@@ -29,7 +33,8 @@ turns that succeeded once the worker was back.
 
 The figures are the machine's: three servers share its cores here, and each statement
 on Citus takes the coordinator's extra hop. Compare the sides of one run only. Both
-sides run without the row-level-security role, which the cluster cannot act as yet.
+sides run without the row-level-security role (`LANGMEM_RLS=0`): the cluster does not act
+as it by default (docs/scaling.md), and the single server would pay its cost alone.
 
     .venv/bin/python benchmarks/citus_bench.py [--memories 5000] [--users 1,50]
         [--duration 10] [--queries 40] [--skip-faults] [--allow-noisy]
@@ -134,7 +139,14 @@ def fill(uri: str, args: argparse.Namespace, texts: list[str], embeddings: Any,
         indexed = store.index_large_users(threshold=min(args.big, 5000))
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
-    log(f"{label}: {len(texts)} memories loaded at {rate:.0f}/s; indexed {indexed}")
+        # Tables, indexes and TOAST; on Citus every shard's (and each copy of a reference table).
+        size = conn.execute(
+            "SELECT sum(citus_total_relation_size(logicalrelid)) FROM pg_dist_partition"
+            if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone()
+            else "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relkind = 'r'"
+                 " AND c.relname LIKE 'langmem\\_%'").fetchone()[0]  # type: ignore[index]
+    log(f"{label}: {len(texts)} memories loaded at {rate:.0f}/s; indexed {indexed}; "
+        f"{int(size) / len(texts) / 1024:.1f} KiB per memory on disk")
     return index
 
 
@@ -163,10 +175,57 @@ def read_path(uri: str, index: dict[str, Any], queries: list[str], user: str
     return out
 
 
+def postmasters(uri: str) -> dict[str, int]:
+    """{node: postmaster pid} of ``uri``'s server, or of each node of its cluster (the
+    coordinator first): the servers run on this machine (loopback)."""
+    nodes = [("server", uri)]
+    with psycopg.connect(uri, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone():
+            nodes = [("coordinator" if group == 0 else f"worker :{port}",
+                      conninfo.make_conninfo(uri, host=host, port=port))
+                     for host, port, group in _citus_nodes(uri)]
+    out = {}
+    for label, node in nodes:
+        with psycopg.connect(node, autocommit=True) as conn:  # the backend while it lives
+            backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+            out[label] = int(_stat(backend)[1])
+    return out
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command's name (state, ppid, ...)."""
+    return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(postmaster: int) -> float:
+    """CPU seconds of a postmaster and every process it forked: its live children's own
+    time, and its own with what its exited children used (reaped by it)."""
+    ticks = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            f = _stat(int(d.name))
+        except OSError:  # gone meanwhile
+            continue
+        if int(d.name) == postmaster:
+            ticks += sum(int(x) for x in f[11:15])  # utime, stime, cutime, cstime
+        elif int(f[1]) == postmaster:
+            ticks += int(f[11]) + int(f[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def served(uri: str, users: int, args: argparse.Namespace, run: str) -> dict[str, Any]:
     """The served app's turn (as ``serve_bench`` serves it), ``users`` at a time for
-    ``--duration`` seconds: latencies, elapsed seconds, errors."""
-    return asyncio.run(_served(uri, users, args, run))
+    ``--duration`` seconds: latencies, elapsed seconds, errors, and the CPU seconds the
+    client (this process) and each server node used meanwhile."""
+    nodes = postmasters(uri)
+    before = {n: cpu_seconds(pm) for n, pm in nodes.items()}
+    client = time.process_time()
+    out = asyncio.run(_served(uri, users, args, run))
+    out["cpu"] = {"client": time.process_time() - client,
+                  **{n: cpu_seconds(pm) - before[n] for n, pm in nodes.items()}}
+    return out
 
 
 async def _served(uri: str, users: int, args: argparse.Namespace, run: str
@@ -424,6 +483,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ms = [1000 * x for x in s["latencies"]]
                     print(f"    {side:<18} {len(ms):>6} turns {rate:7.1f}/s  {_ms(ms)}  "
                           f"errors {s['errors']}")
+                    if ms:  # what a turn costs each process, for the capacity model
+                        print("      CPU ms per turn: " + ", ".join(
+                            f"{n} {1000 * sec / len(ms):.2f}" for n, sec in s["cpu"].items()))
                     failed = failed or bool(s["errors"])
                 if rates[0]:
                     print(f"    Citus / single turns/s: {rates[1] / rates[0]:.2f}x")
