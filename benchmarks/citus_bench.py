@@ -127,8 +127,9 @@ def drop_citus_database(server: str, name: str) -> None:
 
 
 def fill(uri: str, args: argparse.Namespace, texts: list[str], embeddings: Any,
-         label: str) -> dict[str, Any]:
-    """Set up, load the memories, index the large user; the store's index config."""
+         label: str) -> tuple[dict[str, Any], float]:
+    """Set up, load the memories, index the large user; the store's index config and
+    the KiB on disk per memory."""
     from langmem_layer.store.sync import PostgresMemoryStore
 
     index = {"embed": embeddings, "dims": embeddings.compute.dims,
@@ -145,9 +146,8 @@ def fill(uri: str, args: argparse.Namespace, texts: list[str], embeddings: Any,
             if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone()
             else "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relkind = 'r'"
                  " AND c.relname LIKE 'langmem\\_%'").fetchone()[0]  # type: ignore[index]
-    log(f"{label}: {len(texts)} memories loaded at {rate:.0f}/s; indexed {indexed}; "
-        f"{int(size) / len(texts) / 1024:.1f} KiB per memory on disk")
-    return index
+    log(f"{label}: {len(texts)} memories loaded at {rate:.0f}/s; indexed {indexed}")
+    return index, int(size) / len(texts) / 1024
 
 
 def read_path(uri: str, index: dict[str, Any], queries: list[str], user: str
@@ -455,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for side, uri in sides.items():
                 r: dict[str, Any] = {}
-                index = fill(uri, args, texts, embeddings, side)
+                index, r["kib"] = fill(uri, args, texts, embeddings, side)
                 r["big"] = read_path(uri, index, queries, BIG)
                 r["small"] = read_path(uri, index, queries, small)
                 log(f"{side}: read path done")
@@ -489,6 +489,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     failed = failed or bool(s["errors"])
                 if rates[0]:
                     print(f"    Citus / single turns/s: {rates[1] / rates[0]:.2f}x")
+            print("  on disk (tables, indexes, TOAST; on Citus every shard): " + ", ".join(
+                f"{side} {r['kib']:.1f} KiB per memory" for side, r in results.items()))
+            most = max(int(u) for u in args.users.split(","))
+            capacity(results["Citus, 2 workers"][f"served{most}"], most,
+                     results["Citus, 2 workers"]["kib"])
             print("  nightly lifecycle (every user, through the runner)")
             for side, r in results.items():
                 users, seconds = r["lifecycle"]
@@ -498,6 +503,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             drop_citus_database(server, name)
     return 1 if failed else 0
+
+
+#: The machines the capacity model sizes: cores of each worker, and of the coordinator.
+MODEL_CORES = 8
+MODEL_WORKERS = (2, 4, 8, 16)
+MODEL_MEMORIES = (1_000_000, 10_000_000, 100_000_000)
+
+
+def capacity(served: dict[str, Any], users: int, kib: float) -> None:
+    """The capacity model: what a turn cost each process here, as the bound it puts on
+    turns/s when each runs on cores of its own, and the disk each worker needs. Checked
+    first against this run: every process here shares this machine's cores."""
+    turns = len(served["latencies"])
+    if not turns or not served["elapsed"]:
+        return
+    per = {n: 1000 * sec / turns for n, sec in served["cpu"].items()}
+    app, coordinator = per["client"], per["coordinator"]
+    workers = sum(v for n, v in per.items() if n.startswith("worker"))
+    cores = os.cpu_count() or 1
+    print(f"  capacity model (CPU per served turn at {users} users; a bound, as each process "
+          "gets cores of its own)")
+    print(f"    CPU per turn: coordinator {coordinator:.1f} ms, workers {workers:.1f} ms "
+          f"(all), app {app:.1f} ms")
+    print(f"    this run, all on {cores} cores: {1000 * cores / (app + coordinator + workers):.0f}"
+          f" turns/s predicted, {turns / served['elapsed']:.0f} measured")
+    print(f"    a coordinator of {MODEL_CORES} cores: at most "
+          f"{1000 * MODEL_CORES / coordinator:.0f} turns/s; an app core: "
+          f"{1000 / app:.0f} turns/s")
+    for n in MODEL_WORKERS:
+        bound = 1000 * n * MODEL_CORES / workers
+        disk = ", ".join(f"{m / 1e6:g}M memories {m * kib / n / 2**20:.0f} GiB"
+                         for m in MODEL_MEMORIES)
+        print(f"    {n:>2} workers of {MODEL_CORES} cores: at most {bound:,.0f} turns/s "
+              f"({bound * 60:,.0f} users at a turn a minute); per worker: {disk}")
 
 
 def faults(uri: str, args: argparse.Namespace, run: str) -> bool:

@@ -166,6 +166,18 @@ SUITE: tuple[Benchmark, ...] = (
 )
 
 
+#: Benchmarks that need the local Citus cluster (``make citus``), so not part of the suite:
+#: each runs by name only (``--only citus_bench``), is recorded as the suite's are, and
+#: its fragment is shown on its own page (docs/scaling.md), not on the benchmarks page.
+CLUSTER: tuple[Benchmark, ...] = (
+    # ~10 min: 200k memories loaded on each side, then the faults (~1 min).
+    Benchmark("citus_bench", ("--memories", "200000"),
+              "the single server beside a Citus cluster of two workers: the read path, "
+              "served turns and what each costs every process, the nightly lifecycle, "
+              "a shard move and a worker restart under load"),
+)
+
+
 @dataclass
 class Outcome:
     """What one benchmark's turn in the suite gave."""
@@ -423,7 +435,8 @@ def fragments_from_page(text: str) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    p.add_argument("--only", default="", help="comma-separated names of SUITE to run")
+    p.add_argument("--only", default="",
+                   help="comma-separated names of SUITE (or CLUSTER) to run")
     p.add_argument("--output", type=Path, default=PAGE)
     p.add_argument("--results", type=Path, default=RESULTS,
                    help="the fragments' directory, one <name>.md per benchmark")
@@ -437,10 +450,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "fragments, then write the page from them")
     args = p.parse_args(argv)
     names = [n for n in args.only.split(",") if n]
-    unknown = set(names) - {b.name for b in SUITE}
+    unknown = set(names) - {b.name for b in (*SUITE, *CLUSTER)}
     if unknown:
         p.error(f"not in the suite: {', '.join(sorted(unknown))}")
-    benches = [b for b in SUITE if not names or b.name in names]
+    benches = [b for b in (*SUITE, *CLUSTER) if b.name in names] if names else list(SUITE)
     runner = Runner(max_load=args.max_load, max_wait=args.max_wait)
     if args.list:
         for b in benches:
