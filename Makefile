@@ -99,9 +99,7 @@ CITUS_TESTS := tests/store/test_citus.py tests/store/test_store_conformance.py t
     tests/store/test_store_concurrency.py tests/store/test_store_smoke.py tests/store/test_store_twins.py \
     tests/store/test_store_threads.py tests/store/test_vector_search.py tests/jobs/test_lifecycle.py \
     tests/jobs/test_lifecycle_pass.py tests/jobs/test_lifecycle_hot.py tests/jobs/test_lifecycle_reactivation.py \
-    tests/jobs/test_reflection_jobs.py tests/isolation/test_isolation_rls.py tests/isolation/test_isolation_probes.py \
-    tests/isolation/test_isolation_schema.py tests/isolation/test_no_secrets.py tests/isolation/test_privacy_close.py \
-    tests/isolation/test_privacy_delete.py tests/isolation/test_privacy_embedded.py tests/isolation/test_privacy_reextract.py
+    tests/jobs/test_reflection_jobs.py tests/isolation tests/server/test_http_api.py
 test-citus: $(VENV)/.installed-test citus
 	LANGMEM_TEST_DATABASE_URL="$$($(BIN)/python -m tests.citus_cluster url)" HF_HUB_OFFLINE=1 \
 	    $(BIN)/python -m pytest -q -p no:cacheprovider $(CITUS_TESTS)
