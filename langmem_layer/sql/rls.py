@@ -24,7 +24,6 @@ from langmem_layer.sql import Params, Sql
 
 __all__ = [
     "APP_ROLE",
-    "BIND_FUNCTION_VERSION",
     "MAINTENANCE_SETTING",
     "USER_SETTING",
     "bind",
@@ -39,9 +38,6 @@ APP_ROLE = "langmem_app"
 USER_SETTING = "langmem.user_id"
 #: The transaction-local setting of the maintenance bypass (``on``).
 MAINTENANCE_SETTING = "langmem.maintenance"
-
-#: The migration that creates ``langmem_bind``: ``bind`` calls it once it exists.
-BIND_FUNCTION_VERSION = 33
 
 #: The table whose grant says the app role was given the tables (``bind``).
 _GRANTED = "langmem_items"
@@ -79,8 +75,9 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool,
             the connection's own role, still bound.
         schema_ready: Bind through ``langmem_bind`` (migration 33), which a server
             defines its own way: on Citus as commands the workers receive too
-            (``langmem_layer.sql.citus``). ``False`` for setup's statements before
-            that migration: the two settings are set directly, on this server only.
+            (``langmem_layer.sql.citus``). ``False`` for setup's statements and a
+            schema older than that migration: the two settings are set directly, on
+            this server only.
     """
     value = "" if user_id is None else "=" + user_id
     maintenance = "on" if user_id is None else ""

@@ -17,7 +17,6 @@ from langmem_layer.errors import ConfigurationError, LangmemError
 from langmem_layer.sql import backfills as bfsql
 from langmem_layer.sql import citus as citussql
 from langmem_layer.sql import migrations as migsql
-from langmem_layer.sql import rls
 from langmem_layer.store import ops as mops
 from langmem_layer.store.base_store import ItemHandlers
 from langmem_layer.store.driver import Autocommit, Execution, Fetch, Job, Sleep
@@ -44,17 +43,12 @@ def _sqlstate(error: BaseException) -> str | None:
 ANN_MIN_USER_VECTORS = 5_000
 
 
-#: Setup's statements before it knows which migrations ran: bound without the binding
-#: function, which a schema older than its migration lacks.
+#: Setup's transactions: as the owner, under the maintenance binding, set without the
+#: binding function (``langmem_layer.sql.rls.bind``, ``schema_ready``), which a schema
+#: older than migration 33 lacks, and which on Citus would send SET LOCAL commands to
+#: the workers, where they meet Citus' own DDL. No statement of setup's reads rows under
+#: the policies a binding sent on would serve: the owner is not held to them on Citus.
 _SETUP = Binding(None, owner=True, early=True)
-
-
-def _setup_binding(version: int | None) -> Binding:
-    """The binding of migration ``version``'s transactions (``None``: every pending
-    one): through the binding function once an earlier migration made it."""
-    if version is None or version <= rls.BIND_FUNCTION_VERSION:
-        return _SETUP
-    return Binding(None, owner=True)
 
 
 class Maintenance(ItemHandlers, Execution):
@@ -65,7 +59,8 @@ class Maintenance(ItemHandlers, Execution):
     def pending_plan(self) -> Plan:
         """The plan that creates the version table if needed and reads which migrations
         are pending."""
-        return Plan([Step([0], self._pending_versions(), bind=_SETUP)], 1, None, None)
+        return Plan([Step([0], self._pending_versions(), bind=_SETUP)], 1, None,
+                    None)
 
     def setup_plan(self, version: int | None = None, *, record: bool = True) -> Plan:
         """The plan that applies migration ``version`` (``None``: every pending one) in
@@ -76,11 +71,11 @@ class Maintenance(ItemHandlers, Execution):
         # Migrations run as the owner, under the maintenance bypass: a data migration
         # on a table with forced RLS would otherwise see no rows.
         return Plan([Step([0], self._setup(version, record=record),
-                          bind=_setup_binding(version))], 1, None, None)
+                          bind=_SETUP)], 1, None, None)
 
-    def _owner_plan(self, statements: list[Query], version: int) -> Plan:
-        """One transaction of ``statements`` (of migration ``version``) as the owner,
-        under the maintenance binding, its lock waits bounded as a migration's."""
+    def _owner_plan(self, statements: list[Query]) -> Plan:
+        """One transaction of ``statements`` as the owner, under the maintenance
+        binding, its lock waits bounded as a migration's."""
         def handler() -> Handler:
             yield Query(*migsql.set_lock_timeout())
             rows = None
@@ -88,14 +83,12 @@ class Maintenance(ItemHandlers, Execution):
                 rows = yield q
             return rows
 
-        return Plan([Step([0], handler(), bind=_setup_binding(version))], 1, None, None)
+        return Plan([Step([0], handler(), bind=_SETUP)], 1, None, None)
 
     def distribute_plan(self, distributed: bool | None = None) -> Plan:
         """The plan that distributes the schema on Citus (see ``setup()``), in a
         transaction after the migrations': ``None`` distributes when the database has
         the ``citus`` extension."""
-        # Bound as before the binding function: DDL reads no row under the policies, and
-        # SET LOCAL commands sent on to the workers would meet Citus' own DDL there.
         return Plan([Step([0], self._distribute(distributed), bind=_SETUP)],
                     1, None, None)
 
@@ -120,9 +113,8 @@ class Maintenance(ItemHandlers, Execution):
             if backfill is not None and done:  # not applied by another setup() first
                 yield from self._backfill(backfill, version)
                 record = Query(*migsql.record_version(version))
-                yield from self._retrying(
-                    lambda q=record, v=version: self._owner_plan([q], v),  # type: ignore[misc]
-                    f"migration {version}")
+                yield from self._retrying(lambda q=record: self._owner_plan([q]),  # type: ignore[misc]
+                                          f"migration {version}")
             applied.extend(done)
         yield from self._execution(lambda: self.distribute_plan(distributed))
         # Read again by the next transaction: the tables now exist, perhaps distributed.
@@ -147,23 +139,22 @@ class Maintenance(ItemHandlers, Execution):
         """Migration ``version``'s data statement, a batch of users per transaction."""
         if (check := backfill.applies) is not None:
             applies = yield from self._retrying(
-                lambda: self._owner_plan([Query(*check)], version), f"migration {version}")
+                lambda: self._owner_plan([Query(*check)]), f"migration {version}")
             if not applies[0]["applies"]:
                 return
         after = ""
         while page := (yield from self._retrying(
-                lambda a=after: self._owner_plan(  # type: ignore[misc]
-                    [Query(*bfsql.users_after(a))], version),
+                lambda a=after: self._owner_plan([Query(*bfsql.users_after(a))]),  # type: ignore[misc]
                 f"migration {version}")):
             for users in bfsql.batches([(r["user_id"], r["n"]) for r in page]):
                 yield from self._retrying(
                     lambda u=users: self._owner_plan(  # type: ignore[misc]
-                        [Query(*s) for s in backfill.batch(u)], version),
+                        [Query(*s) for s in backfill.batch(u)]),
                     f"migration {version}'s backfill")
             after = page[-1]["user_id"]
         if (finish := backfill.finish) is not None:
             yield from self._retrying(
-                lambda: self._owner_plan([Query(*finish)], version), f"migration {version}")
+                lambda: self._owner_plan([Query(*finish)]), f"migration {version}")
 
     def _index_functions(self, version: int) -> Job:
         """The functions migration ``version``'s online indexes use, created first."""
