@@ -175,6 +175,11 @@ CLUSTER: tuple[Benchmark, ...] = (
               "the single server beside a Citus cluster of two workers: the read path, "
               "served turns and what each costs every process, the nightly lifecycle, "
               "a shard move and a worker restart under load"),
+    # ~1 h: 1M memories loaded on each side (the large user's own index among them); the
+    # read path, served turns and the nightly lifecycle at that size, no faults.
+    Benchmark("citus_bench_1m", ("--memories", "1000000", "--skip-faults"),
+              "the same comparison at 1M memories: the read path, served turns and the "
+              "nightly lifecycle", script="citus_bench"),
 )
 
 

@@ -17,7 +17,6 @@ __all__ = [
     "claim",
     "claimable_users",
     "complete",
-    "complete_and_log",
     "enqueue",
     "fail",
     "ingest_log",
@@ -245,18 +244,6 @@ def write_ingest_log(
             "decisions": decisions_json,
         },
     )
-
-
-def complete_and_log(user_id: str, entry_id: int, now: datetime, *, at: datetime,
-                     thread_id: str | None, agent_id: str | None, decisions_json: str
-                     ) -> Sql:
-    """``complete`` and ``write_ingest_log`` in one statement: the turn's queue
-    entry is done and its decisions kept (different tables, so neither part sees the
-    other's change)."""
-    done_sql, done_params = complete(user_id, entry_id, now)
-    log_sql, log_params = write_ingest_log(user_id, at=at, thread_id=thread_id,
-                                           agent_id=agent_id, decisions_json=decisions_json)
-    return f"WITH done AS ({done_sql}) {log_sql}", {**done_params, **log_params}
 
 
 def ingest_log(user_id: str, limit: int, thread_id: str | None = None) -> Sql:

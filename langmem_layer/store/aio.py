@@ -252,7 +252,8 @@ class AsyncPostgresMemoryStore(StoreCore, BaseStore):
                             await cur.execute(*citussql.session())
                             blocks = self.needs_blocks(await cur.fetchone() or {})
                     rounds = Rounds(plan, self._bind_query, nested=nested,
-                                    begun=not conn.autocommit, blocks=blocks)
+                                    begun=not conn.autocommit, blocks=blocks,
+                                    split=self.distributed)
                     try:
                         while statements := rounds.next():
                             cursors = [psycopg.AsyncRawCursor(conn, row_factory=dict_row)

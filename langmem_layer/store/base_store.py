@@ -225,7 +225,8 @@ class ItemHandlers(Registry, Tenancy):
             if user:  # a deleted memory takes its links with it
                 statements.append(Query(*delete_links_of(user, keys)))
         if rows:
-            statements.append(Query(*isql.upsert_items(rows, now)))
+            statements.append(Query(*isql.upsert_items(rows, now), parts=(
+                (isql.upsert_item_rows(rows, now),) if len(rows) <= isql.VALUES_ROWS else ())))
         if to_embed and self.model_id and self.dims:
             vector_rows = [(u, p, k, f, v)
                            for (u, p, k, f, _), v in zip(to_embed, vectors, strict=True)]

@@ -179,6 +179,8 @@ class Rounds:
     ``blocks``: every transaction opens with ``BEGIN``, a plan of one round too. On
     Citus the binding reaches the workers only inside a transaction block
     (``Execution.needs_blocks``), and a role subject to the policies needs it there.
+    ``split``: a statement that has ``parts`` is sent as its parts (on Citus, where each
+    part routes to the user's shard and the whole would be run in steps).
 
     A plan that may commit asynchronously (``Plan.commit_async``) says so in its
     first binding statement, unless nested: the setting would hold for the caller's
@@ -186,11 +188,13 @@ class Rounds:
     """
 
     def __init__(self, plan: Plan, bind_query: Callable[..., Query], *,
-                 nested: bool = False, begun: bool = False, blocks: bool = False) -> None:
+                 nested: bool = False, begun: bool = False, blocks: bool = False,
+                 split: bool = False) -> None:
         self._plan = plan
         self._bind_query = bind_query
         self.nested = nested
         self._blocks = blocks
+        self._split = split
         self._open, self._close = (SAVEPOINT, RELEASE) if nested else (BEGIN, COMMIT)
         self._bound: Binding | None = None
         self._begun = begun and not nested
@@ -224,6 +228,10 @@ class Rounds:
             if query.pre is not None:
                 pre = len(out)
                 out.append(Query(*query.pre, bind=query.bind))
+            if self._split and query.parts:
+                *writes, main = query.parts
+                out.extend(Query(*part, bind=query.bind) for part in writes)
+                query = query._replace(sql=main[0], params=main[1], parts=())
             self._picks.append((len(out), pre))
             out.append(query)
         if final:
@@ -261,6 +269,9 @@ class Execution:
     transaction_blocks: bool | None = None
     #: Whether the schema has the binding function (read with ``transaction_blocks``).
     bind_function: bool = True
+    #: Whether the database is distributed (Citus): statements with ``Query.parts``
+    #: are then sent as their parts (read with ``transaction_blocks``).
+    distributed: bool = False
 
     def needs_blocks(self, row: dict[str, Any]) -> bool:
         """From ``sql.citus.session``'s row: whether the binding must reach Citus
@@ -268,7 +279,8 @@ class Execution:
         policies: the app role (``rls=True``; by default a store does not act as it
         on Citus), or the session's own when they apply to it."""
         switches = self.rls_role is not None and not self.rls_where_possible
-        self.transaction_blocks = bool(row["citus"]) and (switches or bool(row["subject"]))
+        self.distributed = bool(row.get("citus"))
+        self.transaction_blocks = self.distributed and (switches or bool(row["subject"]))
         # A schema older than migration 33 (or none yet) is bound as it was before.
         self.bind_function = bool(row.get("bind_function", True))
         return self.transaction_blocks

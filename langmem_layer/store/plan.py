@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from langmem_layer.sql import with_writes
 from langmem_layer.store.embedding.work import EmbeddingWork
 
-__all__ = ["MAINTENANCE", "Binding", "Embed", "Handler", "Plan", "Query", "Step"]
+__all__ = ["MAINTENANCE", "Binding", "Embed", "Handler", "Plan", "Query", "Step", "writing"]
 
 
 class Embed(NamedTuple):
@@ -92,6 +93,15 @@ class Query(NamedTuple):
     read them first (recall's HNSW depth, with the index lookup that decides its
     shape), one round trip instead of two; the plan counts it as a statement that
     ``sets`` (``sets_settings``).
+
+    ``parts``: the same work in statements a distributed server (Citus) routes to the
+    user's shard, where ``sql`` is the better form on one server: a statement of
+    several writes as statements of their own (Citus runs each data-modifying CTE
+    apart, its rows passed on through the coordinator; ``writing`` builds both
+    forms), or rows as ``VALUES`` rather than a ``SELECT`` of parameters (whose rows
+    Citus copies through the coordinator and commits in two phases). A store that
+    splits sends them in place of ``sql``, in the same round and under the same
+    binding, and the reply is the last part's rows, as ``sql``'s would be.
     """
 
     sql: str
@@ -100,6 +110,7 @@ class Query(NamedTuple):
     last: bool = False
     sets: bool = False
     pre: tuple[str, Any] | None = None
+    parts: tuple[tuple[str, Any], ...] = ()
 
     @property
     def sets_settings(self) -> bool:
@@ -108,6 +119,18 @@ class Query(NamedTuple):
 
 
 Handler = Generator[Embed | Query, Any, Any]
+
+
+def writing(main: tuple[str, Any], *writes: tuple[str, Any], last: bool = False) -> Query:
+    """``main`` with ``writes`` done by the same statement (``sql.with_writes``), or, on a
+    server that splits (``Query.parts``), by statements of their own before it.
+
+    The writes touch other tables than ``main`` and each other, so no part reads
+    what another writes, and the two forms give the same rows.
+    """
+    if not writes:
+        return Query(*main, last=last)
+    return Query(*with_writes(main, *writes), last=last, parts=(*writes, main))
 
 
 @dataclass

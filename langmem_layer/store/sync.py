@@ -239,7 +239,8 @@ class PostgresMemoryStore(StoreCore, BaseStore):
                             cur.execute(*citussql.session())
                             blocks = self.needs_blocks(cur.fetchone() or {})
                     rounds = Rounds(plan, self._bind_query, nested=nested,
-                                    begun=not conn.autocommit, blocks=blocks)
+                                    begun=not conn.autocommit, blocks=blocks,
+                                    split=self.distributed)
                     try:
                         while statements := rounds.next():
                             cursors = [psycopg.RawCursor(conn, row_factory=dict_row)

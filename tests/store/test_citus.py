@@ -25,6 +25,7 @@ from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo as conninfo_for
 
 from langmem_layer import Kind, Layer, MemoryLayer, MemoryRecord, MemorySettings
+from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.sql.users import USER_TABLES
 from langmem_layer.store.ops import RecallOp
 from langmem_layer.store.sync import PostgresMemoryStore
@@ -133,13 +134,11 @@ def test_the_policies_of_distributed_tables_read_the_settings_without_a_subquery
         assert "current_setting" in qual, (table, policy, qual)
 
 
-def test_a_role_the_policies_apply_to_reads_and_writes_its_users_rows_on_the_workers(
-        store: PostgresMemoryStore, pg_uri: str) -> None:
-    # A login that is neither a superuser nor the tables' owner is subject to the
-    # policies, which the workers check: its binding must reach them (langmem_bind's
-    # SET LOCAL, inside a block), or it would read no row and write none.
-    store.put(("memories", "alice"), "k1", {"text": "alice's"})
-    store.put(("memories", "bob"), "k1", {"text": "bob's"})
+@pytest.fixture
+def login_uri(pg_uri: str) -> Iterator[str]:
+    """The database as a login that is neither a superuser nor the tables' owner, so
+    subject to the policies, which the workers check: its binding must reach them
+    (langmem_bind's SET LOCAL, inside a block), or it would read no row and write none."""
     role = "langmem_citus_login"
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute(pgsql.SQL("DROP ROLE IF EXISTS {r}").format(r=pgsql.Identifier(role)))
@@ -147,21 +146,51 @@ def test_a_role_the_policies_apply_to_reads_and_writes_its_users_rows_on_the_wor
             r=pgsql.Identifier(role)))
         conn.execute(pgsql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN "
                                "SCHEMA public TO {r}").format(r=pgsql.Identifier(role)))
+        conn.execute(pgsql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {r}"
+                               ).format(r=pgsql.Identifier(role)))
     try:
-        uri = conninfo_for(pg_uri, user=role)
-        with PostgresMemoryStore.from_conn_string(uri, index=None) as as_login:
-            item = as_login.get(("memories", "alice"), "k1")
-            assert item is not None and item.value == {"text": "alice's"}
-            as_login.put(("memories", "bob"), "k2", {"text": "bob's second"})
-            assert as_login.transaction_blocks
-            assert sorted(i.key for i in as_login.search(("memories", "bob"))) == ["k1", "k2"]
-            with psycopg.connect(uri) as conn:  # unbound, the same statement sees nothing
-                assert conn.execute("SELECT count(*) FROM langmem_items"
-                                    ).fetchone() == (0,)
+        yield conninfo_for(pg_uri, user=role)
     finally:
         with psycopg.connect(pg_uri, autocommit=True) as conn:
             conn.execute(pgsql.SQL("DROP OWNED BY {r}").format(r=pgsql.Identifier(role)))
             conn.execute(pgsql.SQL("DROP ROLE {r}").format(r=pgsql.Identifier(role)))
+
+
+def test_a_role_the_policies_apply_to_reads_and_writes_its_users_rows_on_the_workers(
+        store: PostgresMemoryStore, login_uri: str) -> None:
+    store.put(("memories", "alice"), "k1", {"text": "alice's"})
+    store.put(("memories", "bob"), "k1", {"text": "bob's"})
+    with PostgresMemoryStore.from_conn_string(login_uri, index=None) as as_login:
+        item = as_login.get(("memories", "alice"), "k1")
+        assert item is not None and item.value == {"text": "alice's"}
+        as_login.put(("memories", "bob"), "k2", {"text": "bob's second"})
+        assert as_login.transaction_blocks
+        assert sorted(i.key for i in as_login.search(("memories", "bob"))) == ["k1", "k2"]
+        with psycopg.connect(login_uri) as conn:  # unbound, the same statement sees nothing
+            assert conn.execute("SELECT count(*) FROM langmem_items").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("vectors", [False, True])
+def test_a_role_the_policies_apply_to_records_a_turn_and_its_extraction_writes_memories(
+        login_uri: str, index: dict, clock: Clock, vectors: bool) -> None:
+    # The workers refuse COPY under row-level security: every write of a turn and of its
+    # extraction must reach the shard as an INSERT (Query.parts), none copied through
+    # the coordinator, or the extraction would fail and the turn be remembered by nothing.
+    with PostgresMemoryStore.from_conn_string(login_uri, index=index if vectors else None,
+                                              clock=clock) as as_login:
+        layer = MemoryLayer(as_login, extractor=RuleExtractor(), clock=clock,
+                            settings=_NO_WAKE)
+        turn = [HumanMessage("I moved to Lisbon last year and I love green tea.", id="h1"),
+                AIMessage("Noted.", id="a1")]
+        user = "carol" if vectors else "dave"
+        assert layer.threads.record_turn(user, turn, thread_id="t1") is not None
+        layer.admin.process_pending(user_id=user)
+        found = layer.threads.load_thread(user, [HumanMessage("Where do I live?")],
+                                          "Where do I live?", thread_id="t1",
+                                          reinforce=False)
+        assert any("Lisbon" in r.record.content for r in found.recalled)
+        assert as_login.transaction_blocks
+        layer.close()
 
 
 def _terms(uri: str, user: str) -> dict[str, int]:

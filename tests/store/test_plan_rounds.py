@@ -199,6 +199,24 @@ def test_on_a_connection_that_begins_by_itself_a_batch_always_commits() -> None:
     assert _send(Rounds(plan, _bind, begun=True)) == [["bind u", "a0", COMMIT.sql]]
 
 
+def test_a_store_that_splits_sends_a_statements_parts_in_its_place() -> None:
+    # On Citus: the parts go in the same round, under the same binding, and the
+    # handler gets the last part's rows, as it would the whole statement's.
+    def one() -> Handler:
+        rows = yield Query("whole", {}, last=True, parts=(("w0", {}), ("main", {})))
+        return rows
+
+    def plan() -> Plan:
+        return Plan([Step([0], one(), free=True, kind=A, bind=Binding("u"))], 1, None, None)
+
+    whole = plan()
+    assert _send(Rounds(whole, _bind)) == [["bind u", "whole"]]
+    assert whole.results() == [[{"r": "whole"}]]
+    split = plan()
+    assert _send(Rounds(split, _bind, split=True)) == [["bind u", "w0", "main"]]
+    assert split.results() == [[{"r": "main"}]]
+
+
 def test_a_store_on_a_connection_without_autocommit_commits_its_writes(pg_uri: str) -> None:
     with psycopg.connect(pg_uri) as conn:  # autocommit off
         store = PostgresMemoryStore(conn, index=None)

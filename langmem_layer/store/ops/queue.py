@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from langmem_layer.sql import Sql, with_writes
 from langmem_layer.sql import queue as qsql
 from langmem_layer.store.ops.dispatch import Context, operation, own_parts
 from langmem_layer.store.ops.memory import LockUserWritesOp, TouchOp, lock_user_writes, touch
 from langmem_layer.store.ops.working import LogMessagesOp, log_messages
-from langmem_layer.store.plan import Binding, Handler, Query, combine
+from langmem_layer.store.plan import Binding, Handler, Query, combine, writing
 
 __all__ = [
     "ApplyOnceOp",
@@ -46,23 +45,26 @@ __all__ = [
 
 
 def _apply_once(ctx: Context, op: ApplyOnceOp) -> Handler:
-    gate = Query(*_mark_applied_sql(ctx, op))
+    gate = _mark_applied_query(ctx, op)
     return (yield from combine([ctx.handler_at(o, op.now) for o in op.ops], gate=gate))
 
 
 def _mark_applied(ctx: Context, op: MarkAppliedOp) -> Handler:
-    yield Query(*_mark_applied_sql(ctx, op, strict=True), last=True)
+    yield _mark_applied_query(ctx, op, strict=True)._replace(last=True)
 
 
-def _mark_applied_sql(ctx: Context, op: ApplyOnceOp | MarkAppliedOp, *,
-                      strict: bool = False) -> Sql:
-    """The record of ``op``'s id, taking its write lock first if it carries one."""
-    locks = None
-    if op.lock is not None:
-        own_parts(op, [op.lock], "the write lock")
-        locks = lock_user_writes(op.lock.user_id, op.lock.thread_id)
-    return qsql.mark_applied(op.user_id, op.op_id, op.now or ctx.now(), locks=locks,
-                             strict=strict)
+def _mark_applied_query(ctx: Context, op: ApplyOnceOp | MarkAppliedOp, *,
+                        strict: bool = False) -> Query:
+    """The record of ``op``'s id, taking its write lock first if it carries one: in the
+    same statement, or (``Query.parts``) in a statement of its own right before, as
+    Citus inserts the row a ``SELECT`` gives through the coordinator."""
+    now = op.now or ctx.now()
+    if op.lock is None:
+        return Query(*qsql.mark_applied(op.user_id, op.op_id, now, strict=strict))
+    own_parts(op, [op.lock], "the write lock")
+    locks = lock_user_writes(op.lock.user_id, op.lock.thread_id)
+    return Query(*qsql.mark_applied(op.user_id, op.op_id, now, locks=locks, strict=strict),
+                 parts=(locks, qsql.mark_applied(op.user_id, op.op_id, now, strict=strict)))
 
 
 def _enqueue(ctx: Context, op: EnqueueOp) -> Handler:
@@ -93,8 +95,8 @@ def _record_turn(ctx: Context, op: RecordTurnOp) -> Handler:
         writes.append(touch(seen.user_id, seen.keys, seen.now or ctx.now()))
     # The queue, the message log and the memories: three tables, so no part reads
     # what another writes, and one statement does all three.
-    rows = yield Query(*with_writes(_enqueue_sql(ctx, op.enqueue, op.lease_seconds),
-                                    *writes), last=True)
+    rows = yield writing(_enqueue_sql(ctx, op.enqueue, op.lease_seconds), *writes,
+                         last=True)
     if not rows:
         return TurnRecorded(None)
     if op.lease_seconds is None:
@@ -152,16 +154,13 @@ def _pending(ctx: Context, op: PendingOp) -> Handler:
 
 
 def _log_ingest(ctx: Context, op: LogIngestOp) -> Handler:
-    if op.complete is not None:
-        yield Query(*qsql.complete_and_log(
-            op.user_id, op.complete, op.now or ctx.now(), at=op.at,
-            thread_id=op.thread_id, agent_id=op.agent_id,
-            decisions_json=json.dumps(op.decisions)), last=True)
-        return
-    yield Query(*qsql.write_ingest_log(
-        op.user_id, at=op.at, thread_id=op.thread_id, agent_id=op.agent_id,
-        decisions_json=json.dumps(op.decisions),
-    ), last=True)
+    log = qsql.write_ingest_log(op.user_id, at=op.at, thread_id=op.thread_id,
+                                agent_id=op.agent_id, decisions_json=json.dumps(op.decisions))
+    # The turn's queue entry is done and its decisions kept: different tables, so
+    # neither part sees the other's change.
+    done = () if op.complete is None else (
+        qsql.complete(op.user_id, op.complete, op.now or ctx.now()),)
+    yield writing(log, *done, last=True)
 
 
 def _ingest_log(ctx: Context, op: IngestLogOp) -> Handler:

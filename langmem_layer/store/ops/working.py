@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langmem_layer.sql import Sql, with_writes
+from langmem_layer.sql import Sql
 from langmem_layer.store.ops.dispatch import Context, operation, own_parts
-from langmem_layer.store.plan import Binding, Handler, Query
+from langmem_layer.store.plan import Binding, Handler, Query, writing
 
 __all__ = [
     "ClearMessagesOp",
@@ -84,27 +84,50 @@ def close_thread(user_id: str, thread_id: str, *, idle_before: datetime, now: da
     )
 
 
+#: The most messages ``log_messages`` inserts as rows of ``VALUES`` (3 parameters each).
+VALUES_ROWS = 500
+
+
 def log_messages(user_id: str, thread_id: str, *, profile: str,
                  messages: Sequence[dict[str, Any]], at: datetime) -> Sql:
-    """Append messages to the user's log in order; a message id already there is skipped."""
+    """Append messages to the user's log in order; a message id already there is skipped.
+
+    A row of ``VALUES`` per message: Citus routes a multi-row ``VALUES`` to the user's
+    shard, but inserts the rows of a ``SELECT`` that reads no table (``unnest`` of
+    arrays) through the coordinator, a copy and a two-phase commit. Beyond
+    ``VALUES_ROWS`` messages (an imported history, not a turn) the arrays are sent
+    instead, as a statement's parameters are limited in number.
+    """
+    params: dict[str, Any] = {"user_id": user_id, "thread_id": thread_id,
+                              "profile": profile, "at": at}
+    if len(messages) > VALUES_ROWS:
+        return (
+            """INSERT INTO langmem_messages
+                (user_id, thread_id, message_id, profile, role, text, at)
+            SELECT %(user_id)s, %(thread_id)s, m.message_id, %(profile)s, m.role, m.text,
+                   %(at)s
+            FROM unnest(%(ids)s::text[], %(roles)s::text[], %(texts)s::text[])
+                 WITH ORDINALITY AS m(message_id, role, text, n)
+            ORDER BY m.n
+            ON CONFLICT (user_id, thread_id, message_id) DO NOTHING
+            RETURNING id""",
+            {**params, "ids": [m["message_id"] for m in messages],
+             "roles": [m["role"] for m in messages], "texts": [m["text"] for m in messages]},
+        )
+    rows = []
+    for n, m in enumerate(messages):
+        params.update({f"id{n}": m["message_id"], f"role{n}": m["role"],
+                       f"text{n}": m["text"]})
+        rows.append(f"(%(user_id)s, %(thread_id)s, %(id{n})s, %(profile)s, %(role{n})s, "
+                    f"%(text{n})s, %(at)s)")
+    values = ",\n               ".join(rows)
     return (
-        """INSERT INTO langmem_messages
+        f"""INSERT INTO langmem_messages
             (user_id, thread_id, message_id, profile, role, text, at)
-        SELECT %(user_id)s, %(thread_id)s, m.message_id, %(profile)s, m.role, m.text, %(at)s
-        FROM unnest(%(ids)s::text[], %(roles)s::text[], %(texts)s::text[])
-             WITH ORDINALITY AS m(message_id, role, text, n)
-        ORDER BY m.n
+        VALUES {values}
         ON CONFLICT (user_id, thread_id, message_id) DO NOTHING
         RETURNING id""",
-        {
-            "user_id": user_id,
-            "thread_id": thread_id,
-            "profile": profile,
-            "ids": [m["message_id"] for m in messages],
-            "roles": [m["role"] for m in messages],
-            "texts": [m["text"] for m in messages],
-            "at": at,
-        },
+        params,
     )
 
 
@@ -201,9 +224,9 @@ def _turn_start(ctx: Context, op: TurnStartOp) -> Handler:
         return []
     # The stamp writes the threads table, the history reads the message log and
     # the memories: one statement does both.
-    rows = yield Query(*with_writes(recent_messages(
+    rows = yield writing(recent_messages(
         recent.user_id, profile=recent.profile, since=recent.since, limit=recent.limit,
-        exclude_thread_id=recent.exclude_thread_id), write), last=True)
+        exclude_thread_id=recent.exclude_thread_id), write, last=True)
     return [LoggedMessage(**r) for r in reversed(rows)]
 
 
