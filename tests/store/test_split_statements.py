@@ -112,11 +112,13 @@ def _sent() -> Iterator[list[str]]:
 
 
 #: Statements only the split forms send: an item's row as VALUES, the write lock, the
-#: queue entry's completion and the turn's enqueue each on its own.
+#: queue entry's completion and the turn's enqueue each on its own, the thread's link
+#: without a CTE.
 SPLIT_ONLY = (re.compile(r"^INSERT INTO langmem_items AS i \(.*\) VALUES \("),
               re.compile(r"^SELECT pg_advisory_xact_lock"),
               re.compile(r"^UPDATE langmem_extraction_queue SET done_at"),
-              re.compile(r"^(WITH queued AS \()?INSERT INTO langmem_extraction_queue"))
+              re.compile(r"^(WITH queued AS \()?INSERT INTO langmem_extraction_queue"),
+              re.compile(r"^INSERT INTO langmem_links \(.*\) SELECT i\.user_id, .*'elaborates'"))
 
 
 def _split_forms(sent: list[str]) -> list[bool]:

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from langmem_layer.sql import Sql
-from langmem_layer.sql.moved import STATUS
+from langmem_layer.sql.moved import STATUS, moved_text
 from langmem_layer.store.ops.dispatch import Context, operation
 from langmem_layer.store.ops.memory import lock_thread
 from langmem_layer.store.plan import Handler, Query
@@ -30,6 +30,7 @@ __all__ = [
     "insert_link",
     "insert_links",
     "link_thread_tail",
+    "link_thread_tail_routed",
     "links_of",
 ]
 
@@ -72,6 +73,37 @@ def link_thread_tail(user_id: str, key: str, thread_id: str, now: datetime, *,
         FROM thread t
         WHERE t.active AND t.key NOT IN (SELECT dst_key FROM followed)
         ORDER BY t.created_at DESC, t.key DESC
+        LIMIT 1
+        ON CONFLICT DO NOTHING
+        RETURNING dst_key""",
+        {"user_id": user_id, "key": key, "thread_id": thread_id, "now": now},
+    )
+
+
+def link_thread_tail_routed(user_id: str, key: str, thread_id: str, now: datetime) -> Sql:
+    """``link_thread_tail`` in the form Citus routes to the user's shard
+    (``Query.parts``): the link's ``user_id`` read from the thread's memory and no CTE,
+    where Citus plans the CTE form's insert through the coordinator (a copy and a
+    two-phase commit). It reads the items as the caller: on Citus the owner's
+    functions do too (``sql/citus.py``). Its plans there are custom, so the NOT IN is
+    planned for its values; on one server the CTE form's is linear under a generic
+    plan as well."""
+    def active_in_thread(a: str) -> str:
+        return (f"{a}.user_id = %(user_id)s AND {a}.is_memory AND {a}.key <> %(key)s "
+                f"AND {a}.value -> 'source' ->> 'thread_id' = %(thread_id)s "
+                f"AND {moved_text('status', alias=a)} = 'active'")
+
+    return (
+        f"""INSERT INTO langmem_links (user_id, src_key, link_type, dst_key, created_at, metadata)
+        SELECT i.user_id, %(key)s, 'elaborates', i.key, %(now)s, '{{}}'::jsonb
+        FROM langmem_items i
+        WHERE {active_in_thread("i")}
+          AND i.key NOT IN (
+            SELECT l.dst_key FROM langmem_items s
+            JOIN langmem_links l ON l.user_id = %(user_id)s AND l.src_key = s.key
+             AND l.link_type = 'elaborates'
+            WHERE {active_in_thread("s")})
+        ORDER BY i.created_at DESC, i.key DESC
         LIMIT 1
         ON CONFLICT DO NOTHING
         RETURNING dst_key""",
@@ -163,8 +195,10 @@ def _links(ctx: Context, op: LinksOp) -> Handler:
 def _link_thread_tail(ctx: Context, op: LinkThreadTailOp) -> Handler:
     if not op.locked:
         yield Query(*lock_thread(op.user_id, op.thread_id))
-    rows = yield Query(*link_thread_tail(op.user_id, op.key, op.thread_id,
-                                         op.now or ctx.now(), owner_reads=ctx.rls))
+    now = op.now or ctx.now()
+    rows = yield Query(*link_thread_tail(op.user_id, op.key, op.thread_id, now,
+                                         owner_reads=ctx.rls),
+                       parts=(link_thread_tail_routed(op.user_id, op.key, op.thread_id, now),))
     return rows[0]["dst_key"] if rows else None
 
 
