@@ -66,6 +66,20 @@ def test_prepare_search_plans_generically_for_users_without_an_index(
     assert mode == ("force_generic_plan",)
 
 
+def test_prepare_search_keeps_postgresqls_plans_for_a_user_with_an_index(
+    store: PostgresMemoryStore,
+) -> None:
+    # A generic plan would estimate the user as the average one: far too few rows.
+    with store.conn.transaction():
+        store.conn.execute("INSERT INTO langmem_vector_indexes (user_id, model_id, dims, "
+                           "index_name, created_at) VALUES ('big', 'm', 3, 'ix', now())")
+        rows = store.conn.execute(*vsql.prepare_search("big", "m", ef_search=30)).fetchall()
+        mode = store.conn.execute("SHOW plan_cache_mode").fetchone()
+        store.conn.execute("DELETE FROM langmem_vector_indexes WHERE user_id = 'big'")
+    assert [r[0] for r in rows] == [3]
+    assert mode == ("auto",)
+
+
 def test_small_user_recall_is_the_same_under_generic_and_custom_plans(
     store: PostgresMemoryStore, embedder: Any
 ) -> None:
