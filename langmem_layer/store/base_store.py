@@ -226,7 +226,8 @@ class ItemHandlers(Registry, Tenancy):
                 statements.append(Query(*delete_links_of(user, keys)))
         if rows:
             statements.append(Query(*isql.upsert_items(rows, now), parts=(
-                (isql.upsert_item_rows(rows, now),) if len(rows) <= isql.VALUES_ROWS else ())))
+                (lambda: (isql.upsert_item_rows(rows, now),))
+                if len(rows) <= isql.VALUES_ROWS else ())))
         if to_embed and self.model_id and self.dims:
             vector_rows = [(u, p, k, f, v)
                            for (u, p, k, f, _), v in zip(to_embed, vectors, strict=True)]

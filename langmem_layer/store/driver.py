@@ -229,7 +229,8 @@ class Rounds:
                 pre = len(out)
                 out.append(Query(*query.pre, bind=query.bind))
             if self._split and query.parts:
-                *writes, main = query.parts
+                parts = query.parts() if callable(query.parts) else query.parts
+                *writes, main = parts
                 out.extend(Query(*part, bind=query.bind) for part in writes)
                 query = query._replace(sql=main[0], params=main[1], parts=())
             self._picks.append((len(out), pre))

@@ -59,8 +59,7 @@ class Maintenance(ItemHandlers, Execution):
     def pending_plan(self) -> Plan:
         """The plan that creates the version table if needed and reads which migrations
         are pending."""
-        return Plan([Step([0], self._pending_versions(), bind=_SETUP)], 1, None,
-                    None)
+        return Plan([Step([0], self._pending_versions(), bind=_SETUP)], 1, None, None)
 
     def setup_plan(self, version: int | None = None, *, record: bool = True) -> Plan:
         """The plan that applies migration ``version`` (``None``: every pending one) in

@@ -101,7 +101,9 @@ class Query(NamedTuple):
     forms), or rows as ``VALUES`` rather than a ``SELECT`` of parameters (whose rows
     Citus copies through the coordinator and commits in two phases). A store that
     splits sends them in place of ``sql``, in the same round and under the same
-    binding, and the reply is the last part's rows, as ``sql``'s would be.
+    binding, and the reply is the last part's rows, as ``sql``'s would be. It may be a
+    function that builds them, called only by a store that splits, where building them
+    costs what one server would throw away (an upsert's rows as parameters).
     """
 
     sql: str
@@ -110,7 +112,7 @@ class Query(NamedTuple):
     last: bool = False
     sets: bool = False
     pre: tuple[str, Any] | None = None
-    parts: tuple[tuple[str, Any], ...] = ()
+    parts: tuple[tuple[str, Any], ...] | Callable[[], tuple[tuple[str, Any], ...]] = ()
 
     @property
     def sets_settings(self) -> bool:
