@@ -336,7 +336,7 @@ class Recorder:
             with self.lock:
                 self.captures.remove(sink)
 
-    def record(self, query: Any, cursor: Any) -> None:
+    def record(self, query: Any, cursor: Any, params: Any = None) -> None:
         frame = sys._getframe(2)
         while frame is not None and frame.f_code.co_filename.startswith(_SKIP):
             frame = frame.f_back  # type: ignore[assignment]
@@ -350,16 +350,28 @@ class Recorder:
             text = query.as_string(cursor)
         if text in CONTROL:
             return
+        texts = [text]
+        if "langmem_on_shard(" in text and isinstance(params, dict) and "sql" in params:
+            texts.append(on_shard_statement(params["sql"], params["tables"]))
         with self.lock:
-            self.seen[text] += 1
-            for sink in self.captures:
-                sink[text] += 1
+            for t in texts:
+                self.seen[t] += 1
+                for sink in self.captures:
+                    sink[t] += 1
 
     def per_user(self) -> list[str]:
         """The distinct recorded statements that name a per-user table (DDL excluded)."""
         with self.lock:
             texts = list(self.seen)
         return per_user(texts)
+
+
+def on_shard_statement(body: str, tables: list[str]) -> str:
+    """The statement a call of ``langmem_on_shard`` runs (``sql.citus.on_shard``), with
+    its tables named and its values as ``$n``: the call passes the text as a value, so
+    its own text names no table, and the statement is checked as if sent itself."""
+    text = re.sub(r"\(\$1\[(\d+)\]\)::[\w ]+(\[\])?", r"$\1", body)
+    return re.sub(r"%(\d+)\$s", lambda m: tables[int(m.group(1)) - 1], text).replace("%%", "%")
 
 
 def per_user(texts: Iterable[str]) -> list[str]:
@@ -383,7 +395,7 @@ def _wrap(cls: type, name: str) -> None:
         @functools.wraps(original)
         def wrapper(self: Any, query: Any, *a: Any, **k: Any) -> Any:
             # Recorded when called (in the caller's frame), before an async one is awaited.
-            RECORDER.record(query, self)
+            RECORDER.record(query, self, a[0] if a else k.get("params"))
             return original(self, query, *a, **k)
 
     _installed.append((cls, name, original))

@@ -42,6 +42,15 @@ runs ``distribute()`` after the migrations, in a transaction of its own:
   user (``sql/rls.py``) are local to the coordinator's session, so the owner's check of
   the binding could not pass on a worker; the caller's own policies apply instead.
   Each is made from its migration's text (``owner_read``), so the two cannot drift.
+- ``langmem_on_shard`` (migration 34), the call a statement of one user is sent as
+  (``on_shard``: recall's candidates), names the user's shards on the node where it
+  runs, and is distributed by its user argument, colocated with ``langmem_items`` and
+  delegated even inside a transaction block (``force_delegation``): the coordinator
+  sends the call to the worker holding the user's shards, planning no more than a
+  function call, and the worker plans the statement as a plain local one. Sent as
+  itself, the statement (a router plan: its distribution key a parameter, not a lone
+  table) would be planned in full on every call, on the coordinator and again on the
+  worker: Citus keeps a generic plan only for a query of one table.
 
 Nothing here runs on a server without Citus.
 """
@@ -49,6 +58,9 @@ Nothing here runs on a server without Citus.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
 from langmem_layer.sql import Ddl, Sql
 from langmem_layer.sql.migrations import MIGRATIONS, split_statements
@@ -63,6 +75,7 @@ __all__ = [
     "distribution",
     "has_citus",
     "migrating",
+    "on_shard",
     "owner_read",
     "session",
 ]
@@ -290,6 +303,108 @@ $fn$;
 """
 
 
+#: ``langmem_on_shard`` with the tables of its statement as the user's shards on this
+#: node (the tables themselves where the node holds none, as on the coordinator).
+_SHARDS = """format(p_sql, VARIADIC ARRAY(
+            SELECT langmem_user_relation(t.name::regclass, p_user)
+            FROM unnest(p_tables) WITH ORDINALITY AS t(name, n) ORDER BY t.n))"""
+_ON_SHARD_SIGNATURE = "langmem_on_shard(text, text, text[], text[], text[])"
+
+
+def _on_shard() -> str:
+    """``langmem_on_shard`` on Citus: made from migration 34's text, reading the user's
+    shards, and distributed by its user, delegated even inside a transaction block."""
+    text = next(t for t in reversed([s for m in MIGRATIONS for s in split_statements(m)])
+                if (f := _FUNCTION.search(t)) and f.group(1) == "langmem_on_shard")
+    assert "format(p_sql, VARIADIC p_tables)" in text
+    return text.replace("format(p_sql, VARIADIC p_tables)", _SHARDS) + f""";
+DO $dist$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_object
+                   WHERE objid = '{_ON_SHARD_SIGNATURE}'::regprocedure
+                     AND distribution_argument_index IS NOT NULL) THEN
+        PERFORM create_distributed_function(
+            '{_ON_SHARD_SIGNATURE}', 'p_user',
+            colocate_with := '{COLOCATE_WITH}', force_delegation := true);
+    END IF;
+END
+$dist$;
+"""
+
+
+#: What marks a value or a table in a statement given to ``on_shard``.
+_SHARD_TOKENS = re.compile(r"%\((\w+)\)s|%%|\b(" + "|".join(USER_TABLES) + r")\b")
+
+
+def on_shard(user_id: str, statement: Sql, columns: str, *,
+             settings: Sequence[tuple[str, str]] = ()) -> Sql:
+    """``statement``, a read of ``user_id`` alone, as one call of ``langmem_on_shard``
+    (see the module's docstring): its result as ``columns`` (a column definition list,
+    the statement's columns and types in order), ``settings`` set first.
+
+    The text goes as a format() string: each table it names becomes an argument the
+    function fills in (the user's shard where it runs), and each value the element of
+    the function's one ``text[]`` parameter, cast back to its type, so the text is the
+    same whatever the values and its prepared plan serves every call. The coordinator
+    routes the call by its first argument, which must be the statement's user: the
+    shards named are that user's.
+
+    Raises:
+        TypeError: a value of a type the call cannot carry (a programming error).
+    """
+    text, params = statement
+    tables: list[str] = []
+    names: list[str] = []
+
+    def token(m: re.Match[str]) -> str:
+        if (name := m.group(1)) is not None:
+            if name not in names:
+                names.append(name)
+            return f"($1[{names.index(name) + 1}])::{_type(params[name])}"
+        if (table := m.group(2)) is None:
+            return "%%"
+        if table not in tables:
+            tables.append(table)
+        return f"%{tables.index(table) + 1}$s"
+
+    body = _SHARD_TOKENS.sub(token, text)
+    return (f"SELECT * FROM langmem_on_shard(%(user_id)s, %(sql)s, %(tables)s::text[],"
+            f" %(args)s::text[], %(settings)s::text[]) AS r({columns})",
+            {"user_id": user_id, "sql": body, "tables": tables,
+             "args": [_text(params[n]) for n in names],
+             "settings": [v for pair in settings for v in pair]})
+
+
+def _type(value: Any) -> str:
+    """The type a value is cast back to, as psycopg would bind it."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer" if -2**31 <= value < 2**31 else "bigint"
+    if isinstance(value, float):
+        return "double precision"
+    if isinstance(value, datetime):
+        return "timestamptz"
+    if isinstance(value, list | tuple):
+        if all(isinstance(v, str) for v in value):
+            return "text[]"
+    elif isinstance(value, str) or value is None:
+        return "text"
+    raise TypeError(f"on_shard cannot carry a value of type {type(value).__name__}")
+
+
+def _text(value: Any) -> str | None:
+    """A value's text, as its type reads it."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple):  # an array literal, each element quoted
+        return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                              for v in value) + "}"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
 def distribute() -> Ddl:
     """Idempotent DDL distributing the schema (see the module's docstring)."""
     user_policy, maintenance_policy = policy_names()
@@ -359,4 +474,4 @@ def distribute() -> Ddl:
         END LOOP;
     END
     $dist$;
-    """ + large_user, None
+    """ + large_user + _on_shard(), None

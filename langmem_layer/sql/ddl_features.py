@@ -431,4 +431,43 @@ FEATURES: list[str] = [
                || set_config('langmem.maintenance', p_maintenance, true)
     $fn$;
     """,
+    # 34: a read of one user run by a function whose first argument is the user
+    # (sql/citus.py ``on_shard``). The statement's text names its tables as format()
+    # arguments and reads its values from one text[] parameter, so its text is the
+    # same on every call: it is prepared once per session and kept, its plan cached as
+    # any prepared statement's (``p_settings`` may say how: plan_cache_mode). Here the
+    # tables are the tables; on Citus the function is distributed by the user and names
+    # the user's shards, so the cluster sends the call to the worker holding them,
+    # where the coordinator would plan the statement in full on every call.
+    # ``p_settings``: name/value pairs set for the rest of the transaction first (an
+    # HNSW walk's depth, which a set_config() on the coordinator would not carry to the
+    # worker). As its caller: the caller's policies apply, and it runs only what the
+    # caller could run itself. A session keeps at most 256 such statements.
+    """
+    CREATE OR REPLACE FUNCTION langmem_on_shard(
+        p_user text, p_sql text, p_tables text[], p_args text[],
+        p_settings text[] DEFAULT '{}')
+    RETURNS SETOF record LANGUAGE plpgsql VOLATILE AS $fn$
+    DECLARE
+        q text := format(p_sql, VARIADIC p_tables);
+        n text := 'langmem_' || md5(q);
+        s text;
+    BEGIN
+        FOR i IN 1 .. coalesce(array_length(p_settings, 1), 0) / 2 LOOP
+            PERFORM set_config(p_settings[2 * i - 1], p_settings[2 * i], true);
+        END LOOP;
+        IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE name = n) THEN
+            IF (SELECT count(*) FROM pg_prepared_statements
+                WHERE name LIKE 'langmem\\_%') >= 256 THEN
+                FOR s IN SELECT name FROM pg_prepared_statements
+                         WHERE name LIKE 'langmem\\_%' LOOP
+                    EXECUTE format('DEALLOCATE %I', s);
+                END LOOP;
+            END IF;
+            EXECUTE format('PREPARE %1$I(text[]) AS %2$s', n, q);
+        END IF;
+        RETURN QUERY EXECUTE format('EXECUTE %I(%L)', n, p_args);
+    END
+    $fn$;
+    """,
 ]

@@ -20,7 +20,7 @@ from langmem_layer.sql.vector import user_walk, vector_literal
 from langmem_layer.types import utc_iso
 
 __all__ = [
-    "KW_DOC_BUDGET", "MAX_QUERY_TERMS", "RECALL_SOURCES", "ann_depth", "cap_terms",
+    "KW_DOC_BUDGET", "MAX_QUERY_TERMS", "RECALL_SOURCES", "ROW", "ann_depth", "cap_terms",
     "recall_candidates",
 ]
 
@@ -32,9 +32,12 @@ _ELIGIBLE = f"""i.user_id = %(user_id)s AND i.prefix = ANY(%(prefixes)s::text[])
 
 #: The strategies' CTE names, which prefix their rank columns (see ``sources``).
 _COLUMNS = tuple(s.column for s in RECALL_SOURCES)
+#: ``recall_candidates``' columns and types, in order (its call on Citus: ``citus.on_shard``).
+ROW = ", ".join(["prefix text, key text, value jsonb, created_at timestamptz, updated_at "
+                 "timestamptz, similarity float8", *(f"{c}_rank bigint" for c in _COLUMNS),
+                 "cand_prefix text, linked text[]"])
 #: BM25 parameters of the keyword strategy (Robertson & Zaragoza's usual values).
-BM25_K1 = 1.2
-BM25_B = 0.75
+BM25_K1, BM25_B = 1.2, 0.75
 #: The per-user HNSW walk returns this many times ``per_source`` neighbours, so that
 #: memories filtered out afterwards (other scopes, inactive, expired) leave enough.
 ANN_OVERFETCH = 1.5
@@ -44,9 +47,9 @@ def ann_depth(per_source: int) -> int:
     """How many neighbours recall's HNSW walk returns, and its ``hnsw.ef_search``.
 
     The walk feeds one RRF list, not a final top-k, so it searches no deeper than it
-    returns. Measured at 100k vectors of one user (``benchmarks/read_path_bench.py``
-    data, 40 queries): ef_search 45 keeps 0.943 of the exact top 30 among its 45, against
-    0.975 at the 100 store searches use (``ANN_EF_SEARCH``), in 0.6x the time. pgvector's
+    returns. Measured at 100k vectors of one user (``benchmarks/read_path_bench.py`` data,
+    40 queries): ef_search 45 keeps 0.943 of the exact top 30 among its 45, against 0.975
+    at the 100 store searches use (``ANN_EF_SEARCH``), in 0.6x the time; pgvector's
     iterative scan still fills the list when filters drop rows.
     """
     return math.ceil(ANN_OVERFETCH * per_source)
@@ -60,11 +63,10 @@ def ann_depth(per_source: int) -> int:
 #: 200, 0.723 at 100, 0.720 at 50; at 100k memories 100 saves ~1 ms a turn over 200.
 KW_DOC_BUDGET = 100
 #: The full-text search ORs at most this many distinct words of the query (the default
-#: of ``MemorySettings.max_query_terms``). PostgreSQL parses an OR of N terms into a
-#: tree N deep: from about 17k distinct words the tsquery exceeds its stack depth and
-#: the whole recall fails. No ordinary question has 128 distinct words; each term costs
-#: an index probe and a match per memory, and past this many BM25 no longer
-#: discriminates.
+#: of ``MemorySettings.max_query_terms``). PostgreSQL parses an OR of N terms into a tree
+#: N deep: from about 17k distinct words the tsquery exceeds its stack depth and the
+#: whole recall fails. No ordinary question has 128 distinct words; each term costs an
+#: index probe and a match per memory, and past this many BM25 no longer discriminates.
 MAX_QUERY_TERMS = 128
 _WORD = re.compile(r"\w+")
 
@@ -81,9 +83,7 @@ def cap_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> str:
         return text
     # Repeated words add nothing to the query's lexemes but size: a 3 MB message of a
     # few words repeated made a tsquery over PostgreSQL's 1 MB limit.
-    firsts: dict[str, int] = {}
-    for n, w in enumerate(words):
-        firsts.setdefault(w.lower(), n)
+    firsts = {w.lower(): n for n, w in reversed(list(enumerate(words)))}  # first seen
     keep = sorted(firsts, key=lambda w: (-len(w), firsts[w]))[:max_terms]
     return " ".join(words[firsts[w]] for w in sorted(keep, key=firsts.__getitem__))
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from psycopg import sql
 
@@ -35,6 +36,7 @@ __all__ = [
     "nearest",
     "prepare_search",
     "record_user_index",
+    "search_settings",
     "user_walk",
     "vector_literal",
 ]
@@ -95,18 +97,35 @@ def prepare_search(
     transaction use ``ef_search`` (clamped to pgvector's 1..1000) and, past it,
     pgvector's iterative scan.
     """
-    ef = str(min(max(ef_search, 1), 1000))
+    # Each setting's value for an indexed user and for one without, from one table.
+    indexed, small = (dict(search_settings(indexed=i, ef_search=ef_search)) for i in (True, False))
     own = ("WHERE user_id = %(user_id)s AND model_id = %(model_id)s"
            + ("" if vector_type == "vector" else " AND vector_type = %(vector_type)s"))
+    values = ",\n".join(
+        f"set_config(%(name{n})s, CASE WHEN d.dims IS NULL THEN %(small{n})s"
+        f" ELSE %(indexed{n})s END, true) AS s{n}" for n in range(len(indexed)))
+    params: dict[str, Any] = {"user_id": user_id, "model_id": model_id,
+                              "vector_type": vector_type}
+    for n, name in enumerate(indexed):
+        params.update({f"name{n}": name, f"small{n}": small[name],
+                       f"indexed{n}": indexed[name]})
     return (
-        f"""SELECT d.dims,
-               set_config('plan_cache_mode', CASE WHEN d.dims IS NULL
-                          THEN 'force_generic_plan' ELSE 'auto' END, true) AS plans,
-               set_config('hnsw.ef_search', %(ef)s, true) AS ef,
-               set_config('hnsw.iterative_scan', 'relaxed_order', true) AS scan
+        f"""SELECT d.dims, {values}
         FROM (SELECT (SELECT dims FROM langmem_vector_indexes {own}) AS dims) d""",
-        {"user_id": user_id, "model_id": model_id, "vector_type": vector_type, "ef": ef},
+        params,
     )
+
+
+def search_settings(*, indexed: bool,
+                    ef_search: int = ANN_EF_SEARCH) -> tuple[tuple[str, str], ...]:
+    """The settings ``prepare_search`` gives recall's transaction, as name/value pairs
+    (for a server where a statement runs elsewhere than that transaction's settings:
+    ``citus.on_shard``): generic plans only for a user without an index of their own,
+    and the HNSW walk's depth (clamped to pgvector's 1..1000) and, past it, pgvector's
+    iterative scan."""
+    return (("plan_cache_mode", "auto" if indexed else "force_generic_plan"),
+            ("hnsw.ef_search", str(min(max(ef_search, 1), 1000))),
+            ("hnsw.iterative_scan", "relaxed_order"))
 
 
 def user_walk(user_id: str, model_id: str, dims: int, vector_type: str = "vector") -> str:

@@ -33,15 +33,6 @@ from tests import audit
 from tests.conftest import SERVER_ENV, on_citus
 from tests.fakes import Clock
 
-_GENERIC_PLANS = (
-    "a deliberate difference (docs/scaling.md): on one server the store switches a "
-    "recall's transaction to generic plans (sql/vector.prepare_search), which saves "
-    "recall's planning on every turn; on Citus that statement reads the user's index "
-    "row on their shard group, so its settings (the HNSW walk's, and the plan mode) "
-    "take effect on that worker, where the walk runs, and the coordinator plans each "
-    "recall for its user, as it must: Citus builds no generic distributed plan of "
-    "recall's CTEs ('could not create distributed plan'), which this test forces")
-
 _NODE_STATISTICS = (
     "a deliberate difference: the test reads the server's own statistics views "
     "(pg_stat_*: index scans, HOT updates), which on Citus count on the worker that "
@@ -52,10 +43,6 @@ _NODE_STATISTICS = (
 #: test's name, -> reason); tests/conftest.py marks them as expected failures there.
 #: Remove an entry when its test passes on Citus (it then XPASSes).
 CITUS_PENDING: dict[str, str] = {
-    "tests/store/test_recall_plans.py::test_prepare_search_plans_generically_for_users_"
-    "without_an_index": _GENERIC_PLANS,
-    "tests/store/test_recall_plans.py::test_small_user_recall_is_the_same_under_generic_and_"
-    "custom_plans": _GENERIC_PLANS,
     "tests/store/test_vector_search.py::test_exact_then_per_user_hnsw_keep_limit_and_recall":
         _NODE_STATISTICS,
     "tests/jobs/test_lifecycle_hot.py::test_a_nights_moves_are_hot": _NODE_STATISTICS,
@@ -255,10 +242,14 @@ def _statements() -> Iterator[list[tuple[str, Any]]]:
 
 
 def _one_user(seen: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """The statements on per-user tables that bind one user (not DDL, not maintenance)."""
+    """The statements on per-user tables that bind one user (not DDL, not maintenance),
+    and the calls that run a statement on the user's shard (``citus.on_shard``)."""
     out = []
     for sql, params in seen:
-        if sql in {s for s, _ in out} or not audit.per_user([sql]) or audit.check(sql):
+        if sql in {s for s, _ in out}:
+            continue
+        if "FROM langmem_on_shard(" not in sql and (
+                not audit.per_user([sql]) or audit.check(sql)):
             continue
         out.append((sql, params))
     return out
@@ -373,6 +364,9 @@ def test_a_turns_read_is_a_router_plan(store: PostgresMemoryStore, pg_uri: str) 
         (cands,) = store.batch([RecallOp("alice", ("work",), query="where is Lisbon",
                                          now=NOW)])
     assert cands
+    # Recall goes as one call the coordinator delegates to the user's worker: a single
+    # task there, whose statement the worker plans alone.
+    assert [s for s, _ in seen if "FROM langmem_on_shard(" in s]
     _assert_router(pg_uri, seen)
 
 

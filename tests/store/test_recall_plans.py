@@ -13,9 +13,11 @@ from langgraph.store.base import PutOp
 from psycopg.rows import dict_row
 
 from langmem_layer import Kind, Layer, MemoryRecord
+from langmem_layer.sql import citus
 from langmem_layer.sql import recall as rsql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.store.sync import PostgresMemoryStore
+from tests.conftest import on_citus
 
 NOW = datetime(2026, 11, 18, tzinfo=UTC)
 TEXTS = [
@@ -47,34 +49,52 @@ def _fill(store: PostgresMemoryStore, user: str) -> None:
                  for n in range(2) for i, t in enumerate(TEXTS)])
 
 
-def _rows(conn: psycopg.Connection[Any], mode: str, sql: str,
-          params: dict[str, Any]) -> list[tuple[Any, ...]]:
+def _rows(conn: psycopg.Connection[Any], mode: str, sql: str, params: dict[str, Any],
+          *, shard: bool = False) -> list[tuple[Any, ...]]:
+    """The statement's rows, prepared and planned as ``mode`` says; ``shard``: as the call
+    a store on Citus sends (``citus.on_shard``), which the worker prepares and keeps."""
+    if shard:  # the mode goes with the call, to the worker that plans the statement
+        sql, params = citus.on_shard(params["user_id"], (sql, params), rsql.ROW,
+                                     settings=(("plan_cache_mode", mode),))
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        cur.execute("SELECT set_config('plan_cache_mode', %s, true)", [mode])
+        if not shard:
+            cur.execute("SELECT set_config('plan_cache_mode', %s, true)", [mode])
         cur.execute(sql, params, prepare=True)  # prepared: planned as the mode says
         return sorted((r["key"], r["vec_rank"], r["kw_rank"], r["rf_rank"], r["tw_rank"])
                       for r in cur.fetchall())
 
 
+def _setting(conn: psycopg.Connection[Any], user: str, name: str, citus_: bool) -> Any:
+    """A setting of the transaction where the user's statements run: on Citus the worker
+    of the user's shards, which the settings of ``prepare_search`` reach, as it is sent
+    there (a query of one user's row of one table), and where recall runs."""
+    if not citus_:
+        return conn.execute(f"SHOW {name}").fetchone()
+    return conn.execute(*citus.on_shard(
+        user, ("SELECT current_setting(%(name)s) AS v", {"name": name}), "v text")).fetchone()
+
+
 def test_prepare_search_plans_generically_for_users_without_an_index(
-    store: PostgresMemoryStore,
+    store: PostgresMemoryStore, pg_uri: str,
 ) -> None:
+    citus_ = on_citus(pg_uri)
     with store.conn.transaction():
         rows = store.conn.execute(*vsql.prepare_search("nobody", "m", ef_search=30)).fetchall()
-        mode = store.conn.execute("SHOW plan_cache_mode").fetchone()
+        mode = _setting(store.conn, "nobody", "plan_cache_mode", citus_)
+        ef = _setting(store.conn, "nobody", "hnsw.ef_search", citus_)
     assert [r[0] for r in rows] == [None]  # one row: search exactly
-    assert mode == ("force_generic_plan",)
+    assert mode == ("force_generic_plan",) and ef == ("30",)
 
 
 def test_prepare_search_keeps_postgresqls_plans_for_a_user_with_an_index(
-    store: PostgresMemoryStore,
+    store: PostgresMemoryStore, pg_uri: str,
 ) -> None:
     # A generic plan would estimate the user as the average one: far too few rows.
     with store.conn.transaction():
         store.conn.execute("INSERT INTO langmem_vector_indexes (user_id, model_id, dims, "
                            "index_name, created_at) VALUES ('big', 'm', 3, 'ix', now())")
         rows = store.conn.execute(*vsql.prepare_search("big", "m", ef_search=30)).fetchall()
-        mode = store.conn.execute("SHOW plan_cache_mode").fetchone()
+        mode = _setting(store.conn, "big", "plan_cache_mode", on_citus(pg_uri))
         store.conn.execute("DELETE FROM langmem_vector_indexes WHERE user_id = 'big'")
     assert [r[0] for r in rows] == [3]
     assert mode == ("auto",)
@@ -91,9 +111,12 @@ def test_small_user_recall_is_the_same_under_generic_and_custom_plans(
         model_id=store.model_id, refs=["zanzibar"], per_source=5,
         window=(NOW - timedelta(days=5), NOW))
     conn = store.conn
-    custom = _rows(conn, "force_custom_plan", sql, params)
+    # On Citus the call, whose statement the worker prepares: Citus plans no generic
+    # distributed plan of recall's CTEs ("could not create distributed plan").
+    shard = store.distributed
+    custom = _rows(conn, "force_custom_plan", sql, params, shard=shard)
     conn.execute("DEALLOCATE ALL")
-    generic = _rows(conn, "force_generic_plan", sql, params)
+    generic = _rows(conn, "force_generic_plan", sql, params, shard=shard)
     assert generic == custom
     assert {k for k, *_ in custom} <= {f"m{n}{i}" for n in range(2) for i in range(len(TEXTS))}
     kw = sorted((r[2], r[0]) for r in custom if r[2] is not None)

@@ -16,8 +16,10 @@ from typing import Any, NamedTuple
 
 from langmem_layer.errors import InvalidNamespaceError
 from langmem_layer.sanitize import clean
+from langmem_layer.sql import citus
 from langmem_layer.sql import recall as rsql
 from langmem_layer.sql import summaries as ssql
+from langmem_layer.sql.vector import search_settings
 from langmem_layer.store.ops.dispatch import Context, operation
 from langmem_layer.store.ops.items import row_to_item
 from langmem_layer.store.ops.trust import LearnedTrust, learned_trust
@@ -57,35 +59,37 @@ def _recall(ctx: Context, op: RecallOp) -> Handler:
         else:
             dims = yield from ctx.ann_dims(op.user_id, ef_search=ef)
     prefixes = [ns_text((MEMORY_ROOT, op.user_id, s)) for s in op.scopes]
-    reply = yield Query(
-        *rsql.recall_candidates(
-            op.user_id,
-            prefixes,
-            now=now,
-            statuses=op.statuses,
-            query_text=op.query,
-            query_vector=qvec,
-            model_id=ctx.model_id,
-            refs=op.refs,
-            per_source=op.per_source,
-            keyword=op.keyword,
-            window=op.window,
-            link_types=op.link_types,
-            link_seeds=op.link_seeds,
-            seed_min_similarity=op.seed_min_similarity,
-            open_questions=op.open_questions,
-            ref_max_share=op.ref_max_share,
-            indexed_dims=dims,
-            due_window=op.due_window,
-            due_limit=op.due_limit,
-            standing_limit=op.standing,
-            max_terms=op.max_terms,
-            vector_type=ctx.vector_type,
-            owner_reads=ctx.rls,
-        ),
-        last=True,
-        pre=lookup,
+    statement = rsql.recall_candidates(
+        op.user_id,
+        prefixes,
+        now=now,
+        statuses=op.statuses,
+        query_text=op.query,
+        query_vector=qvec,
+        model_id=ctx.model_id,
+        refs=op.refs,
+        per_source=op.per_source,
+        keyword=op.keyword,
+        window=op.window,
+        link_types=op.link_types,
+        link_seeds=op.link_seeds,
+        seed_min_similarity=op.seed_min_similarity,
+        open_questions=op.open_questions,
+        ref_max_share=op.ref_max_share,
+        indexed_dims=dims,
+        due_window=op.due_window,
+        due_limit=op.due_limit,
+        standing_limit=op.standing,
+        max_terms=op.max_terms,
+        vector_type=ctx.vector_type,
+        owner_reads=ctx.rls,
     )
+    # On Citus, one call the cluster sends to the user's worker, which keeps its plan
+    # (``citus.on_shard``); the transaction's search settings go with it.
+    settings = search_settings(indexed=dims is not None, ef_search=rsql.ann_depth(op.per_source))
+    reply = yield Query(
+        *statement, last=True, pre=lookup,
+        parts=lambda: (citus.on_shard(op.user_id, statement, rsql.ROW, settings=settings),))
     if lookup is None:
         rows = reply
     else:
