@@ -100,9 +100,15 @@ CITUS_TESTS := tests/store/test_citus.py tests/store/test_store_conformance.py t
     tests/store/test_store_threads.py tests/store/test_vector_search.py tests/jobs/test_lifecycle.py \
     tests/jobs/test_lifecycle_pass.py tests/jobs/test_lifecycle_hot.py tests/jobs/test_lifecycle_reactivation.py \
     tests/jobs/test_reflection_jobs.py tests/isolation tests/server/test_http_api.py
+# Then the isolation tests again with every store acting as the app role (LANGMEM_RLS=1),
+# which the default does not do on Citus (docs/scaling.md).
+CITUS_RLS_TESTS := tests/isolation tests/store/test_citus.py tests/store/test_on_shard.py \
+    tests/store/test_store_smoke.py tests/store/test_store_threads.py
 test-citus: $(VENV)/.installed-test citus
 	LANGMEM_TEST_DATABASE_URL="$$($(BIN)/python -m tests.citus_cluster url)" HF_HUB_OFFLINE=1 \
 	    $(BIN)/python -m pytest -q -p no:cacheprovider $(CITUS_TESTS)
+	LANGMEM_RLS=1 LANGMEM_TEST_DATABASE_URL="$$($(BIN)/python -m tests.citus_cluster url)" \
+	    HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(CITUS_RLS_TESTS)
 
 # The torch build of the local model (the local-torch extra, float32 and bfloat16), which
 # `make test` does not install; also what tests/minilm_reference.py records with.

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, NoReturn
 
 from langchain_core.embeddings import Embeddings
 
-from langmem_layer.sql import rls
+from langmem_layer.sql import citus, rls
 from langmem_layer.store import db_errors
 from langmem_layer.store.embedding.work import Retry
 from langmem_layer.store.plan import MAINTENANCE, Binding, Plan, Query
@@ -262,6 +262,7 @@ class Execution:
     embedding_batch_size: int
     embedding_retry_delay: float
     plan: Callable[..., Plan]
+    binding: Callable[[Any], Binding]
     rls_role: str | None
     rls_where_possible: bool
 
@@ -304,7 +305,39 @@ class Execution:
     def _batch_job(self, ops: Iterable[Any], *, validated: bool = False) -> Job:
         """The job of a batch; ``validated``: the caller checked every op already."""
         ops = list(ops)  # re-planned from the ops if the transaction has to be retried
-        return (yield from self._execution(lambda: self.plan(ops, validated=validated)))
+        results: list[Any] = []
+        for part in (yield from self._role_parts(ops)):
+            results.extend((yield from self._execution(self._planner(part, validated))))
+        return results
+
+    def _planner(self, ops: list[Any], validated: bool) -> Callable[[], Plan]:
+        return lambda: self.plan(ops, validated=validated)
+
+    def _role_parts(self, ops: list[Any]) -> Job:
+        """``ops`` as the runs of consecutive ops acting as one role, each committed in a
+        transaction of its own: all of them in one, except on Citus for a store acting
+        as the app role (``rls=True``), where a batch mixing the owner's ops (a user's
+        own index, deleting a user) with the role's commits in parts, in order. Citus
+        refuses to let a second role touch the shard placements one role modified in
+        the same transaction ("cannot perform query on placements that were modified
+        in this transaction by a different user")."""
+        if self.rls_role is None or self.rls_where_possible or len(ops) < 2 or (
+                self.transaction_blocks is not None and not self.distributed):
+            return [ops]
+        owners = [self.binding(op).owner for op in ops]
+        if len(set(owners)) < 2:
+            return [ops]
+        if self.transaction_blocks is None:  # whether on Citus: the first transaction asks
+            yield from self._database(Fetch(Query(*citus.has_citus())))
+        if not self.distributed:
+            return [ops]
+        parts: list[list[Any]] = []
+        for n, op in enumerate(ops):
+            if n and owners[n] == owners[n - 1]:
+                parts[-1].append(op)
+            else:
+                parts.append([op])
+        return parts
 
     def _op_job(self, op: Any) -> Job:
         """The result of one op run as a batch of its own."""

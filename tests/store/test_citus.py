@@ -27,6 +27,7 @@ from psycopg.conninfo import make_conninfo as conninfo_for
 from langmem_layer import Kind, Layer, MemoryLayer, MemoryRecord, MemorySettings
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.sql.users import USER_TABLES
+from langmem_layer.store import ops as mops
 from langmem_layer.store.ops import RecallOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests import audit
@@ -147,7 +148,8 @@ def test_a_role_the_policies_apply_to_reads_and_writes_its_users_rows_on_the_wor
         store: PostgresMemoryStore, login_uri: str) -> None:
     store.put(("memories", "alice"), "k1", {"text": "alice's"})
     store.put(("memories", "bob"), "k1", {"text": "bob's"})
-    with PostgresMemoryStore.from_conn_string(login_uri, index=None) as as_login:
+    # As itself (rls=False), not as the app role: the policies apply to the login.
+    with PostgresMemoryStore.from_conn_string(login_uri, index=None, rls=False) as as_login:
         item = as_login.get(("memories", "alice"), "k1")
         assert item is not None and item.value == {"text": "alice's"}
         as_login.put(("memories", "bob"), "k2", {"text": "bob's second"})
@@ -164,7 +166,7 @@ def test_a_role_the_policies_apply_to_records_a_turn_and_its_extraction_writes_m
     # extraction must reach the shard as an INSERT (Query.parts), none copied through
     # the coordinator, or the extraction would fail and the turn be remembered by nothing.
     with PostgresMemoryStore.from_conn_string(login_uri, index=index if vectors else None,
-                                              clock=clock) as as_login:
+                                              clock=clock, rls=False) as as_login:
         layer = MemoryLayer(as_login, extractor=RuleExtractor(), clock=clock,
                             settings=_NO_WAKE)
         turn = [HumanMessage("I moved to Lisbon last year and I love green tea.", id="h1"),
@@ -387,3 +389,27 @@ def test_a_turns_write_and_the_extractions_apply_are_router_plans(
     assert memories > 0
     _assert_router(pg_uri, seen, least=2)
     layer.close()
+
+
+def test_a_store_acting_as_the_app_role_commits_a_batch_mixing_the_owners_ops_in_parts(
+    pg_uri: str, index: dict, clock: Clock,
+) -> None:
+    # Citus refuses a second role on shard placements one role modified in the same
+    # transaction: the owner's op (the user's own index: DDL, and its record) and the
+    # role's (a re-extraction fallback) go as one transaction each, in order.
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=index, clock=clock,
+                                              rls=True) as as_role:
+        as_role.batch([PutOp(("memories", "carol", "work"), f"m{i}", _value(i, t))
+                       for i, t in enumerate(["Carol moved to Lisbon", "tea at five"])])
+        done = as_role.batch([
+            mops.IndexUserOp("carol", NOW),
+            mops.RecordFallbackOp("carol", "k1", "work", [{"type": "human"}], NOW,
+                                  "rules", "t1"),
+            mops.IndexUserOp("dave", NOW)])
+    assert len(done) == 3
+    with psycopg.connect(pg_uri) as conn:
+        indexed = conn.execute("SELECT user_id FROM langmem_vector_indexes WHERE user_id "
+                               "IN ('carol', 'dave') ORDER BY 1").fetchall()
+        fallbacks = conn.execute("SELECT count(*) FROM langmem_reextract "
+                                 "WHERE user_id = 'carol'").fetchone()
+    assert indexed == [("carol",), ("dave",)] and fallbacks == (1,)
