@@ -332,8 +332,12 @@ $dist$;
 """
 
 
-#: What marks a value or a table in a statement given to ``on_shard``.
-_SHARD_TOKENS = re.compile(r"%\((\w+)\)s|%%|\b(" + "|".join(USER_TABLES) + r")\b")
+#: What marks a value or a table in a statement given to ``on_shard``; a quoted literal
+#: or a comment first, kept as it is: a table's name inside one (a user id quoted into a
+#: large user's walk, ``vector.user_walk``) is text, not the table, and an apostrophe in
+#: a comment opens no literal.
+_SHARD_TOKENS = re.compile(
+    r"('(?:[^']|'')*'|--[^\n]*)|%\((\w+)\)s|%%|\b(" + "|".join(USER_TABLES) + r")\b")
 
 
 def on_shard(user_id: str, statement: Sql, columns: str, *,
@@ -357,11 +361,13 @@ def on_shard(user_id: str, statement: Sql, columns: str, *,
     names: list[str] = []
 
     def token(m: re.Match[str]) -> str:
-        if (name := m.group(1)) is not None:
+        if (literal := m.group(1)) is not None:
+            return literal  # its '%' doubled already, as psycopg's placeholders need
+        if (name := m.group(2)) is not None:
             if name not in names:
                 names.append(name)
             return f"($1[{names.index(name) + 1}])::{_type(params[name])}"
-        if (table := m.group(2)) is None:
+        if (table := m.group(3)) is None:
             return "%%"
         if table not in tables:
             tables.append(table)

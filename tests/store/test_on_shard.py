@@ -111,7 +111,7 @@ def test_the_calls_text_is_the_same_whatever_the_values() -> None:
                  "WHERE i.user_id = %(user_id)s AND i.value->>'content' = %(q)s "
                  "AND i.key LIKE 'a%%' AND %(x)s < 1 AND i.prefix = ANY(%(p)s) "
                  "AND %(at)s < now() AND %(n)s > 0 AND %(flag)s AND %(none)s IS NULL "
-                 "FROM langmem_items")
+                 "AND i.key <> 'langmem_items %%(q)s o''clock' FROM langmem_items")
     at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     one = {"user_id": "u1", "q": "langmem_items 50%(user_id)s o'clock", "x": 0.5,
            "p": ['a"b', "c\\d", "e,f"], "at": at, "n": 3, "flag": True, "none": None}
@@ -124,7 +124,7 @@ def test_the_calls_text_is_the_same_whatever_the_values() -> None:
         "AND i.value->>'content' = ($1[2])::text AND i.key LIKE 'a%%' "
         "AND ($1[3])::double precision < 1 AND i.prefix = ANY(($1[4])::text[]) "
         "AND ($1[5])::timestamptz < now() AND ($1[6])::integer > 0 AND ($1[7])::boolean "
-        "AND ($1[8])::text IS NULL FROM %1$s")
+        "AND ($1[8])::text IS NULL AND i.key <> 'langmem_items %%(q)s o''clock' FROM %1$s")
     assert params["args"] == ["u1", "langmem_items 50%(user_id)s o'clock", "0.5",
                               '{"a\\"b","c\\\\d","e,f"}', at.isoformat(), "3", "true", None]
     other = dict(one, user_id="u2", q="x", x=0.25, n=4, flag=False, none="y")
@@ -146,3 +146,15 @@ def test_the_audit_checks_the_statement_a_call_runs() -> None:
     _, params = citus.on_shard("u1", ("SELECT key FROM langmem_items WHERE prefix = %(p)s",
                                       {"p": "x"}), "key text")
     assert audit.check(audit.on_shard_statement(params["sql"], params["tables"]))
+
+
+def test_a_user_named_like_a_table_keeps_their_name_in_a_large_users_walk() -> None:
+    # The walk quotes the user into its text (its partial index names them): a user id
+    # that spells a table must stay that user, not become the name of a shard.
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    statement = rsql.recall_candidates(
+        "langmem_embeddings", ["memories.langmem_embeddings.work"], now=now,
+        query_text="tea", query_vector=[0.5] * 3, model_id="m", indexed_dims=3)
+    _, params = citus.on_shard("langmem_embeddings", statement, rsql.ROW)
+    assert "e.user_id = 'langmem_embeddings'" in params["sql"]
+    assert "FROM %1$s e" in params["sql"] or "FROM %2$s e" in params["sql"]
