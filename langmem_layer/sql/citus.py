@@ -228,6 +228,12 @@ _STATIC = re.compile(r"RETURN QUERY\s*\n(\s*SELECT .*?);\s*\n(\s*)END", re.DOTAL
 _RELATION = "langmem_user_relation('langmem_items', p_user)"
 
 
+def _migration_text(name: str) -> str:
+    """The latest statement of the migrations that creates the function ``name``."""
+    return next(t for t in reversed([s for m in MIGRATIONS for s in split_statements(m)])
+                if (f := _FUNCTION.search(t)) and f.group(1) == name)
+
+
 def owner_read(name: str) -> str:
     """The migration's latest text of ``name`` (its single-server version), as it runs on
     the cluster: as its caller (the binding the owner's version checks is local to the
@@ -235,9 +241,7 @@ def owner_read(name: str) -> str:
     ``langmem_user_relation``) with the user as %2$L. A static query becomes an
     EXECUTE: a statement on the distributed table would be a distributed query nested
     in the shard's query, which Citus refuses."""
-    text = next(t for t in reversed(
-        [s for m in MIGRATIONS for s in split_statements(m)]) if (f := _FUNCTION.search(t))
-        and f.group(1) == name)
+    text = _migration_text(name)
     args = [a.split()[0] for a in _FUNCTION.search(text).group(2).split(",")]  # type: ignore[union-attr]
     text = _GUARD.sub("", text.replace("SECURITY DEFINER", "SECURITY INVOKER"))
     if (static := _STATIC.search(text)) is not None:
@@ -314,8 +318,7 @@ _ON_SHARD_SIGNATURE = "langmem_on_shard(text, text, text[], text[], text[])"
 def _on_shard() -> str:
     """``langmem_on_shard`` on Citus: made from migration 34's text, reading the user's
     shards, and distributed by its user, delegated even inside a transaction block."""
-    text = next(t for t in reversed([s for m in MIGRATIONS for s in split_statements(m)])
-                if (f := _FUNCTION.search(t)) and f.group(1) == "langmem_on_shard")
+    text = _migration_text("langmem_on_shard")
     assert "format(p_sql, VARIADIC p_tables)" in text
     return text.replace("format(p_sql, VARIADIC p_tables)", _SHARDS) + f""";
 DO $dist$

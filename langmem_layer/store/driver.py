@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator
-from itertools import count
+from itertools import count, groupby
+from operator import itemgetter
 from typing import Any, NamedTuple, NoReturn
 
 from langchain_core.embeddings import Embeddings
@@ -331,13 +332,8 @@ class Execution:
             yield from self._database(Fetch(Query(*citus.has_citus())))
         if not self.distributed:
             return [ops]
-        parts: list[list[Any]] = []
-        for n, op in enumerate(ops):
-            if n and owners[n] == owners[n - 1]:
-                parts[-1].append(op)
-            else:
-                parts.append([op])
-        return parts
+        runs = groupby(zip(owners, ops, strict=True), key=itemgetter(0))
+        return [[op for _, op in run] for _, run in runs]
 
     def _op_job(self, op: Any) -> Job:
         """The result of one op run as a batch of its own."""

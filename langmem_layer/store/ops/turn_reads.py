@@ -86,10 +86,9 @@ def _recall(ctx: Context, op: RecallOp) -> Handler:
     )
     # On Citus, one call the cluster sends to the user's worker, which keeps its plan
     # (``citus.on_shard``); the transaction's search settings go with it.
-    settings = search_settings(indexed=dims is not None, ef_search=rsql.ann_depth(op.per_source))
-    reply = yield Query(
-        *statement, last=True, pre=lookup,
-        parts=lambda: (citus.on_shard(op.user_id, statement, rsql.ROW, settings=settings),))
+    reply = yield Query(*statement, last=True, pre=lookup, parts=lambda: (citus.on_shard(
+        op.user_id, statement, rsql.ROW, settings=search_settings(
+            indexed=dims is not None, ef_search=rsql.ann_depth(op.per_source))),))
     if lookup is None:
         rows = reply
     else:
