@@ -15,7 +15,7 @@ from langmem_layer.sql import trust as tsql
 from langmem_layer.sql.items import VALUE, prefix_args
 from langmem_layer.sql.moved import STATUS, UPDATED, moved
 
-__all__ = ["candidates", "messages", "thread_stats"]
+__all__ = ["WITH_TRUST_ROW", "candidates", "messages", "thread_stats", "with_trust"]
 
 
 _AVOIDED = """avoided AS (
@@ -93,6 +93,11 @@ def candidates(user_id: str, prefix: str, *, start: str, end: str, now: datetime
         {"user_id": user_id, "prefix": prefix, "below": below, "now": now,
          "start": start, "end": end, "limit": limit},
     )
+
+
+#: The columns of ``with_trust``'s rows and their types (``citus.on_shard``).
+WITH_TRUST_ROW = ("trust jsonb, prefix text, key text, value jsonb, created_at timestamptz, "
+                  "updated_at timestamptz")
 
 
 def with_trust(user_id: str, prefix: str, *, start: str, end: str, now: datetime,

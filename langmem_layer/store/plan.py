@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langmem_layer.sql import with_writes
+from langmem_layer.sql import citus, with_writes
 from langmem_layer.store.embedding.work import EmbeddingWork
 
 __all__ = ["MAINTENANCE", "Binding", "Embed", "Handler", "Plan", "Query", "Step", "writing"]
@@ -123,16 +123,22 @@ class Query(NamedTuple):
 Handler = Generator[Embed | Query, Any, Any]
 
 
-def writing(main: tuple[str, Any], *writes: tuple[str, Any], last: bool = False) -> Query:
+def writing(main: tuple[str, Any], *writes: tuple[str, Any], last: bool = False,
+            columns: str | None = None) -> Query:
     """``main`` with ``writes`` done by the same statement (``sql.with_writes``), or, on a
     server that splits (``Query.parts``), by statements of their own before it.
 
     The writes touch other tables than ``main`` and each other, so no part reads
-    what another writes, and the two forms give the same rows.
+    what another writes, and the two forms give the same rows. ``columns``: ``main``
+    is a read of one user whose rows have these columns (``citus.on_shard``), and the
+    split form sends it as a call the user's worker runs from its kept plan.
     """
     if not writes:
         return Query(*main, last=last)
-    return Query(*with_writes(main, *writes), last=last, parts=(*writes, main))
+    if columns is None:
+        return Query(*with_writes(main, *writes), last=last, parts=(*writes, main))
+    return Query(*with_writes(main, *writes), last=last, parts=lambda: (
+        *writes, citus.on_shard(main[1]["user_id"], main, columns)))
 
 
 @dataclass

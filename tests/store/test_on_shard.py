@@ -1,5 +1,5 @@
-"""Recall as one call of ``langmem_on_shard`` (``sql.citus.on_shard``) finds what the
-statement finds.
+"""Recall, and a turn's other reads, as one call of ``langmem_on_shard``
+(``sql.citus.on_shard``) find what their statements find.
 
 On Citus a store sends recall's statement as a call the cluster delegates to the
 worker holding the user's shards (``tests/store/test_citus.py`` checks that it does).
@@ -19,9 +19,18 @@ from langgraph.store.base import PutOp
 from langmem_layer import Kind, Layer, MemoryRecord
 from langmem_layer.sql import citus
 from langmem_layer.sql import recall as rsql
+from langmem_layer.store.ops import (
+    LogMessagesOp,
+    RecentMessagesOp,
+    SummaryCandidatesOp,
+    TouchThreadOp,
+    TrustCountOp,
+    TurnReadsOp,
+    TurnStartOp,
+)
 from langmem_layer.store.ops.turn_reads import RecallOp
 from langmem_layer.store.sync import PostgresMemoryStore
-from langmem_layer.types import LoopStatus, Policy
+from langmem_layer.types import LoopStatus, Policy, memory_namespace
 from tests import audit
 from tests.fakes import Clock
 from tests.store import test_recall_plans as recall_plans
@@ -158,3 +167,54 @@ def test_a_user_named_like_a_table_keeps_their_name_in_a_large_users_walk() -> N
     _, params = citus.on_shard("langmem_embeddings", statement, rsql.ROW)
     assert "e.user_id = 'langmem_embeddings'" in params["sql"]
     assert "FROM %1$s e" in params["sql"] or "FROM %2$s e" in params["sql"]
+
+
+def _turn_reads(store: PostgresMemoryStore, user: str, now: datetime) -> list[Any]:
+    summaries = SummaryCandidatesOp(user, memory_namespace(user, "work"),
+                                    "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z", 12, now)
+    recent = RecentMessagesOp(user, "work", now - timedelta(days=1), 10, "t0")
+    stamp = TouchThreadOp(user, "t0", "work", None, now)
+    reads, alone, start = store.batch([TurnReadsOp(user, summaries), recent,
+                                       TurnStartOp(user, stamp, recent)])
+    return [reads.learned, reads.summaries, alone, start]
+
+
+def test_a_turns_other_reads_as_calls_find_what_their_statements_find(
+    store: PostgresMemoryStore, pg_uri: str, clock: Clock,
+) -> None:
+    # The trust and summaries read, and the recent history (alone and with the thread's
+    # stamp) go as calls on Citus as recall does: each must find what its statement does.
+    now = clock()
+    for user in ("u1", "u2"):  # u2's matching rows must stay out of u1's reads
+        ns = memory_namespace(user, "work")
+        week = {"synthesis": "temporal_summary", "start": "2026-11-10T00:00:00Z",
+                "end": "2026-11-17T00:00:00Z"}
+        store.batch([
+            PutOp(ns, "s1", MemoryRecord(content=f"{user}'s week in Lisbon, 100%",
+                                         kind=Kind.TEMPORAL_SUMMARY, layer=Layer.EPISODIC,
+                                         metadata=week, occurred_at=now,
+                                         last_accessed_at=now).to_value()),
+            PutOp(ns, "no", MemoryRecord(
+                content="never mention the divorce", kind=Kind.PREFERENCE,
+                layer=Layer.SEMANTIC, policy=Policy.AVOID,
+                source={"thread_id": "t2", "message_id": "h2"}, occurred_at=now,
+                last_accessed_at=now).to_value()),
+            *(LogMessagesOp(user, t, "work", [
+                {"message_id": f"h{t[1]}", "role": "user", "text": f"o'clock %(user_id)s {t}"},
+                {"message_id": f"a{t[1]}", "role": "assistant", "text": "noted"}],
+                now - timedelta(minutes=10 - int(t[1]))) for t in ("t1", "t2", "t3")),
+            TrustCountOp(user, "planner", "", 1, now, 2)])
+    whole = _turn_reads(store, "u1", now)
+    with (PostgresMemoryStore.from_conn_string(pg_uri, index=store.index_config,
+                                               clock=clock) as split,
+          audit.RECORDER.capture() as sent):
+        if not store.distributed:  # as on Citus (where the store finds out itself)
+            split.transaction_blocks, split.distributed = False, True
+        calls = _turn_reads(split, "u1", now)
+    assert sum(n for s, n in sent.items() if "FROM langmem_on_shard(" in s) == 3
+    assert calls == whole
+    learned, summaries, alone, start = whole
+    assert learned.by_agent == {"planner": 0.5}
+    assert [s.key for s in summaries] == ["s1"] and "u1's week" in str(summaries[0].value)
+    # The avoided turn (t2) is left out; t0 is the turn's own thread.
+    assert [m.thread_id for m in alone] == ["t1", "t1", "t3", "t3"] and start == alone

@@ -129,9 +129,12 @@ def _turn_reads(ctx: Context, op: TurnReadsOp) -> Handler:
     if s.user_id != op.user_id or ctx.tenant(s.namespace) != op.user_id:
         raise InvalidNamespaceError(
             f"Namespace {s.namespace!r} does not belong to user {op.user_id!r}.")
-    rows = yield Query(*ssql.with_trust(
-        op.user_id, ns_text(s.namespace), start=s.start, end=s.end,
-        now=s.now or ctx.now(), limit=s.limit), last=True)
+    statement = ssql.with_trust(op.user_id, ns_text(s.namespace), start=s.start,
+                                end=s.end, now=s.now or ctx.now(), limit=s.limit)
+    # On Citus, as recall: one call the user's worker runs from its kept plan, where
+    # the statement would be planned again on the worker on every turn.
+    rows = yield Query(*statement, last=True, parts=lambda: (
+        citus.on_shard(op.user_id, statement, ssql.WITH_TRUST_ROW),))
     return TurnReads(learned_trust(rows[0]["trust"] if rows else []),
                           [row_to_item(r) for r in rows if r["key"] is not None])
 

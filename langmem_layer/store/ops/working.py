@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langmem_layer.sql import Sql
+from langmem_layer.sql import Sql, citus
 from langmem_layer.store.ops.dispatch import Context, operation, own_parts
 from langmem_layer.store.plan import Binding, Handler, Query, writing
 
@@ -162,6 +162,10 @@ def recent_messages(user_id: str, *, profile: str, since: datetime, limit: int,
     )
 
 
+#: The columns of ``recent_messages``'s rows and their types (``citus.on_shard``).
+LOGGED_ROW = "thread_id text, message_id text, role text, text text, at timestamptz"
+
+
 def clear_messages(user_id: str, thread_id: str | None) -> Sql:
     """Delete a user's logged messages (one thread's, or all); returns the count."""
     return (
@@ -226,7 +230,7 @@ def _turn_start(ctx: Context, op: TurnStartOp) -> Handler:
     # the memories: one statement does both.
     rows = yield writing(recent_messages(
         recent.user_id, profile=recent.profile, since=recent.since, limit=recent.limit,
-        exclude_thread_id=recent.exclude_thread_id), write, last=True)
+        exclude_thread_id=recent.exclude_thread_id), write, last=True, columns=LOGGED_ROW)
     return [LoggedMessage(**r) for r in reversed(rows)]
 
 
@@ -252,9 +256,10 @@ def _log_messages(ctx: Context, op: LogMessagesOp) -> Handler:
 def _recent_messages(ctx: Context, op: RecentMessagesOp) -> Handler:
     if op.limit <= 0:
         return []
-    rows = yield Query(*recent_messages(
-        op.user_id, profile=op.profile, since=op.since, limit=op.limit,
-        exclude_thread_id=op.exclude_thread_id))
+    statement = recent_messages(op.user_id, profile=op.profile, since=op.since,
+                                limit=op.limit, exclude_thread_id=op.exclude_thread_id)
+    rows = yield Query(*statement, parts=lambda: (
+        citus.on_shard(op.user_id, statement, LOGGED_ROW),))
     return [LoggedMessage(**r) for r in reversed(rows)]
 
 
