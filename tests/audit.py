@@ -244,10 +244,14 @@ class Reference(NamedTuple):
 
 
 def references(sql: str, tables: tuple[str, ...] = PER_USER_TABLES) -> list[Reference]:
-    """The per-user tables a normalised statement names, with their aliases."""
+    """The per-user tables a normalised statement names, with their aliases (a name
+    inside a quoted literal is text, not the table: ``langmem_next_id('langmem_messages')``)."""
     refs = []
+    quoted = [m.span() for m in re.finditer(r"'(?:[^']|'')*'", sql)]
     for table in tables:
         for m in re.finditer(rf"(?<![\w.$]){table}(?![\w$.])(?:\s+(?:as\s+)?([a-z_]\w*))?", sql):
+            if any(a < m.start() < b for a, b in quoted):
+                continue
             alias = m.group(1)
             name = alias if alias and alias not in _NOT_ALIAS else table
             inserted = re.search(r"\binsert into\s*$", sql[: m.start()]) is not None
@@ -353,6 +357,8 @@ class Recorder:
         texts = [text]
         if "langmem_on_shard(" in text and isinstance(params, dict) and "sql" in params:
             texts.append(on_shard_statement(params["sql"], params["tables"]))
+        if "langmem_on_shard_all(" in text and isinstance(params, dict) and "sqls" in params:
+            texts.extend(on_shard_statement(s, params["tables"]) for s in params["sqls"])
         with self.lock:
             for t in texts:
                 self.seen[t] += 1

@@ -57,6 +57,7 @@ Nothing here runs on a server without Citus.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -312,27 +313,40 @@ $fn$;
 _SHARDS = """format(p_sql, VARIADIC ARRAY(
             SELECT langmem_user_relation(t.name::regclass, p_user)
             FROM unnest(p_tables) WITH ORDINALITY AS t(name, n) ORDER BY t.n))"""
-_ON_SHARD_SIGNATURE = "langmem_on_shard(text, text, text[], text[], text[])"
+#: The calls of a user's statements (migrations 34 and 35): each function, its
+#: signature, and the text of its migration that names the tables, replaced on Citus.
+_ON_SHARD_CALLS = (
+    ("langmem_on_shard", "langmem_on_shard(text, text, text[], text[], text[])",
+     "format(p_sql, VARIADIC p_tables)", _SHARDS),
+    ("langmem_on_shard_all", "langmem_on_shard_all(text, text[], text[], text[], boolean)",
+     "tabs text[] := p_tables;",
+     _SHARDS.replace("format(p_sql, VARIADIC ARRAY(", "tabs text[] := ARRAY(")
+     .removesuffix(")") + ";"),
+)
 
 
 def _on_shard() -> str:
-    """``langmem_on_shard`` on Citus: made from migration 34's text, reading the user's
-    shards, and distributed by its user, delegated even inside a transaction block."""
-    text = _migration_text("langmem_on_shard")
-    assert "format(p_sql, VARIADIC p_tables)" in text
-    return text.replace("format(p_sql, VARIADIC p_tables)", _SHARDS) + f""";
+    """The calls of a user's statements on Citus: each made from its migration's text,
+    reading the user's shards, and distributed by its user, delegated even inside a
+    transaction block."""
+    out = []
+    for name, signature, tables, shards in _ON_SHARD_CALLS:
+        text = _migration_text(name)
+        assert tables in text
+        out.append(text.replace(tables, shards) + f""";
 DO $dist$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_dist_object
-                   WHERE objid = '{_ON_SHARD_SIGNATURE}'::regprocedure
+                   WHERE objid = '{signature}'::regprocedure
                      AND distribution_argument_index IS NOT NULL) THEN
         PERFORM create_distributed_function(
-            '{_ON_SHARD_SIGNATURE}', 'p_user',
+            '{signature}', 'p_user',
             colocate_with := '{COLOCATE_WITH}', force_delegation := true);
     END IF;
 END
 $dist$;
-"""
+""")
+    return "".join(out)
 
 
 #: What marks a value or a table in a statement given to ``on_shard``; a quoted literal
@@ -359,29 +373,88 @@ def on_shard(user_id: str, statement: Sql, columns: str, *,
     Raises:
         TypeError: a value of a type the call cannot carry (a programming error).
     """
-    text, params = statement
     tables: list[str] = []
-    names: list[str] = []
-
-    def token(m: re.Match[str]) -> str:
-        if (literal := m.group(1)) is not None:
-            return literal  # its '%' doubled already, as psycopg's placeholders need
-        if (name := m.group(2)) is not None:
-            if name not in names:
-                names.append(name)
-            return f"($1[{names.index(name) + 1}])::{_type(params[name])}"
-        if (table := m.group(3)) is None:
-            return "%%"
-        if table not in tables:
-            tables.append(table)
-        return f"%{tables.index(table) + 1}$s"
-
-    body = _SHARD_TOKENS.sub(token, text)
+    args: list[str | None] = []
+    body = _shard_text(statement, tables, args)
     return (f"SELECT * FROM langmem_on_shard(%(user_id)s, %(sql)s, %(tables)s::text[],"
             f" %(args)s::text[], %(settings)s::text[]) AS r({columns})",
-            {"user_id": user_id, "sql": body, "tables": tables,
-             "args": [_text(params[n]) for n in names],
+            {"user_id": user_id, "sql": body, "tables": tables, "args": args,
              "settings": [v for pair in settings for v in pair]})
+
+
+def on_shard_all(user_id: str, statements: Sequence[Sql], columns: str) -> Sql:
+    """``statements``, each of ``user_id`` alone, in order, as one call of
+    ``langmem_on_shard_all`` (migration 35): a turn's writes and the read they go with.
+    The call's rows are the last statement's, with ``columns`` (as ``on_shard``), or
+    none when ``columns`` is empty (the rows are not read).
+
+    As ``on_shard``, but a ``None`` becomes a bare ``NULL`` in the text, typed by where
+    it stands as a parameter psycopg sends without a type would be (a column it is
+    inserted into, say), where a text would fail; the text then differs by which values
+    are ``None``, a few statements kept instead of one.
+
+    Raises:
+        TypeError: a value of a type the call cannot carry (a programming error).
+    """
+    tables: list[str] = []
+    args: list[str | None] = []
+    bodies = [_shard_text(s, tables, args, nulls=True) for s in statements]
+    return (f"SELECT * FROM langmem_on_shard_all(%(user_id)s, %(sqls)s::text[],"
+            f" %(tables)s::text[], %(args)s::text[], %(rows)s)"
+            f" AS r({columns or 'done boolean'})",
+            {"user_id": user_id, "sqls": bodies, "tables": tables, "args": args,
+             "rows": bool(columns)})
+
+
+def _shard_text(statement: Sql, tables: list[str], args: list[str | None], *,
+                nulls: bool = False) -> str:
+    """``statement``'s text as a format() string of the call: each table it names as an
+    argument (added to ``tables``), each value as an element of ``args`` (added),
+    cast back to its type; ``nulls``: a ``None`` as ``NULL`` in the text."""
+    text, params = statement
+    names: dict[str, int] = {}
+    out: list[str] = []
+    for kind, piece in _pieces(text):
+        if kind == _VERBATIM:
+            out.append(piece)
+        elif kind == _VALUE:
+            value = params[piece]
+            if nulls and value is None:
+                out.append("NULL")
+                continue
+            if piece not in names:
+                args.append(_text(value))
+                names[piece] = len(args)
+            out.append(f"($1[{names[piece]}])::{_type(value)}")
+        else:
+            if piece not in tables:
+                tables.append(piece)
+            out.append(f"%{tables.index(piece) + 1}$s")
+    return "".join(out)
+
+
+_VERBATIM, _VALUE, _TABLE = range(3)
+
+
+@functools.lru_cache(maxsize=512)
+def _pieces(text: str) -> tuple[tuple[int, str], ...]:
+    """``text`` cut at its values and tables (``_SHARD_TOKENS``), once per text: a turn
+    sends the same few texts again and again, recall's some thousands of characters."""
+    out: list[tuple[int, str]] = []
+    pos = 0
+    for m in _SHARD_TOKENS.finditer(text):
+        out.append((_VERBATIM, text[pos:m.start()]))
+        if m.group(1) is not None:  # its '%' doubled already, as psycopg's need
+            out.append((_VERBATIM, m.group(1)))
+        elif m.group(2) is not None:
+            out.append((_VALUE, m.group(2)))
+        elif m.group(3) is not None:
+            out.append((_TABLE, m.group(3)))
+        else:
+            out.append((_VERBATIM, "%%"))
+        pos = m.end()
+    out.append((_VERBATIM, text[pos:]))
+    return tuple(out)
 
 
 def _type(value: Any) -> str:

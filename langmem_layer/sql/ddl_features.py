@@ -470,4 +470,55 @@ FEATURES: list[str] = [
     END
     $fn$;
     """,
+    # 35: several statements of one user in order, as one call (sql/citus.py
+    # ``on_shard_all``): a turn's writes and the read they go with. Each statement is
+    # prepared and kept as migration 34's; their tables are the format() arguments
+    # ``p_tables`` (one list for all), their values elements of the one ``p_args``.
+    # The last statement's rows are the call's when ``p_rows``; the others' are
+    # discarded. On Citus the tables are the user's shards on the node where it runs
+    # and the call goes to that node, where the statements would each be planned again.
+    # ``langmem_next_id``: the next id of a table whose INSERT names it (sql ``new_id``):
+    # a user's shard has no identity of its own, the distributed table's gives the
+    # node's range. As the owner, so that a role that may insert needs no grant on the
+    # sequence (which Citus does not pass on to the workers); only these tables.
+    """
+    CREATE OR REPLACE FUNCTION langmem_next_id(p_table text)
+    RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT
+    AS $fn$
+        SELECT nextval(pg_get_serial_sequence(p_table, 'id'))
+        WHERE p_table IN ('langmem_messages', 'langmem_extraction_queue',
+                          'langmem_ingest_log')
+    $fn$;
+    CREATE OR REPLACE FUNCTION langmem_on_shard_all(
+        p_user text, p_sqls text[], p_tables text[], p_args text[], p_rows boolean)
+    RETURNS SETOF record LANGUAGE plpgsql VOLATILE AS $fn$
+    DECLARE
+        tabs text[] := p_tables;
+        cnt int := coalesce(array_length(p_sqls, 1), 0);
+        q text;
+        n text;
+        s text;
+    BEGIN
+        FOR k IN 1 .. cnt LOOP
+            q := format(p_sqls[k], VARIADIC tabs);
+            n := 'langmem_' || md5(q);
+            IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE name = n) THEN
+                IF (SELECT count(*) FROM pg_prepared_statements
+                    WHERE name LIKE 'langmem\\_%') >= 256 THEN
+                    FOR s IN SELECT name FROM pg_prepared_statements
+                             WHERE name LIKE 'langmem\\_%' LOOP
+                        EXECUTE format('DEALLOCATE %I', s);
+                    END LOOP;
+                END IF;
+                EXECUTE format('PREPARE %1$I(text[]) AS %2$s', n, q);
+            END IF;
+            IF p_rows AND k = cnt THEN
+                RETURN QUERY EXECUTE format('EXECUTE %I(%L)', n, p_args);
+            ELSE
+                EXECUTE format('EXECUTE %I(%L)', n, p_args);
+            END IF;
+        END LOOP;
+    END
+    $fn$;
+    """,
 ]

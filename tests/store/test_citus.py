@@ -245,12 +245,13 @@ def _statements() -> Iterator[list[tuple[str, Any]]]:
 
 def _one_user(seen: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """The statements on per-user tables that bind one user (not DDL, not maintenance),
-    and the calls that run a statement on the user's shard (``citus.on_shard``)."""
+    and the calls that run statements on the user's shard (``citus.on_shard``,
+    ``citus.on_shard_all``)."""
     out = []
     for sql, params in seen:
         if sql in {s for s, _ in out}:
             continue
-        if "FROM langmem_on_shard(" not in sql and (
+        if "FROM langmem_on_shard" not in sql and (
                 not audit.per_user([sql]) or audit.check(sql)):
             continue
         out.append((sql, params))

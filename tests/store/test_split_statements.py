@@ -23,6 +23,7 @@ from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.store.ops.working import VALUES_ROWS
 from langmem_layer.store.sync import PostgresMemoryStore
+from tests import audit
 from tests.fakes import Clock
 
 TURNS = (
@@ -105,6 +106,12 @@ def _sent() -> Iterator[list[str]]:
     def execute(self: Any, query: Any, *a: Any, **k: Any) -> Any:
         if isinstance(query, str):
             seen.append(" ".join(query.split()))
+            params = a[0] if a else k.get("params")
+            if "langmem_on_shard_all(" in query:  # and the statements the call runs
+                sqls, tables = ((params["sqls"], params["tables"]) if isinstance(params, dict)
+                                else params[1:3])  # as the driver sends it: $1 ...
+                seen.extend(" ".join(audit.on_shard_statement(s, tables).split())
+                            for s in sqls)
         return original(self, query, *a, **k)
 
     with patch.object(psycopg.Cursor, "execute", execute):
@@ -112,13 +119,14 @@ def _sent() -> Iterator[list[str]]:
 
 
 #: Statements only the split forms send: an item's row as VALUES, the write lock, the
-#: queue entry's completion and the turn's enqueue each on its own, the thread's link
-#: without a CTE.
+#: queue entry's completion and the turn's enqueue each on its own (inside a call of
+#: ``langmem_on_shard_all``), the thread's link without a CTE, and the call.
 SPLIT_ONLY = (re.compile(r"^INSERT INTO langmem_items AS i \(.*\) VALUES \("),
               re.compile(r"^SELECT pg_advisory_xact_lock"),
               re.compile(r"^UPDATE langmem_extraction_queue SET done_at"),
               re.compile(r"^(WITH queued AS \()?INSERT INTO langmem_extraction_queue"),
-              re.compile(r"^INSERT INTO langmem_links \(.*\) SELECT i\.user_id, .*'elaborates'"))
+              re.compile(r"^INSERT INTO langmem_links \(.*\) SELECT i\.user_id, .*'elaborates'"),
+              re.compile(r"^SELECT \* FROM langmem_on_shard_all\("))
 
 
 def _split_forms(sent: list[str]) -> list[bool]:
