@@ -354,11 +354,7 @@ class Recorder:
             text = query.as_string(cursor)
         if text in CONTROL:
             return
-        texts = [text]
-        if "langmem_on_shard(" in text and isinstance(params, dict) and "sql" in params:
-            texts.append(on_shard_statement(params["sql"], params["tables"]))
-        if "langmem_on_shard_all(" in text and isinstance(params, dict) and "sqls" in params:
-            texts.extend(on_shard_statement(s, params["tables"]) for s in params["sqls"])
+        texts = [text, *call_statements(text, params)]
         with self.lock:
             for t in texts:
                 self.seen[t] += 1
@@ -370,6 +366,21 @@ class Recorder:
         with self.lock:
             texts = list(self.seen)
         return per_user(texts)
+
+
+def call_statements(text: str, params: Any) -> list[str]:
+    """The statements a call of ``langmem_on_shard`` or ``langmem_on_shard_all`` runs
+    (``on_shard_statement``), as the store sends it (``$n`` placeholders, the values
+    in order: the user, the text or texts, the tables) or as built (named); none for
+    any other statement."""
+    if "langmem_on_shard" not in text or not params:
+        return []
+    if isinstance(params, dict):
+        bodies, tables = params.get("sqls") or [params.get("sql")], params.get("tables")
+    else:
+        bodies, tables = params[1], params[2]
+    bodies = bodies if isinstance(bodies, list) else [bodies]
+    return [on_shard_statement(b, tables) for b in bodies if isinstance(b, str)]
 
 
 def on_shard_statement(body: str, tables: list[str]) -> str:

@@ -106,12 +106,9 @@ def _sent() -> Iterator[list[str]]:
     def execute(self: Any, query: Any, *a: Any, **k: Any) -> Any:
         if isinstance(query, str):
             seen.append(" ".join(query.split()))
-            params = a[0] if a else k.get("params")
-            if "langmem_on_shard_all(" in query:  # and the statements the call runs
-                sqls, tables = ((params["sqls"], params["tables"]) if isinstance(params, dict)
-                                else params[1:3])  # as the driver sends it: $1 ...
-                seen.extend(" ".join(audit.on_shard_statement(s, tables).split())
-                            for s in sqls)
+            # and the statements a call runs
+            seen.extend(" ".join(s.split()) for s in audit.call_statements(
+                query, a[0] if a else k.get("params")))
         return original(self, query, *a, **k)
 
     with patch.object(psycopg.Cursor, "execute", execute):
