@@ -251,11 +251,53 @@ def lifecycle(uri: str, index: dict[str, Any]) -> tuple[int, float]:
     from langmem_layer.jobs.runs import run
     from langmem_layer.store.sync import PostgresMemoryStore
 
-    with PostgresMemoryStore.from_conn_string(uri, index=index) as store:
+    with (PostgresMemoryStore.from_conn_string(uri, index=index) as store,
+          _Activity(uri) as activity):
         ctx = JobContext(store, settings=MemorySettings())
         t0 = time.perf_counter()
         done = run(ctx, "lifecycle", now=NOW + timedelta(days=45), force=True)
-        return done.users, time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+    if seconds > SLOW_PASS:  # say what the server was doing, for the reader of the run
+        log(f"slow pass ({seconds:.0f} s); the server's backends, sampled every "
+            f"{_Activity.EVERY:.0f} s: " + "; ".join(
+                f"{n}x {what}" for what, n in activity.seen.most_common(6)))
+    return done.users, seconds
+
+
+#: A pass slower than this prints what the server's backends were doing during it.
+SLOW_PASS = 60.0
+
+
+class _Activity:
+    """Samples ``pg_stat_activity`` of the database in a thread while the block runs:
+    each active backend's wait (or CPU) and the start of its statement, counted."""
+
+    EVERY = 2.0
+
+    def __init__(self, uri: str) -> None:
+        from collections import Counter
+
+        self.uri, self.seen = uri, Counter[str]()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> _Activity:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def _sample(self) -> None:
+        with psycopg.connect(self.uri, autocommit=True) as conn:
+            while not self.stop.wait(self.EVERY):
+                for wait, query in conn.execute(
+                        "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), "
+                        "left(regexp_replace(query, '\\s+', ' ', 'g'), 70) "
+                        "FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND state = 'active' AND pid <> pg_backend_pid()").fetchall():
+                    self.seen[f"{wait} [{query}]"] += 1
 
 
 # -- faults under load (the cluster only) ------------------------------------------------
