@@ -14,6 +14,7 @@ from langmem_layer.jobs.lifecycle_jobs import lifecycle_thresholds
 from langmem_layer.sql import lifecycle as lsql
 from langmem_layer.sql.items import VALUE
 from langmem_layer.sql.moved import UPDATED
+from langmem_layer.store.ops import LifecycleOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import HistoryEntry, Kind, Layer, LoopStatus, MemoryRecord, Status
 from tests.fakes import Clock
@@ -125,3 +126,22 @@ def test_one_pass_equals_the_rules_one_by_one(store: PostgresMemoryStore, pg_uri
         assert again == dict.fromkeys(again, 0) | {"flagged": 0}
         assert state(conn) == expected
         conn.commit()
+
+
+def test_each_users_pass_is_planned_for_that_user(store: PostgresMemoryStore,
+                                                  clock: Clock) -> None:
+    # The pass's text is one for every user, so the connection prepares it; a generic
+    # plan reads user_id = $1 as the average user (a large user among the first five
+    # made PostgreSQL keep one that scanned like them for every small user after).
+    now = clock()
+    thresholds = lifecycle_thresholds(MemorySettings())
+    for n in range(8):
+        store.put(("memories", f"p{n}", "work"), "m", MemoryRecord(
+            content="A memory of the test.", kind=Kind.EPISODIC_EVENT, layer=Layer.EPISODIC,
+            occurred_at=now, last_accessed_at=now).to_value())
+        (counts,) = store.batch([LifecycleOp(f"p{n}", now, 30.0, 0.05, thresholds)])
+        assert counts["rescored"] == 1
+    plans = store.conn.execute(
+        "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements "
+        "WHERE statement LIKE 'WITH f AS MATERIALIZED%'").fetchone()
+    assert plans == (0, 8), plans

@@ -32,10 +32,11 @@ def _lifecycle(ctx: Context, op: LifecycleOp) -> Handler:
     rules = lsql.transitions(**op.thresholds)
     if not op.dry_run:
         # One statement: the scores and every rule in order, each memory moved
-        # written once (sql/lifecycle.lifecycle_pass).
-        (row,) = yield Query(*lsql.lifecycle_pass(
+        # written once (sql/lifecycle.lifecycle_pass), planned for its user
+        # (``lsql.CUSTOM_PLANS``, in the same round trip).
+        _, (row,) = yield Query(*lsql.lifecycle_pass(
             op.user_id, op.now, half_life_days=op.half_life_days,
-            flag_below=op.flag_below, rules=rules))
+            flag_below=op.flag_below, rules=rules), pre=lsql.CUSTOM_PLANS)
         counts = {"rescored": int(row["rescored"]), "flagged": int(row["flagged"])}
         for n, rule in enumerate(rules):
             counts[rule.name] = int(row[f"moved_{n}"])
