@@ -414,7 +414,8 @@ async def _serve(uri: str, args: argparse.Namespace, run: str, faults: Faults,
         thread.join()
 
 
-def check_rows(uri: str, run: str, ok: list[tuple[str, str, float]]) -> tuple[int, int]:
+def check_rows(uri: str, run: str, ok: list[tuple[str, str, float]]
+               ) -> tuple[list[tuple[str, str, float]], int]:
     """(lost turns, cross-user rows) of the faulted run's users."""
     recover(uri)
     with psycopg.connect(uri) as conn:
@@ -426,7 +427,7 @@ def check_rows(uri: str, run: str, ok: list[tuple[str, str, float]]) -> tuple[in
             AND prefix LIKE 'memories.%%' AND split_part(prefix, '.', 2) <> user_id""",
             {"u": f"{run}-f%"}).fetchone()
     have = set(logged)
-    lost = sum(1 for user, text, _ in ok if (user, text) not in have)
+    lost = [(user, text, t) for user, text, t in ok if (user, text) not in have]
     crossed = sum(1 for user, text in logged
                   if (m := _TAG.search(text)) and user != f"{run}-{m.group(1)}")
     return lost, crossed + int(misplaced[0] if misplaced else 0)
@@ -598,8 +599,11 @@ def faults(uri: str, args: argparse.Namespace, run: str) -> bool:
           "a shard group moved, then a worker stopped and started")
     print(f"    turns ok {len(got['ok'])}, errors while the worker was down {during}, "
           f"errors otherwise {other}, ok after recovery {after}")
-    print(f"    lost turns {lost}, cross-user rows {crossed}"
+    print(f"    lost turns {len(lost)}, cross-user rows {crossed}"
           + (f"  (first error: {got['first'][0]})" if got["first"] else ""))
+    for user, _, t in lost:  # when the client saw it succeed, against the faults
+        print(f"    lost: {user}'s turn acknowledged " + ", ".join(
+            f"{t - at:+.1f} s from '{what}'" for what, at in f.events))
     if got["at_exit"]:
         print(f"    the app's exit (draining extraction) failed: {got['at_exit'][0]}")
     return bool(lost or crossed or other or not after or got["at_exit"])

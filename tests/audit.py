@@ -245,7 +245,7 @@ class Reference(NamedTuple):
 
 def references(sql: str, tables: tuple[str, ...] = PER_USER_TABLES) -> list[Reference]:
     """The per-user tables a normalised statement names, with their aliases (a name
-    inside a quoted literal is text, not the table: ``langmem_next_id('langmem_messages')``)."""
+    inside a quoted literal is text, not the table: ``'langmem_items'``)."""
     refs = []
     quoted = [m.span() for m in re.finditer(r"'(?:[^']|'')*'", sql)]
     for table in tables:
@@ -369,18 +369,16 @@ class Recorder:
 
 
 def call_statements(text: str, params: Any) -> list[str]:
-    """The statements a call of ``langmem_on_shard`` or ``langmem_on_shard_all`` runs
-    (``on_shard_statement``), as the store sends it (``$n`` placeholders, the values
-    in order: the user, the text or texts, the tables) or as built (named); none for
-    any other statement."""
-    if "langmem_on_shard" not in text or not params:
+    """The statement a call of ``langmem_on_shard`` runs (``on_shard_statement``), as
+    the store sends it (``$n`` placeholders, the values in order: the user, the text,
+    the tables) or as built (named); none for any other statement."""
+    if "langmem_on_shard(" not in text or not params:
         return []
     if isinstance(params, dict):
-        bodies, tables = params.get("sqls") or [params.get("sql")], params.get("tables")
+        body, tables = params.get("sql"), params.get("tables")
     else:
-        bodies, tables = params[1], params[2]
-    bodies = bodies if isinstance(bodies, list) else [bodies]
-    return [on_shard_statement(b, tables) for b in bodies if isinstance(b, str)]
+        body, tables = params[1], params[2]
+    return [on_shard_statement(body, tables)] if isinstance(body, str) else []
 
 
 def on_shard_statement(body: str, tables: list[str]) -> str:

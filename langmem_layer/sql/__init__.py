@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["Ddl", "Params", "Sql", "merge", "new_id", "numbered", "renamed", "with_writes"]
+__all__ = ["Ddl", "Params", "Sql", "merge", "numbered", "renamed", "with_writes"]
 
 #: A statement's parameters, by placeholder name.
 Params = dict[str, Any]
@@ -45,18 +45,6 @@ _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s")
 _ANY_PERCENT = re.compile(_PLACEHOLDER.pattern + "|%")
 # A statement's own CTE list, which the writes of with_writes join.
 _WITH = re.compile(r"WITH(\s+RECURSIVE)?\s+", re.IGNORECASE)
-
-
-def new_id(table: str) -> str:
-    """The next value of ``table``'s identity column ``id``, for an INSERT that names
-    it (``OVERRIDING SYSTEM VALUE``): what the identity would give, from the node it
-    runs on (``langmem_next_id``, migration 35). A statement that a call runs on a
-    Citus worker (``citus.on_shard_all``) inserts into the user's shard, which has no
-    identity of its own (the coordinator fills it in for the statements it routes);
-    there the name in the literal is the distributed table's, whose identity gives
-    that worker's range of ids.
-    """
-    return f"langmem_next_id('{table}')"
 
 
 def renamed(statement: Sql, prefix: str) -> Sql:

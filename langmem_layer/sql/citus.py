@@ -313,15 +313,11 @@ $fn$;
 _SHARDS = """format(p_sql, VARIADIC ARRAY(
             SELECT langmem_user_relation(t.name::regclass, p_user)
             FROM unnest(p_tables) WITH ORDINALITY AS t(name, n) ORDER BY t.n))"""
-#: The calls of a user's statements (migrations 34 and 35): each function, its
-#: signature, and the text of its migration that names the tables, replaced on Citus.
+#: The calls of a user's statements (migration 34): each function, its signature, and
+#: the text of its migration that names the tables, replaced on Citus.
 _ON_SHARD_CALLS = (
     ("langmem_on_shard", "langmem_on_shard(text, text, text[], text[], text[])",
      "format(p_sql, VARIADIC p_tables)", _SHARDS),
-    ("langmem_on_shard_all", "langmem_on_shard_all(text, text[], text[], text[], boolean)",
-     "tabs text[] := p_tables;",
-     _SHARDS.replace("format(p_sql, VARIADIC ARRAY(", "tabs text[] := ARRAY(")
-     .removesuffix(")") + ";"),
 )
 
 
@@ -382,35 +378,10 @@ def on_shard(user_id: str, statement: Sql, columns: str, *,
              "settings": [v for pair in settings for v in pair]})
 
 
-def on_shard_all(user_id: str, statements: Sequence[Sql], columns: str) -> Sql:
-    """``statements``, each of ``user_id`` alone, in order, as one call of
-    ``langmem_on_shard_all`` (migration 35): a turn's writes and the read they go with.
-    The call's rows are the last statement's, with ``columns`` (as ``on_shard``), or
-    none when ``columns`` is empty (the rows are not read).
-
-    As ``on_shard``, but a ``None`` becomes a bare ``NULL`` in the text, typed by where
-    it stands as a parameter psycopg sends without a type would be (a column it is
-    inserted into, say), where a text would fail; the text then differs by which values
-    are ``None``, a few statements kept instead of one.
-
-    Raises:
-        TypeError: a value of a type the call cannot carry (a programming error).
-    """
-    tables: list[str] = []
-    args: list[str | None] = []
-    bodies = [_shard_text(s, tables, args, nulls=True) for s in statements]
-    return (f"SELECT * FROM langmem_on_shard_all(%(user_id)s, %(sqls)s::text[],"
-            f" %(tables)s::text[], %(args)s::text[], %(rows)s)"
-            f" AS r({columns or 'done boolean'})",
-            {"user_id": user_id, "sqls": bodies, "tables": tables, "args": args,
-             "rows": bool(columns)})
-
-
-def _shard_text(statement: Sql, tables: list[str], args: list[str | None], *,
-                nulls: bool = False) -> str:
+def _shard_text(statement: Sql, tables: list[str], args: list[str | None]) -> str:
     """``statement``'s text as a format() string of the call: each table it names as an
     argument (added to ``tables``), each value as an element of ``args`` (added),
-    cast back to its type; ``nulls``: a ``None`` as ``NULL`` in the text."""
+    cast back to its type."""
     text, params = statement
     names: dict[str, int] = {}
     out: list[str] = []
@@ -419,9 +390,6 @@ def _shard_text(statement: Sql, tables: list[str], args: list[str | None], *,
             out.append(piece)
         elif kind == _VALUE:
             value = params[piece]
-            if nulls and value is None:
-                out.append("NULL")
-                continue
             if piece not in names:
                 args.append(_text(value))
                 names[piece] = len(args)

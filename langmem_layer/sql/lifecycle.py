@@ -196,7 +196,7 @@ def rescore_decay(user_id: str, now: datetime, *, half_life_days: float, flag_be
 #: first five and 850 users of about 200 after, it chose one that took 0.3 s a user
 #: where the user's own plan takes 20 ms (the whole pass 251 s against 16.9 s, at 200k
 #: memories). A night plans each user once, which costs nothing beside the pass.
-CUSTOM_PLANS: Sql = ("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)", None)
+CUSTOM_PLANS: Sql = ("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)", {})
 
 
 def lifecycle_pass(user_id: str, now: datetime, *, half_life_days: float,

@@ -9,12 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from langmem_layer.sql import Sql, merge, new_id
+from langmem_layer.sql import Sql, merge
 
 __all__ = [
     "APPLIED_KEY",
-    "ENQUEUED_ROW",
-    "LEASED_ROW",
     "backlog",
     "claim",
     "claimable_users",
@@ -38,11 +36,6 @@ _CLAIMABLE = """q.done_at IS NULL AND q.parked_at IS NULL AND q.next_attempt_at 
           AND (q.locked_until IS NULL OR q.locked_until <= %(now)s)"""
 #: A leased entry as the worker gets it (a QueueEntry), of the row ``u``.
 _ENTRY = "u.user_id, u.id, u.profile, u.thread_id, u.agent_id, u.messages, u.turn_at, u.attempts"
-#: The columns of ``enqueue``'s rows and their types (``citus.on_shard_all``): without
-#: a lease, and with one.
-ENQUEUED_ROW = "id bigint"
-LEASED_ROW = ("user_id text, id bigint, profile text, thread_id text, agent_id text, "
-              "messages jsonb, turn_at timestamptz, attempts integer, others boolean")
 
 
 def enqueue(
@@ -72,10 +65,9 @@ def enqueue(
         leased_cols, leased_values = ", locked_until, attempts", ", %(lease)s, 1"
         params["lease"] = lease_until
     insert = f"""INSERT INTO langmem_extraction_queue AS u
-            (user_id, id, dedupe_key, profile, thread_id, agent_id, messages, turn_at,
-             enqueued_at, next_attempt_at{leased_cols}) OVERRIDING SYSTEM VALUE
-        VALUES (%(user_id)s, {new_id('langmem_extraction_queue')}, %(key)s, %(profile)s,
-                %(thread_id)s, %(agent_id)s,
+            (user_id, dedupe_key, profile, thread_id, agent_id, messages, turn_at,
+             enqueued_at, next_attempt_at{leased_cols})
+        VALUES (%(user_id)s, %(key)s, %(profile)s, %(thread_id)s, %(agent_id)s,
                 %(messages)s::jsonb, %(turn_at)s, %(now)s, %(now)s{leased_values})
         ON CONFLICT (user_id, dedupe_key) DO NOTHING"""
     if lease_until is None:
@@ -242,10 +234,8 @@ def write_ingest_log(
 ) -> Sql:
     """Keep the gate's decisions of one ingest."""
     return (
-        f"""INSERT INTO langmem_ingest_log (user_id, id, at, thread_id, agent_id, decisions)
-        OVERRIDING SYSTEM VALUE
-        VALUES (%(user_id)s, {new_id('langmem_ingest_log')}, %(at)s, %(thread_id)s,
-                %(agent_id)s, %(decisions)s::jsonb)""",
+        """INSERT INTO langmem_ingest_log (user_id, at, thread_id, agent_id, decisions)
+        VALUES (%(user_id)s, %(at)s, %(thread_id)s, %(agent_id)s, %(decisions)s::jsonb)""",
         {
             "user_id": user_id,
             "at": at,

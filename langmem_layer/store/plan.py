@@ -129,17 +129,16 @@ def writing(main: tuple[str, Any], *writes: tuple[str, Any], last: bool = False,
     server that splits (``Query.parts``), by statements of their own before it.
 
     The writes touch other tables than ``main`` and each other, so no part reads
-    what another writes, and the two forms give the same rows. ``columns``: all are
-    statements of one user (``main``'s ``user_id``), and the split form is one call the
-    user's worker runs from its kept plans (``citus.on_shard_all``); its rows are
-    ``main``'s, with these columns (empty: not read, none come back).
+    what another writes, and the two forms give the same rows. ``columns``: ``main``
+    is a read of one user whose rows have these columns (``citus.on_shard``), and the
+    split form sends it as a call the user's worker runs from its kept plan.
     """
     if not writes:
         return Query(*main, last=last)
     if columns is None:
         return Query(*with_writes(main, *writes), last=last, parts=(*writes, main))
     return Query(*with_writes(main, *writes), last=last, parts=lambda: (
-        citus.on_shard_all(main[1]["user_id"], (*writes, main), columns),))
+        *writes, citus.on_shard(main[1]["user_id"], main, columns)))
 
 
 @dataclass

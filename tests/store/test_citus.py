@@ -245,8 +245,7 @@ def _statements() -> Iterator[list[tuple[str, Any]]]:
 
 def _one_user(seen: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """The statements on per-user tables that bind one user (not DDL, not maintenance),
-    and the calls that run statements on the user's shard (``citus.on_shard``,
-    ``citus.on_shard_all``)."""
+    and the calls that run a statement on the user's shard (``citus.on_shard``)."""
     out = []
     for sql, params in seen:
         if sql in {s for s, _ in out}:

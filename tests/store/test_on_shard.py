@@ -18,7 +18,6 @@ from langgraph.store.base import PutOp
 
 from langmem_layer import Kind, Layer, MemoryRecord
 from langmem_layer.sql import citus
-from langmem_layer.sql import queue as qsql
 from langmem_layer.sql import recall as rsql
 from langmem_layer.store.ops import (
     LogMessagesOp,
@@ -212,8 +211,7 @@ def test_a_turns_other_reads_as_calls_find_what_their_statements_find(
         if not store.distributed:  # as on Citus (where the store finds out itself)
             split.transaction_blocks, split.distributed = False, True
         calls = _turn_reads(split, "u1", now)
-    assert sum(n for s, n in sent.items() if "FROM langmem_on_shard(" in s) == 2
-    assert sum(n for s, n in sent.items() if "FROM langmem_on_shard_all(" in s) == 1
+    assert sum(n for s, n in sent.items() if "FROM langmem_on_shard(" in s) == 3
     assert calls == whole
     learned, summaries, alone, start = whole
     assert learned.by_agent == {"planner": 0.5}
@@ -221,39 +219,3 @@ def test_a_turns_other_reads_as_calls_find_what_their_statements_find(
     # The avoided turn (t2) is left out; t0 is the turn's own thread.
     assert [m.thread_id for m in alone] == ["t1", "t1", "t3", "t3"] and start == alone
 
-
-def test_several_statements_as_one_call_run_in_order_and_give_the_last_ones_rows(
-    store: PostgresMemoryStore,
-) -> None:
-    at = datetime(2026, 11, 18, tzinfo=UTC)
-    log = qsql.write_ingest_log("u1", at=at, thread_id=None, agent_id="a'1",
-                                decisions_json='[{"op": "add"}]')
-    count = ("SELECT count(*) AS n, max(agent_id) AS agent, bool_and(thread_id IS NULL) "
-             "AS no_thread FROM langmem_ingest_log WHERE user_id = %(user_id)s",
-             {"user_id": "u1"})
-    sql, params = citus.on_shard_all("u1", [log, log, count],
-                                     "n bigint, agent text, no_thread boolean")
-    # A None is NULL in the text, typed where it stands (a text would not be a column's
-    # type everywhere); the other values are the call's parameters.
-    assert "NULL" in params["sqls"][0] and "a'1" not in params["sqls"][0]
-    with store.conn.transaction():
-        rows = store.conn.execute(sql, params).fetchall()
-        assert rows == [(2, "a'1", True)]
-        # Without a column list the call gives no rows, and still runs its statements.
-        sql, params = citus.on_shard_all("u1", [log], "")
-        assert store.conn.execute(sql, params).fetchall() == []
-        assert store.conn.execute(*count).fetchone() == (3, "a'1", True)
-        ids = store.conn.execute("SELECT id FROM langmem_ingest_log WHERE user_id = 'u1' "
-                                 "ORDER BY id").fetchall()
-        assert len({i for (i,) in ids}) == 3
-
-
-def test_next_id_gives_only_the_ids_of_the_tables_whose_inserts_name_them(
-    store: PostgresMemoryStore,
-) -> None:
-    # It runs as the owner, so that the app role needs no grant on the sequences: it must
-    # not advance any other.
-    one, other = store.conn.execute(
-        "SELECT langmem_next_id('langmem_messages'), langmem_next_id('langmem_items')"
-    ).fetchone() or (None, None)
-    assert isinstance(one, int) and other is None

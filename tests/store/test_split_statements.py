@@ -23,7 +23,6 @@ from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.extract.rules import RuleExtractor
 from langmem_layer.store.ops.working import VALUES_ROWS
 from langmem_layer.store.sync import PostgresMemoryStore
-from tests import audit
 from tests.fakes import Clock
 
 TURNS = (
@@ -106,9 +105,6 @@ def _sent() -> Iterator[list[str]]:
     def execute(self: Any, query: Any, *a: Any, **k: Any) -> Any:
         if isinstance(query, str):
             seen.append(" ".join(query.split()))
-            # and the statements a call runs
-            seen.extend(" ".join(s.split()) for s in audit.call_statements(
-                query, a[0] if a else k.get("params")))
         return original(self, query, *a, **k)
 
     with patch.object(psycopg.Cursor, "execute", execute):
@@ -116,14 +112,13 @@ def _sent() -> Iterator[list[str]]:
 
 
 #: Statements only the split forms send: an item's row as VALUES, the write lock, the
-#: queue entry's completion and the turn's enqueue each on its own (inside a call of
-#: ``langmem_on_shard_all``), the thread's link without a CTE, and the call.
+#: queue entry's completion and the turn's enqueue each on its own, the thread's link
+#: without a CTE.
 SPLIT_ONLY = (re.compile(r"^INSERT INTO langmem_items AS i \(.*\) VALUES \("),
               re.compile(r"^SELECT pg_advisory_xact_lock"),
               re.compile(r"^UPDATE langmem_extraction_queue SET done_at"),
               re.compile(r"^(WITH queued AS \()?INSERT INTO langmem_extraction_queue"),
-              re.compile(r"^INSERT INTO langmem_links \(.*\) SELECT i\.user_id, .*'elaborates'"),
-              re.compile(r"^SELECT \* FROM langmem_on_shard_all\("))
+              re.compile(r"^INSERT INTO langmem_links \(.*\) SELECT i\.user_id, .*'elaborates'"))
 
 
 def _split_forms(sent: list[str]) -> list[bool]:

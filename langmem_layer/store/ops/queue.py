@@ -96,8 +96,7 @@ def _record_turn(ctx: Context, op: RecordTurnOp) -> Handler:
     # The queue, the message log and the memories: three tables, so no part reads
     # what another writes, and one statement does all three.
     rows = yield writing(_enqueue_sql(ctx, op.enqueue, op.lease_seconds), *writes,
-                         last=True, columns=qsql.ENQUEUED_ROW if op.lease_seconds is None
-                         else qsql.LEASED_ROW)
+                         last=True)
     if not rows:
         return TurnRecorded(None)
     if op.lease_seconds is None:
@@ -161,7 +160,7 @@ def _log_ingest(ctx: Context, op: LogIngestOp) -> Handler:
     # neither part sees the other's change.
     done = () if op.complete is None else (
         qsql.complete(op.user_id, op.complete, op.now or ctx.now()),)
-    yield writing(log, *done, last=True, columns="")
+    yield writing(log, *done, last=True)
 
 
 def _ingest_log(ctx: Context, op: IngestLogOp) -> Handler:

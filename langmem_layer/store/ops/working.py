@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langmem_layer.sql import Sql, citus, new_id
+from langmem_layer.sql import Sql, citus
 from langmem_layer.store.ops.dispatch import Context, operation, own_parts
 from langmem_layer.store.plan import Binding, Handler, Query, writing
 
@@ -86,8 +86,6 @@ def close_thread(user_id: str, thread_id: str, *, idle_before: datetime, now: da
 
 #: The most messages ``log_messages`` inserts as rows of ``VALUES`` (3 parameters each).
 VALUES_ROWS = 500
-#: A logged message's id, named in the INSERT (``sql.new_id``).
-NEW_MESSAGE = new_id("langmem_messages")
 
 
 def log_messages(user_id: str, thread_id: str, *, profile: str,
@@ -104,11 +102,10 @@ def log_messages(user_id: str, thread_id: str, *, profile: str,
                               "profile": profile, "at": at}
     if len(messages) > VALUES_ROWS:
         return (
-            f"""INSERT INTO langmem_messages
-                (user_id, id, thread_id, message_id, profile, role, text, at)
-            OVERRIDING SYSTEM VALUE
-            SELECT %(user_id)s, {NEW_MESSAGE}, %(thread_id)s, m.message_id, %(profile)s,
-                   m.role, m.text, %(at)s
+            """INSERT INTO langmem_messages
+                (user_id, thread_id, message_id, profile, role, text, at)
+            SELECT %(user_id)s, %(thread_id)s, m.message_id, %(profile)s, m.role, m.text,
+                   %(at)s
             FROM unnest(%(ids)s::text[], %(roles)s::text[], %(texts)s::text[])
                  WITH ORDINALITY AS m(message_id, role, text, n)
             ORDER BY m.n
@@ -121,13 +118,12 @@ def log_messages(user_id: str, thread_id: str, *, profile: str,
     for n, m in enumerate(messages):
         params.update({f"id{n}": m["message_id"], f"role{n}": m["role"],
                        f"text{n}": m["text"]})
-        rows.append(f"(%(user_id)s, {NEW_MESSAGE}, %(thread_id)s, %(id{n})s, %(profile)s, "
-                    f"%(role{n})s, %(text{n})s, %(at)s)")
+        rows.append(f"(%(user_id)s, %(thread_id)s, %(id{n})s, %(profile)s, %(role{n})s, "
+                    f"%(text{n})s, %(at)s)")
     values = ",\n               ".join(rows)
     return (
         f"""INSERT INTO langmem_messages
-            (user_id, id, thread_id, message_id, profile, role, text, at)
-        OVERRIDING SYSTEM VALUE
+            (user_id, thread_id, message_id, profile, role, text, at)
         VALUES {values}
         ON CONFLICT (user_id, thread_id, message_id) DO NOTHING
         RETURNING id""",
