@@ -313,36 +313,27 @@ $fn$;
 _SHARDS = """format(p_sql, VARIADIC ARRAY(
             SELECT langmem_user_relation(t.name::regclass, p_user)
             FROM unnest(p_tables) WITH ORDINALITY AS t(name, n) ORDER BY t.n))"""
-#: The calls of a user's statements (migration 34): each function, its signature, and
-#: the text of its migration that names the tables, replaced on Citus.
-_ON_SHARD_CALLS = (
-    ("langmem_on_shard", "langmem_on_shard(text, text, text[], text[], text[])",
-     "format(p_sql, VARIADIC p_tables)", _SHARDS),
-)
+_ON_SHARD_SIGNATURE = "langmem_on_shard(text, text, text[], text[], text[])"
 
 
 def _on_shard() -> str:
-    """The calls of a user's statements on Citus: each made from its migration's text,
-    reading the user's shards, and distributed by its user, delegated even inside a
-    transaction block."""
-    out = []
-    for name, signature, tables, shards in _ON_SHARD_CALLS:
-        text = _migration_text(name)
-        assert tables in text
-        out.append(text.replace(tables, shards) + f""";
+    """``langmem_on_shard`` on Citus: made from migration 34's text, reading the user's
+    shards, and distributed by its user, delegated even inside a transaction block."""
+    text = _migration_text("langmem_on_shard")
+    assert "format(p_sql, VARIADIC p_tables)" in text
+    return text.replace("format(p_sql, VARIADIC p_tables)", _SHARDS) + f""";
 DO $dist$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_dist_object
-                   WHERE objid = '{signature}'::regprocedure
+                   WHERE objid = '{_ON_SHARD_SIGNATURE}'::regprocedure
                      AND distribution_argument_index IS NOT NULL) THEN
         PERFORM create_distributed_function(
-            '{signature}', 'p_user',
+            '{_ON_SHARD_SIGNATURE}', 'p_user',
             colocate_with := '{COLOCATE_WITH}', force_delegation := true);
     END IF;
 END
 $dist$;
-""")
-    return "".join(out)
+"""
 
 
 #: What marks a value or a table in a statement given to ``on_shard``; a quoted literal
@@ -351,6 +342,8 @@ $dist$;
 #: a comment opens no literal.
 _SHARD_TOKENS = re.compile(
     r"('(?:[^']|'')*'|--[^\n]*)|%\((\w+)\)s|%%|\b(" + "|".join(USER_TABLES) + r")\b")
+#: The kinds of piece ``_pieces`` cuts a text into.
+_VERBATIM, _VALUE, _TABLE = range(3)
 
 
 def on_shard(user_id: str, statement: Sql, columns: str, *,
@@ -369,20 +362,9 @@ def on_shard(user_id: str, statement: Sql, columns: str, *,
     Raises:
         TypeError: a value of a type the call cannot carry (a programming error).
     """
+    text, params = statement
     tables: list[str] = []
     args: list[str | None] = []
-    body = _shard_text(statement, tables, args)
-    return (f"SELECT * FROM langmem_on_shard(%(user_id)s, %(sql)s, %(tables)s::text[],"
-            f" %(args)s::text[], %(settings)s::text[]) AS r({columns})",
-            {"user_id": user_id, "sql": body, "tables": tables, "args": args,
-             "settings": [v for pair in settings for v in pair]})
-
-
-def _shard_text(statement: Sql, tables: list[str], args: list[str | None]) -> str:
-    """``statement``'s text as a format() string of the call: each table it names as an
-    argument (added to ``tables``), each value as an element of ``args`` (added),
-    cast back to its type."""
-    text, params = statement
     names: dict[str, int] = {}
     out: list[str] = []
     for kind, piece in _pieces(text):
@@ -398,10 +380,10 @@ def _shard_text(statement: Sql, tables: list[str], args: list[str | None]) -> st
             if piece not in tables:
                 tables.append(piece)
             out.append(f"%{tables.index(piece) + 1}$s")
-    return "".join(out)
-
-
-_VERBATIM, _VALUE, _TABLE = range(3)
+    return (f"SELECT * FROM langmem_on_shard(%(user_id)s, %(sql)s, %(tables)s::text[],"
+            f" %(args)s::text[], %(settings)s::text[]) AS r({columns})",
+            {"user_id": user_id, "sql": "".join(out), "tables": tables, "args": args,
+             "settings": [v for pair in settings for v in pair]})
 
 
 @functools.lru_cache(maxsize=512)
