@@ -33,8 +33,9 @@ turns that succeeded once the worker was back.
 
 The figures are the machine's: three servers share its cores here, and each statement
 on Citus takes the coordinator's extra hop. Compare the sides of one run only. Both
-sides run without the row-level-security role (`LANGMEM_RLS=0`): the cluster does not act
-as it by default (docs/scaling.md), and the single server would pay its cost alone.
+sides serve and read without the row-level-security role (`LANGMEM_RLS=0`), the same
+settings on each side; then each serves the most users again with every transaction
+acting as the role (`LANGMEM_RLS=1`), and the run prints what the policies cost each side.
 
     .venv/bin/python benchmarks/citus_bench.py [--memories 5000] [--users 1,50]
         [--duration 10] [--queries 40] [--skip-faults] [--allow-noisy]
@@ -53,7 +54,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -215,16 +217,48 @@ def cpu_seconds(postmaster: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def settled_cpu_seconds(postmaster: int, *, limit: float = 5.0) -> float:
+    """``cpu_seconds`` once backends that were closing have exited and been reaped: a
+    backend between its exit and its reaping is counted neither as a live child nor in
+    the postmaster's total, so a reading taken as a pool closes can miss most of what
+    its connections used (a process showed 0.05 ms a turn). Read until two readings
+    0.2 s apart agree, for at most ``limit`` seconds."""
+    last = cpu_seconds(postmaster)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = cpu_seconds(postmaster)
+        if abs(now - last) < 0.011:  # a clock tick or so: nothing exiting
+            return now
+        last = now
+    return last
+
+
+@contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    """``name`` set to ``value`` inside the block (a store reads its settings when it
+    opens), as it was after."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
 def served(uri: str, users: int, args: argparse.Namespace, run: str) -> dict[str, Any]:
     """The served app's turn (as ``serve_bench`` serves it), ``users`` at a time for
     ``--duration`` seconds: latencies, elapsed seconds, errors, and the CPU seconds the
     client (this process) and each server node used meanwhile."""
     nodes = postmasters(uri)
-    before = {n: cpu_seconds(pm) for n, pm in nodes.items()}
+    before = {n: settled_cpu_seconds(pm) for n, pm in nodes.items()}
     client = time.process_time()
     out = asyncio.run(_served(uri, users, args, run))
     out["cpu"] = {"client": time.process_time() - client,
-                  **{n: cpu_seconds(pm) - before[n] for n, pm in nodes.items()}}
+                  **{n: settled_cpu_seconds(pm) - before[n] for n, pm in nodes.items()}}
     return out
 
 
@@ -464,8 +498,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_noise_option(p)
     args = p.parse_args(argv)
     args.big = args.big or max(1, args.memories // 5)
-    # The cluster does not act as the row-level-security role yet (docs/scaling.md), so
-    # both sides run without it: the same settings on each side of the comparison.
+    # Both sides without the row-level-security role, the same settings on each side of
+    # the comparison; the served turns as the role are a run of their own (served_rls).
     os.environ["LANGMEM_RLS"] = "0"
 
     from tests import citus_cluster
@@ -505,6 +539,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for users in (int(u) for u in args.users.split(",")):
                     r[f"served{users}"] = served(uri, users, args, f"{run}{side[0]}")
                     log(f"{side}: {users} users served")
+                most = max(int(u) for u in args.users.split(","))
+                with _env("LANGMEM_RLS", "1"):  # every transaction as langmem_app
+                    r["served_rls"] = served(uri, most, args, f"{run}{side[0]}r")
+                log(f"{side}: {most} users served as the app role")
                 r["lifecycle"] = lifecycle(uri, index)
                 log(f"{side}: lifecycle done")
                 results[side] = r
@@ -532,9 +570,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                     failed = failed or bool(s["errors"])
                 if rates[0]:
                     print(f"    Citus / single turns/s: {rates[1] / rates[0]:.2f}x")
+            most = max(int(u) for u in args.users.split(","))
+            print(f"  served turns, {most} users, as the app role (row-level security), "
+                  f"{args.duration:.0f} s")
+            rls_rates = []
+            for side, r in results.items():
+                s, plain = r["served_rls"], r[f"served{most}"]
+                rate = len(s["latencies"]) / s["elapsed"] if s["elapsed"] else 0.0
+                base = len(plain["latencies"]) / plain["elapsed"] if plain["elapsed"] else 0.0
+                rls_rates.append(rate)
+                ms = [1000 * x for x in s["latencies"]]
+                print(f"    {side:<18} {len(ms):>6} turns {rate:7.1f}/s  {_ms(ms)}  "
+                      f"errors {s['errors']}  ({rate / base if base else 0.0:.2f}x its turns "
+                      "without the role)")
+                failed = failed or bool(s["errors"])
+            if rls_rates[0]:
+                print(f"    Citus / single turns/s: {rls_rates[1] / rls_rates[0]:.2f}x")
             print("  on disk (tables, indexes, TOAST; on Citus every shard): " + ", ".join(
                 f"{side} {r['kib']:.1f} KiB per memory" for side, r in results.items()))
-            most = max(int(u) for u in args.users.split(","))
             capacity(results["Citus, 2 workers"][f"served{most}"], most,
                      results["Citus, 2 workers"]["kib"])
             print("  nightly lifecycle (every user, through the runner)")
