@@ -100,8 +100,8 @@ CITUS_TESTS := tests/store/test_citus.py tests/store/test_store_conformance.py t
     tests/store/test_store_threads.py tests/store/test_vector_search.py tests/jobs/test_lifecycle.py \
     tests/jobs/test_lifecycle_pass.py tests/jobs/test_lifecycle_hot.py tests/jobs/test_lifecycle_reactivation.py \
     tests/jobs/test_reflection_jobs.py tests/isolation tests/server/test_http_api.py
-# Then the isolation tests again with every store acting as the app role (LANGMEM_RLS=1),
-# which the default does not do on Citus (docs/scaling.md).
+# Then the isolation tests again with the app role required (LANGMEM_RLS=1): a transaction
+# that cannot act as the role fails instead of running as the connection's own role.
 CITUS_RLS_TESTS := tests/isolation tests/store/test_citus.py tests/store/test_on_shard.py \
     tests/store/test_store_smoke.py tests/store/test_store_threads.py
 test-citus: $(VENV)/.installed-test citus

@@ -67,12 +67,12 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool,
             with ``async_commit``, ``langmem_layer.store.ops.dispatch.Operation``).
         where_possible: Act as ``role`` only where the database allows it (the
             default of a store given neither ``rls`` nor ``LANGMEM_RLS``): the role
-            exists, the connection may act as it, it was granted the tables, and the
-            database is not on Citus, which refuses, under row-level security, the
-            COPY it sends a multi-row insert's rows to the workers with
-            (``langmem_layer.sql.citus``). Decided by the server in the same
-            statement, so it costs no round trip; elsewhere the transaction acts as
-            the connection's own role, still bound.
+            exists, the connection may act as it, and it was granted the tables; on
+            Citus too, where the statements that would send rows to the workers
+            with COPY, which they refuse under row-level security, have forms
+            without it (``langmem_layer.sql.citus``). Decided by the server in the
+            same statement, so it costs no round trip; elsewhere the transaction
+            acts as the connection's own role, still bound.
         schema_ready: Bind through ``langmem_bind`` (migration 33), which a server
             defines its own way: on Citus as commands the workers receive too
             (``langmem_layer.sql.citus``). ``False`` for setup's statements and a
@@ -94,7 +94,6 @@ def bind(user_id: str | None, *, role: str | None, switch_role: bool,
         # the tables: a database restored without its privileges has the role (roles
         # are the server's) but not its grants until setup() or restore gives them.
         sql += (", set_config('role', CASE WHEN to_regrole(%(role)s) IS NULL THEN 'none'"
-                " WHEN to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN 'none'"
                 " WHEN to_regclass(%(granted)s) IS NULL THEN 'none'"
                 " WHEN NOT pg_has_role(%(role)s, 'MEMBER') THEN 'none'"
                 " WHEN has_table_privilege(%(role)s, %(granted)s, 'SELECT')"

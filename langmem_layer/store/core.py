@@ -103,7 +103,7 @@ class StoreCore(Maintenance):
             (``SET LOCAL ROLE``), so the database itself keeps each statement to the
             user bound to it. ``None``: the ``LANGMEM_RLS`` environment variable, else
             on wherever the database allows it (the role exists and the connection
-            may act as it; not on Citus), decided by the server per transaction.
+            may act as it), decided by the server per transaction.
             ``True`` requires the role. The user is bound to every transaction either
             way.
         rls_role: The role ``rls=True`` switches to (``langmem_app``, which ``setup()``

@@ -279,9 +279,10 @@ class Execution:
     def needs_blocks(self, row: dict[str, Any]) -> bool:
         """From ``sql.citus.session``'s row: whether the binding must reach Citus
         workers, as it must when the transactions act as a role subject to the
-        policies: the app role (``rls=True``; by default a store does not act as it
-        on Citus), or the session's own when they apply to it."""
-        switches = self.rls_role is not None and not self.rls_where_possible
+        policies: the app role (by default wherever the server lets the connection
+        act as it, which only the server knows), or the session's own when they
+        apply to it."""
+        switches = self.rls_role is not None
         self.distributed = bool(row.get("citus"))
         self.transaction_blocks = self.distributed and (switches or bool(row["subject"]))
         # A schema older than migration 33 (or none yet) is bound as it was before.
@@ -317,12 +318,12 @@ class Execution:
     def _role_parts(self, ops: list[Any]) -> Job:
         """``ops`` as the runs of consecutive ops acting as one role, each committed in a
         transaction of its own: all of them in one, except on Citus for a store acting
-        as the app role (``rls=True``), where a batch mixing the owner's ops (a user's
+        as the app role (the default), where a batch mixing the owner's ops (a user's
         own index, deleting a user) with the role's commits in parts, in order. Citus
         refuses to let a second role touch the shard placements one role modified in
         the same transaction ("cannot perform query on placements that were modified
         in this transaction by a different user")."""
-        if self.rls_role is None or self.rls_where_possible or len(ops) < 2 or (
+        if self.rls_role is None or len(ops) < 2 or (
                 self.transaction_blocks is not None and not self.distributed):
             return [ops]
         owners = [self.binding(op).owner for op in ops]

@@ -290,8 +290,7 @@ def test_by_default_a_store_acts_as_the_app_role_where_the_database_allows_it(
     with PostgresMemoryStore.from_conn_string(pg_uri, index=None) as store:
         assert store.rls and store.rls_where_possible
         who = store._io(Fetch(leak, Binding("alice")))[0]["who"]
-        # Not on Citus, where the app role could not write several rows at once.
-        assert (who == rls.APP_ROLE) != on_citus(pg_uri)
+        assert who == rls.APP_ROLE  # on Citus too
     with PostgresMemoryStore.from_conn_string(pg_uri, index=None, rls=True) as store:
         assert not store.rls_where_possible  # asked for: required
     with PostgresMemoryStore.from_conn_string(pg_uri, index=None,
