@@ -474,6 +474,18 @@ def _ms(values: list[float]) -> str:
     return f"p50 {percentile(values, 50):7.1f} ms  p95 {percentile(values, 95):7.1f} ms"
 
 
+def _rate(s: dict[str, Any]) -> float:
+    """Turns a second of a ``served`` run."""
+    return len(s["latencies"]) / s["elapsed"] if s["elapsed"] else 0.0
+
+
+def _served_row(side: str, s: dict[str, Any]) -> str:
+    """A ``served`` run's line: turns, their rate, latencies and errors."""
+    ms = [1000 * x for x in s["latencies"]]
+    return (f"    {side:<18} {len(ms):>6} turns {_rate(s):7.1f}/s  {_ms(ms)}  "
+            f"errors {s['errors']}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--memories", type=int, default=5_000, help="memories in all (200000, 1M)")
@@ -498,6 +510,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_noise_option(p)
     args = p.parse_args(argv)
     args.big = args.big or max(1, args.memories // 5)
+    counts = [int(u) for u in args.users.split(",")]
+    most = max(counts)
     # Both sides without the row-level-security role, the same settings on each side of
     # the comparison; the served turns as the role are a run of their own (served_rls).
     os.environ["LANGMEM_RLS"] = "0"
@@ -536,10 +550,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 r["big"] = read_path(uri, index, queries, BIG)
                 r["small"] = read_path(uri, index, queries, small)
                 log(f"{side}: read path done")
-                for users in (int(u) for u in args.users.split(",")):
+                for users in counts:
                     r[f"served{users}"] = served(uri, users, args, f"{run}{side[0]}")
                     log(f"{side}: {users} users served")
-                most = max(int(u) for u in args.users.split(","))
                 with _env("LANGMEM_RLS", "1"):  # every transaction as langmem_app
                     r["served_rls"] = served(uri, most, args, f"{run}{side[0]}r")
                 log(f"{side}: {most} users served as the app role")
@@ -553,36 +566,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                                ("small", f"small user ({args.small_size})")):
                 for side, r in results.items():
                     print(f"    {label:<22} {side:<18} {_ms(r[who])}")
-            for users in (int(u) for u in args.users.split(",")):
+            for users in counts:
                 print(f"  served turns, {users} user{'s' if users > 1 else ''}, "
                       f"{args.duration:.0f} s")
                 rates = []
                 for side, r in results.items():
                     s = r[f"served{users}"]
-                    rate = len(s["latencies"]) / s["elapsed"] if s["elapsed"] else 0.0
-                    rates.append(rate)
-                    ms = [1000 * x for x in s["latencies"]]
-                    print(f"    {side:<18} {len(ms):>6} turns {rate:7.1f}/s  {_ms(ms)}  "
-                          f"errors {s['errors']}")
-                    if ms:  # what a turn costs each process, for the capacity model
+                    rates.append(_rate(s))
+                    print(_served_row(side, s))
+                    if n := len(s["latencies"]):  # what a turn costs each process
                         print("      CPU ms per turn: " + ", ".join(
-                            f"{n} {1000 * sec / len(ms):.2f}" for n, sec in s["cpu"].items()))
+                            f"{name} {1000 * sec / n:.2f}" for name, sec in s["cpu"].items()))
                     failed = failed or bool(s["errors"])
                 if rates[0]:
                     print(f"    Citus / single turns/s: {rates[1] / rates[0]:.2f}x")
-            most = max(int(u) for u in args.users.split(","))
             print(f"  served turns, {most} users, as the app role (row-level security), "
                   f"{args.duration:.0f} s")
             rls_rates = []
             for side, r in results.items():
-                s, plain = r["served_rls"], r[f"served{most}"]
-                rate = len(s["latencies"]) / s["elapsed"] if s["elapsed"] else 0.0
-                base = len(plain["latencies"]) / plain["elapsed"] if plain["elapsed"] else 0.0
-                rls_rates.append(rate)
-                ms = [1000 * x for x in s["latencies"]]
-                print(f"    {side:<18} {len(ms):>6} turns {rate:7.1f}/s  {_ms(ms)}  "
-                      f"errors {s['errors']}  ({rate / base if base else 0.0:.2f}x its turns "
-                      "without the role)")
+                s, base = r["served_rls"], _rate(r[f"served{most}"])
+                rls_rates.append(_rate(s))
+                print(_served_row(side, s) + f"  ({_rate(s) / base if base else 0.0:.2f}x its "
+                      "turns without the role)")
                 failed = failed or bool(s["errors"])
             if rls_rates[0]:
                 print(f"    Citus / single turns/s: {rls_rates[1] / rls_rates[0]:.2f}x")
