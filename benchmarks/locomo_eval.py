@@ -10,9 +10,13 @@ it like the others. The evaluation writes every turn of the five conversations (
 minutes on 2 cores), asks the 759 questions once per ``rrf_k`` of the grid (and once per
 ablation row with ``--ablation``), and deletes
 what it wrote; the embedded server in ``--data-dir`` is kept for the next run.
+``--also-without-subjects`` then runs it again with the turns written without their
+speaker as subject (``eval locomo --no-subjects --no-cv``): what a deployment whose
+messages carry no names gets.
 
 Run:  .venv/bin/python benchmarks/locomo_eval.py [--data ../shared/data/locomo-dev.json]
           [--data-dir /tmp/langmem-locomo-eval] [--no-cv] [--ablation] [--sessions N]
+          [--also-without-subjects]
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="also the ablation: one setting changed per row, same memories")
     p.add_argument("--sessions", type=int, default=None, metavar="N",
                    help="only the first N sessions of each conversation (a quick check)")
+    p.add_argument("--also-without-subjects", action="store_true",
+                   help="then run again with the turns written without a subject")
     add_noise_option(p)
     args = p.parse_args(argv)
     from langmem_layer.cli import main as cli
@@ -47,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
                *(["--sessions", str(args.sessions)] if args.sessions else [])]
     header("locomo_eval", allow_noisy=args.allow_noisy)
     print("  runs: langmem-layer " + " ".join(command), flush=True)
-    return cli(command)
+    status = cli(command)
+    if status or not args.also_without_subjects:
+        return status
+    again = [c for c in command if c not in ("--ablation", "--no-cv")] + ["--no-cv",
+                                                                         "--no-subjects"]
+    print("\n  runs: langmem-layer " + " ".join(again), flush=True)
+    return cli(again)
 
 
 if __name__ == "__main__":

@@ -152,10 +152,13 @@ SUITE: tuple[Benchmark, ...] = (
               "write: what their statements waited, the locks the upgrade held"),
     # ~10-15 min: writing the 2,760 turns with the local model (~6-9 min), then the 759
     # questions read three times (one per rrf_k of the grid), once per ablation row (7),
-    # and the vector-only baseline.
-    Benchmark("locomo_eval", ("--data", "../shared/data/locomo-dev.json", "--ablation"),
+    # and the vector-only baseline; then the turns written again without subjects and
+    # the questions asked once.
+    Benchmark("locomo_eval", ("--data", "../shared/data/locomo-dev.json", "--ablation",
+                              "--also-without-subjects"),
               "`langmem-layer eval locomo`: evidence in the memory block on LoCoMo, per "
-              "category and conversation, leave-one-conversation-out, and the ablation"),
+              "category and conversation, leave-one-conversation-out, the ablation, and "
+              "the turns written without subjects"),
     # ~5 min: the 2,760 turns written again (vectors cached in /tmp), the 759 questions
     # asked once; the training itself takes seconds.
     Benchmark("locomo_rerank", ("--data", "../shared/data/locomo-dev.json", "--vector-cache",

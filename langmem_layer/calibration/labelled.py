@@ -270,13 +270,14 @@ def locomo_units(path: Path) -> list[str]:
 
 
 def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
-                sessions: int | None = None, show: bool = True, write: bool = True
-                ) -> LabelledSet:
+                sessions: int | None = None, show: bool = True, write: bool = True,
+                subjects: bool = True) -> LabelledSet:
     """Write the turns of ``units`` as memories; the questions of categories 1-4.
 
     Every turn is one episodic memory of its conversation's user (``prefix + sample_id``)
     written with ``layer.remember(..., thread_id=<session>, now=<session time>)``; its
-    references are those the write path extracts, its subject the turn's speaker. A
+    references are those the write path extracts, its subject the turn's speaker
+    (``subjects=False``: none, as a deployment whose messages carry no names gets). A
     question is asked one day after its conversation's last session; evidence ids that
     are malformed or name no turn are dropped, and a question left with none is skipped
     (``read_locomo``).
@@ -297,7 +298,8 @@ def load_locomo(layer: Any, path: Path, units: Sequence[str], *, prefix: str,
             if write:
                 item = layer.remember(user, t.text, profile=_SCOPE, kind=Kind.EPISODIC_EVENT,
                                       layer=Layer.EPISODIC, confidence=0.8, salience=0.5,
-                                      refs=extract_refs(t.text), subject=t.speaker,
+                                      refs=extract_refs(t.text),
+                                      subject=t.speaker if subjects else None,
                                       thread_id=f"session-{t.session}", now=t.when)
                 labels[item.key] = t.dia_id
                 bar.update()

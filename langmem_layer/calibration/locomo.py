@@ -212,6 +212,8 @@ class LocomoReport:
     chosen_on_all: dict[str, Any] = field(default_factory=dict)
     #: The ablation's rows, in ``ABLATIONS`` order: name -> every question's outcome.
     ablation: dict[str, list[Outcome]] = field(default_factory=dict)
+    #: Whether the turns were written with their speaker as ``subject``.
+    subjects: bool = True
 
     def _latency(self) -> tuple[float, float]:
         m = Measure(self.k, seconds=self.seconds)
@@ -244,7 +246,7 @@ class LocomoReport:
             "file": self.file, "split": self.split, "conversations": self.conversations,
             "turns": self.turns, "questions": self.questions, "k": self.k,
             "profile": self.profile, "ingest_seconds": round(self.ingest_seconds, 1),
-            "settings": self.settings,
+            "settings": self.settings, "subjects": self.subjects,
             "layer": {**block(self.defaults), "p50_ms": round(p50, 1), "p95_ms": round(p95, 1),
                       "by_category": {CATEGORIES[c]: block([r for r in self.defaults
                                                             if r.category == c])
@@ -275,7 +277,8 @@ class LocomoReport:
         lines = [f"LoCoMo {self.file} — split {self.split} ({', '.join(self.conversations)}): "
                  f"{self.turns} turns, {self.questions} questions; profile {self.profile}; "
                  f"block target {self.settings['block_target_tokens']} tokens, relevance "
-                 f"floor {self.settings['block_min_relevance']}, rrf_k {self.settings['rrf_k']}"]
+                 f"floor {self.settings['block_min_relevance']}, rrf_k {self.settings['rrf_k']}"
+                 + ("" if self.subjects else "; turns written without a subject")]
         head = (f"{'':<20}{'n':>5}{'R@' + str(k):>8}{'in block':>10}{'tokens p50':>12}"
                 f"{'share':>8}{'sess@5':>8}")
         lines += ["", "The library's settings (evidence in block = what the agent sees)",
@@ -405,7 +408,8 @@ def _score_all(layer: Any, data: LabelledSet, k: int, prefix: str, show: bool, d
 def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
                calib: Sequence[str] | None = None, sessions: int | None = None,
                settings: Any = None, cross_validation: bool = True,
-               ablation: bool = False, show: bool = True) -> LocomoReport:
+               ablation: bool = False, show: bool = True, subjects: bool = True
+               ) -> LocomoReport:
     """Run the benchmark on ``store`` (which must embed); see the module docstring.
 
     Args:
@@ -421,6 +425,8 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
         ablation: Also score each row of ``ABLATIONS`` (one more read per question
             per row).
         show: Progress bars on standard error.
+        subjects: Write each turn with its speaker as ``subject`` (``False``: none, what
+            a deployment whose messages carry no names gets).
     """
     from langmem_layer.facade import MemoryLayer
     from langmem_layer.settings import MemorySettings
@@ -433,7 +439,8 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
     layer = MemoryLayer(store, settings=settings)
     prefix = f"locomo-{uuid.uuid4().hex[:8]}-"
     t0 = time.perf_counter()
-    data = load_locomo(layer, path, units, prefix=prefix, sessions=sessions, show=show)
+    data = load_locomo(layer, path, units, prefix=prefix, sessions=sessions, show=show,
+                       subjects=subjects)
     ingest = time.perf_counter() - t0
     st = layer.settings
     mine = {n: getattr(st, n) for n in GRID}
@@ -475,7 +482,8 @@ def run_locomo(store: Any, path: Path, *, k: int = 10, split: str = "all",
     chosen = st.calibration
     name = profile_for(store.model_id).name if chosen == "auto" else chosen
     return LocomoReport(path.name, split, units, data.turns, len(data.queries), name, k,
-                        defaults, mine, seconds, base, folds, ingest, chosen_on_all, ablated)
+                        defaults, mine, seconds, base, folds, ingest, chosen_on_all, ablated,
+                        subjects)
 
 
 def _rerank_held_out(layer: Any, data: LabelledSet, fused: Sequence[Any], k: int,
@@ -535,6 +543,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ablation", action="store_true",
                        help="also ask every question once per ablation row (one setting "
                        "changed each: a strategy off, the block's target off, ...)")
+    group.add_argument("--no-subjects", action="store_true",
+                       help="write the turns without their speaker as subject (what a "
+                       "deployment whose messages carry no names gets)")
     group.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -554,7 +565,7 @@ def run_suite(args: argparse.Namespace, ctx: Any, paths: Sequence[str]) -> int:
     report = run_locomo(ctx.store, path, k=args.k, split=args.split, calib=calib,
                         sessions=args.sessions, settings=settings,
                         cross_validation=not args.no_cv, ablation=args.ablation,
-                        show=not args.no_progress)
+                        show=not args.no_progress, subjects=not args.no_subjects)
     print(json.dumps(report.json(), indent=2) if args.json else report.table())
     return 0
 

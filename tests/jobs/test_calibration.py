@@ -12,7 +12,7 @@ import pytest
 from langmem_layer import MemoryLayer
 from langmem_layer.calibration import PROFILES, apply_profile, profile_for
 from langmem_layer.calibration.calibrate import calibrate, render
-from langmem_layer.calibration.labelled import read_locomo, split_units
+from langmem_layer.calibration.labelled import load_locomo, read_locomo, split_units
 from langmem_layer.calibration.locomo import (
     ABLATIONS,
     GRID,
@@ -233,6 +233,29 @@ def test_eval_locomo_cross_validates_by_conversation(
         assert "held-out mean" in report.table()
         assert store.list_namespaces(prefix=("memories",)) == []
 
+
+
+@pytest.mark.parametrize("subjects", [True, False])
+def test_eval_locomo_writes_turns_with_or_without_their_speaker_as_subject(
+        pg_uri: str, tmp_path: Path, subjects: bool) -> None:
+    """``--no-subjects``: the turns as a deployment whose messages carry no names
+    writes them; the report says which."""
+    _truncate(pg_uri)
+    path = _tiny_locomo(tmp_path / "tiny.json")
+    index = {"embed": BagOfWordsEmbeddings(dims=64), "dims": 64, "model_id": "bow-64"}
+    with PostgresMemoryStore.from_conn_string(pg_uri, index=index) as store:
+        layer = MemoryLayer(store)
+        data = load_locomo(layer, path, ["conv-0"], prefix="t-", show=False,
+                           subjects=subjects)
+        try:
+            found = {m.record.subject for m in layer.list("t-conv-0", profile="work")}
+        finally:
+            data.cleanup(layer)
+        assert found == ({"Ana"} if subjects else {None})
+        report = run_locomo(store, path, k=1, show=False, cross_validation=False,
+                            subjects=subjects)
+    assert report.json()["subjects"] is subjects
+    assert ("written without a subject" in report.table()) is not subjects
 
 def _outcomes(unit: str, block: float, share: float, n: int = 2) -> list[Outcome]:
     return [Outcome(unit, 4, block, block, 100, share) for _ in range(n)]
