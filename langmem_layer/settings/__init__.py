@@ -98,7 +98,7 @@ class MemorySettings(BaseModel):
     recall_limit: int = Field(
         default=10, ge=1, description="Memories recall() returns when no limit is passed.")
     block_target_tokens: int = Field(
-        default=1000, ge=0,
+        default=1200, ge=0,
         description="The memory block's ranked memories stop at this many tokens of block "
         "text (a target inside context_budget_tokens; pinned memories, documents and recent "
         "history still use the budget). 0: no target, only the budget. Chosen on LoCoMo by "
