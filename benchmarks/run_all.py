@@ -93,6 +93,10 @@ SUITE: tuple[Benchmark, ...] = (
               script="serve_bench"),
     Benchmark("recall_latency", ("--questions", "300", "--passes", "3"),
               "recall() and the block's read on LoCoMo, the query's embedding included"),
+    # ~30 s: a data dir set up, then each command run five times as a new process.
+    Benchmark("cli_start", ("--runs", "5"),
+              "how long `langmem-layer list`, `search` and `remember` take as new "
+              "processes on an existing data dir, against `--help`"),
     Benchmark("read_path_bench", ("--total", "100000", "--big", "10000", "--queries", "100"),
               "load_memory + assemble_context for a user of 10k memories in a store of 100k"),
     Benchmark("store_concurrency_bench", ("--n", "300", "--rounds", "2000", "--repeat", "1"),
