@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from langmem_layer.errors import ConfigurationError
+from langmem_layer.sql.dating import DATING
 from langmem_layer.types import to_utc
 
 __all__ = [
@@ -58,16 +59,8 @@ FEATURES = ("relevance", "position", "similarity", "vector", "keyword", "ref", "
 # A question asking for a date or a duration.
 _WHEN = re.compile(r"^\W*(?:when\b|how\s+long\b|how\s+many\s+(?:days|weeks|months|years)\b|"
                    r"(?:in\s+)?(?:which|what)\s+(?:year|month|day|date|week)\b)", re.I)
-_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|"
-           "december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec")
-# A text dating something: the phrases ``langmem_layer.read.query.time_window`` reads.
-_NAMES_TIME = re.compile(
-    r"\b(?:yesterday|today|tonight|tomorrow|(?:last|this|next|past|previous)\s+"
-    r"(?:week(?:end)?|month|year|night|spring|summer|autumn|fall|winter|monday|tuesday|"
-    r"wednesday|thursday|friday|saturday|sunday)|(?:\d{1,2}|a|an|one|two|three|four|five|"
-    r"six|seven|eight|nine|ten|few|couple\s+of)\s+(?:days?|weeks?|months?|years?)\s+ago|"
-    rf"(?:{_MONTHS})\.?\s+\d{{1,2}}(?!\d)|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})"
-    r"\b|(?:19|20)\d{2})\b", re.I)
+# A text dating something (the same phrases the time strategy ranks by).
+_NAMES_TIME = re.compile(DATING, re.I)
 _SHIPPED = "reranker.json"
 
 

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from langmem_layer.sql import Sql
+from langmem_layer.sql.dating import DATING_SQL
 from langmem_layer.sql.items import VALUE
 from langmem_layer.sql.moved import STATUS, UPDATED, open_loop
 from langmem_layer.sql.sources import RECALL_SOURCES
@@ -409,18 +410,18 @@ def recall_candidates(
             in_window = "true"
         else:
             rows = "langmem_items i"
-        ctes.append(
-            f"""tw AS (
-            SELECT i.prefix, i.key,
-                   row_number() OVER (ORDER BY {tw_sim} DESC NULLS LAST,
-                                               i.value->>'occurred_at' DESC, i.key) - 1 AS rnk
-            FROM {rows}
-            {tw_join}
-            WHERE {in_window}
-            ORDER BY rnk
-            LIMIT %(n)s
-        )"""
-        )
+        # The most similar, and in turn the most similar dating something (sql.dating): a
+        # memory dating an event in the window may share few words with the question.
+        params["tw_dating"], dated = DATING_SQL, "(i.value->>'content') ~* %(tw_dating)s"
+        order = f"{tw_sim} DESC NULLS LAST, i.value->>'occurred_at' DESC, i.key"
+        ctes.append(f"""tw AS (
+            SELECT w.prefix, w.key, row_number() OVER (ORDER BY LEAST(w.r_sim, w.r_dated),
+                                                       w.r_sim) - 1 AS rnk
+            FROM (SELECT i.prefix, i.key, row_number() OVER (ORDER BY {order}) AS r_sim,
+                         CASE WHEN {dated} THEN row_number() OVER (PARTITION BY {dated}
+                                                   ORDER BY {order}) END AS r_dated
+                  FROM {rows} {tw_join} WHERE {in_window}) w
+            ORDER BY rnk LIMIT %(n)s)""")
         sources.append("tw")
     seeded = [s for s in ("vec", "kw", "rf") if s in sources]
     if seeded and (link_types or open_questions > 0):

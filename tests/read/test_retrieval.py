@@ -387,6 +387,31 @@ def test_a_period_in_the_question_prefers_memories_of_that_period(
     assert "time" not in blind.recall("u1", question)[0].sources
 
 
+
+def test_the_time_strategy_keeps_a_memory_dating_an_event_in_the_period_beside_similar_ones(
+    store: PostgresMemoryStore, clock: Clock
+) -> None:
+    """Said on the 4th, "yesterday" is the 3rd: the time strategy ranks the period's
+    memories that date something beside the most similar, so such a memory is found even
+    when more similar ones fill the strategy's share of candidates."""
+    # No similarity floor: a memory found by its period alone must still resemble the
+    # question a little, which the test's toy embeddings cannot show.
+    layer = make_layer(store, clock, candidates_per_source=2, episodic_similarity_floor=0.0)
+    for day, text in ((2, "The city lights were lovely from the bridge."),
+                      (5, "We walked across the old city at dusk."),
+                      (6, "A city market sold fresh bread and cheese.")):
+        layer.remember("u1", text, kind=Kind.EPISODIC_EVENT,
+                       now=datetime(2026, 10, day, 18, tzinfo=UTC))
+    dated = layer.remember("u1", "Yesterday I met some artists in Boston.",
+                           kind=Kind.EPISODIC_EVENT,
+                           now=datetime(2026, 10, 4, 12, tzinfo=UTC)).key
+    clock.now = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)
+    found = {r.key: r for r in layer.recall("u1", "Which city was I in on October 3, 2026?",
+                                             limit=10)}
+    assert dated in found and "time" in found[dated].sources
+    ranked = [r for r in found.values() if "time" in r.sources]
+    assert len(ranked) == 2  # the strategy's share: the most similar, and the dated one
+
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)  # a Wednesday
 
 
