@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from langmem_layer.errors import ConfigurationError
-from langmem_layer.sql.dating import DATING
+from langmem_layer.sql.dating import dates_something
 from langmem_layer.types import to_utc
 
 __all__ = [
@@ -59,8 +59,6 @@ FEATURES = ("relevance", "position", "similarity", "vector", "keyword", "ref", "
 # A question asking for a date or a duration.
 _WHEN = re.compile(r"^\W*(?:when\b|how\s+long\b|how\s+many\s+(?:days|weeks|months|years)\b|"
                    r"(?:in\s+)?(?:which|what)\s+(?:year|month|day|date|week)\b)", re.I)
-# A text dating something (the same phrases the time strategy ranks by).
-_NAMES_TIME = re.compile(DATING, re.I)
 _SHIPPED = "reranker.json"
 
 
@@ -70,8 +68,9 @@ def asks_when(text: str | None) -> bool:
 
 
 def names_time(text: str) -> bool:
-    """Whether ``text`` dates something ("yesterday", "last week", "in May 2023")."""
-    return bool(_NAMES_TIME.search(text))
+    """Whether ``text`` dates something ("yesterday", "last week", "in May 2023"): the
+    phrases the time strategy ranks by (``langmem_layer.sql.dating``)."""
+    return dates_something(text)
 
 
 @dataclass(frozen=True, slots=True)
