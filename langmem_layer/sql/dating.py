@@ -14,18 +14,22 @@ import re
 __all__ = ["CUES", "CUES_SQL", "DATING", "DATING_SQL", "dates_something"]
 
 #: A text dating something: "yesterday", "last week", "two years ago", "May 3", "2023" (the
-#: phrases ``langmem_layer.read.query.time_window`` reads; a Python pattern, case aside).
+#: phrases ``langmem_layer.read.query.time_window`` reads; a Python pattern, case aside),
+#: or how long something has lasted ("for three years"), which dates its start: "Which
+#: year did she start yoga?" is answered by "I've been doing it for about 3 years".
 #: People date an event against the day they speak ("Yesterday I met artists in
 #: Boston", said on the 4th, is about the 3rd), so a memory dating something may be
 #: about a day in a question's period though it was said after it: the time strategy
 #: ranks such memories beside the most similar, and the reranker reads it too.
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|"
            "december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec")
+_AMOUNT = r"(?:\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|couple\s+of)"
 DATING = (
     r"\b(?:yesterday|today|tonight|tomorrow|(?:last|this|next|past|previous)\s+"
     r"(?:week(?:end)?|month|year|night|spring|summer|autumn|fall|winter|monday|tuesday|"
-    r"wednesday|thursday|friday|saturday|sunday)|(?:\d{1,2}|a|an|one|two|three|four|five|"
-    r"six|seven|eight|nine|ten|few|couple\s+of)\s+(?:days?|weeks?|months?|years?)\s+ago|"
+    rf"wednesday|thursday|friday|saturday|sunday)|{_AMOUNT}\s+(?:days?|weeks?|months?|years?)"
+    rf"\s+ago|for\s+(?:about\s+|almost\s+|nearly\s+|over\s+)?{_AMOUNT}\s+"
+    r"(?:days?|weeks?|months?|years?)|"
     rf"(?:{_MONTHS})\.?\s+\d{{1,2}}(?!\d)|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})"
     r"\b|(?:19|20)\d{2})\b")
 #: ``DATING`` for PostgreSQL's regular expressions, whose word boundary is ``\y``.

@@ -21,11 +21,14 @@ DATED = [
     "a few weeks ago", "couple of days ago", "two YEARS ago", "3 months ago",
     "on May 3 we met", "Sept. 12", "the 3rd of June", "21st October", "in 2023",
     "back in 1998", "last ſummer",  # re.I folds "ſ" to "s"
+    # how long something has lasted dates its start
+    "I've had them for 3 years!", "we've been together for three years",
+    "Been playing it for a month now", "doing them for about 3 years now",
 ]
 UNDATED = [
     "I met some artists in Boston", "Ago is not a word alone", "the fall of Rome",
     "a daydream", "Mayday", "may I ask", "the monthly report", "a weekly yearly thing",
-    "no numbers here", "",
+    "no numbers here", "", "waited for hours", "for a while now",
 ]
 
 
