@@ -109,11 +109,11 @@ def _named_period(text: str, when: datetime) -> tuple[datetime, datetime] | None
     return None if found is None else (found.start, found.end)
 
 
-def _in_window(item: RerankItem, window: tuple[datetime, datetime]) -> bool:
-    """The period the memory names (against its own date), else its date, overlaps
-    ``window``."""
+def _in_window(item: RerankItem, window: tuple[datetime, datetime], dated: bool) -> bool:
+    """The period the memory names (against its own date; ``dated``: its text dates
+    something), else its date, overlaps ``window``."""
     occurred = to_utc(item.occurred_at)
-    period = _named_period(item.content, occurred) if names_time(item.content) else None
+    period = _named_period(item.content, occurred) if dated else None
     lo, hi = period if period else (occurred, occurred + timedelta(seconds=1))
     return lo < window[1] and hi > window[0]
 
@@ -125,7 +125,7 @@ def features(items: Sequence[RerankItem], query: RerankQuery) -> list[list[float
     rows = []
     for n, item in enumerate(items):
         r = item.ranks
-        dated = 1.0 if names_time(item.content) else 0.0
+        dated = names_time(item.content)
         mine = named and item.subject in query.names
         rows.append([
             item.relevance, 1.0 / (1 + n), item.similarity or 0.0,
@@ -134,8 +134,8 @@ def features(items: Sequence[RerankItem], query: RerankQuery) -> list[list[float
             1.0 if "link" in r else 0.0,
             1.0 if mine else 0.0,
             1.0 if named and item.subject and not mine else 0.0,
-            when, dated, when * dated,
-            1.0 if query.window is not None and _in_window(item, query.window) else 0.0,
+            when, float(dated), when * dated,
+            1.0 if query.window is not None and _in_window(item, query.window, dated) else 0.0,
         ])
     return rows
 

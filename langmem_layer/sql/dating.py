@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CUES", "CUES_SQL", "DATING", "DATING_SQL", "dates_something"]
+__all__ = ["CUES", "CUES_SQL", "DATED_PARAMS", "DATING", "DATING_SQL", "dated_sql",
+           "dates_something"]
 
 #: A text dating something: "yesterday", "last week", "two years ago", "May 3", "2023" (the
 #: phrases ``langmem_layer.read.query.time_window`` reads; a Python pattern, case aside),
@@ -39,11 +40,13 @@ DATING_SQL = DATING.replace(r"\b", r"\y")
 #: alternatives names a day ("yesterday", "today", "monday", "days ago"), a night, a
 #: season, a week, month or year, "tomorrow", "ago", or a digit (a date, a year). A
 #: cheap test that rules most texts out before the pattern runs; a new alternative in
-#: ``DATING`` needs its word here (``tests/read/test_rerank.py`` checks the two agree).
+#: ``DATING`` needs its word here (``tests/read/test_dating.py`` checks the two agree).
 CUES = ("day", "night", "tomorrow", "week", "month", "year", "spring", "summer", "autumn",
         "fall", "winter", "ago")
 #: ``CUES`` as ``LIKE`` patterns of a lower-cased text, for ``LIKE ANY``.
 CUES_SQL = tuple(f"%{w}%" for w in CUES)
+#: The named parameters ``dated_sql`` reads.
+DATED_PARAMS = {"dating_cues": list(CUES_SQL), "dating": DATING_SQL}
 _DATING = re.compile(DATING, re.I)
 _DIGIT = re.compile(r"\d")
 
@@ -55,3 +58,10 @@ def dates_something(text: str) -> bool:
         if not any(w in folded for w in CUES):
             return False
     return _DATING.search(text) is not None
+
+
+def dated_sql(text: str) -> str:
+    """``dates_something`` as a PostgreSQL condition on the SQL expression ``text`` (its
+    values in ``DATED_PARAMS``): the cues first, then the pattern."""
+    return (f"(({text}) ~ '\\d' OR lower({text}) LIKE ANY(%(dating_cues)s::text[])) "
+            f"AND ({text}) ~* %(dating)s")

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from langmem_layer.sql import Sql
-from langmem_layer.sql.dating import CUES_SQL, DATING_SQL
+from langmem_layer.sql.dating import DATED_PARAMS, dated_sql
 from langmem_layer.sql.items import VALUE
 from langmem_layer.sql.moved import STATUS, UPDATED, open_loop
 from langmem_layer.sql.sources import RECALL_SOURCES
@@ -410,9 +410,8 @@ def recall_candidates(
             rows = "langmem_items i"
         # The most similar, and in turn the most similar dating something (sql.dating, its
         # cues first): one dating an event in the period may share few words with the query.
-        params.update(tw_dating=DATING_SQL, tw_cues=list(CUES_SQL))
-        dated = ("((i.value->>'content') ~ '\\d' OR lower(i.value->>'content') LIKE ANY("
-                 "%(tw_cues)s::text[])) AND (i.value->>'content') ~* %(tw_dating)s")
+        params.update(DATED_PARAMS)
+        dated = dated_sql("i.value->>'content'")
         order = f"{tw_sim} DESC NULLS LAST, i.value->>'occurred_at' DESC, i.key"
         ctes.append(f"""tw AS (
             SELECT w.prefix, w.key, row_number() OVER (ORDER BY LEAST(w.r_sim, w.r_dated),

@@ -234,7 +234,6 @@ def test_eval_locomo_cross_validates_by_conversation(
         assert store.list_namespaces(prefix=("memories",)) == []
 
 
-
 @pytest.mark.parametrize("subjects", [True, False])
 def test_eval_locomo_writes_turns_with_or_without_their_speaker_as_subject(
         pg_uri: str, tmp_path: Path, subjects: bool) -> None:
@@ -256,6 +255,7 @@ def test_eval_locomo_writes_turns_with_or_without_their_speaker_as_subject(
                             subjects=subjects)
     assert report.json()["subjects"] is subjects
     assert ("written without a subject" in report.table()) is not subjects
+
 
 def _outcomes(unit: str, block: float, share: float, n: int = 2) -> list[Outcome]:
     return [Outcome(unit, 4, block, block, 100, share) for _ in range(n)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psycopg
 
-from langmem_layer.sql.dating import CUES_SQL, DATING, DATING_SQL, dates_something
+from langmem_layer.sql.dating import DATED_PARAMS, DATING, dated_sql, dates_something
 
 SLICE = Path(__file__).resolve().parents[1] / "data" / "locomo-slice.json"
 
@@ -48,11 +48,11 @@ def test_the_cues_rule_out_only_texts_the_pattern_does_not_match() -> None:
 
 
 def test_postgresql_reads_the_cues_and_the_pattern_as_python_does(pg_uri: str) -> None:
-    # The expression recall's time strategy computes (langmem_layer.sql.recall, ``tw``).
+    # The condition recall's time strategy computes (langmem_layer.sql.recall, ``tw``).
     texts = [t for t in _texts() if "ſ" not in t]  # PostgreSQL's ~* does not fold "ſ"
     with psycopg.connect(pg_uri) as conn:
         rows = conn.execute(
-            "SELECT (t ~ '\\d' OR lower(t) LIKE ANY(%s::text[])) AND t ~* %s"
-            " FROM unnest(%s::text[]) WITH ORDINALITY u(t, n) ORDER BY n",
-            (list(CUES_SQL), DATING_SQL, texts)).fetchall()
+            f"SELECT {dated_sql('t')}"
+            " FROM unnest(%(texts)s::text[]) WITH ORDINALITY u(t, n) ORDER BY n",
+            {**DATED_PARAMS, "texts": texts}).fetchall()
     assert [r[0] for r in rows] == [dates_something(t) for t in texts]

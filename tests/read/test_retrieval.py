@@ -387,7 +387,6 @@ def test_a_period_in_the_question_prefers_memories_of_that_period(
     assert "time" not in blind.recall("u1", question)[0].sources
 
 
-
 def test_the_time_strategy_keeps_a_memory_dating_an_event_in_the_period_beside_similar_ones(
     store: PostgresMemoryStore, clock: Clock
 ) -> None:
@@ -411,6 +410,7 @@ def test_the_time_strategy_keeps_a_memory_dating_an_event_in_the_period_beside_s
     assert dated in found and "time" in found[dated].sources
     ranked = [r for r in found.values() if "time" in r.sources]
     assert len(ranked) == 2  # the strategy's share: the most similar, and the dated one
+
 
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)  # a Wednesday
 
