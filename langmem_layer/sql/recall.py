@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from langmem_layer.sql import Sql
+from langmem_layer.sql.bm25 import LARGE_BM25, SMALL_MATCH, TSQ, small_bm25
 from langmem_layer.sql.dating import DATED_PARAMS, dated_sql
 from langmem_layer.sql.items import VALUE
 from langmem_layer.sql.moved import STATUS, UPDATED, open_loop
@@ -92,92 +93,6 @@ def cap_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> str:
 #: A reference carried by more than this many memories, and by more than
 #: ``ref_max_share`` of the user's memories, does not discriminate (like a stop word).
 REF_MIN_CAP = 10
-
-
-# BM25 pieces shared by both paths. The query's lexemes:
-_KW_Q = """kw_q AS (
-            SELECT DISTINCT q.lexeme FROM unnest(to_tsvector('english', %(qt)s)) q
-        )"""
-# Term frequency and length of each scored memory (kw_docs) for the query's lexemes:
-# (materialized, the lexemes as one array: each memory's tsvector is unnested once
-# whatever row counts a generic plan guesses)
-_KW_TERMS = """kw_terms AS MATERIALIZED (
-            SELECT d.prefix, d.key, u.lexeme,
-                   coalesce(cardinality(u.positions), 1)::float8 AS tf,
-                   length(d.tsv)::float8 AS dl
-            FROM kw_docs d CROSS JOIN LATERAL unnest(d.tsv) AS u(lexeme, positions, weights)
-            WHERE u.lexeme = ANY(ARRAY(SELECT lexeme FROM kw_q))
-        )"""
-# Okapi BM25 over kw_terms with df from kw_df and N from n_items. Scores are rounded
-# before ranking: a float sum's last bits depend on the order the plan adds the
-# terms, and equal scores must tie (broken by key) whatever the plan.
-_KW_RANK = """kw_len AS (SELECT greatest(avg(length(tsv)), 1)::float8 AS avgdl FROM kw_docs),
-        kw AS (
-            SELECT t.prefix, t.key,
-                   row_number() OVER (ORDER BY round(sum(
-                       ln(1 + (greatest(n.n - f.df, 0) + 0.5) / (f.df + 0.5))
-                       * t.tf * (%(k1)s + 1)
-                       / (t.tf + %(k1)s * (1 - %(b)s + %(b)s * t.dl / l.avgdl)))::numeric, 9)
-                       DESC, t.key) - 1 AS rnk
-            FROM kw_terms t JOIN kw_df f ON f.lexeme = t.lexeme, kw_len l, n_items n
-            GROUP BY t.prefix, t.key
-            ORDER BY rnk
-            LIMIT %(n)s
-        )"""
-# The query's terms OR-ed: a memory sharing any content word is a candidate.
-_TSQ = """tsq AS (
-            SELECT replace(plainto_tsquery('english', %(qt)s)::text, '&', '|') AS q
-        )"""
-# A small user's memories are matched one by one: ts_match_vq is @@ in a form the
-# shared full-text index cannot serve. Through that index, a query's common terms
-# match across every user of the store (66k rows at 1M memories, 11 ms) before the
-# user's few are kept; a small user has at most ANN_MIN_USER_VECTORS memories to test.
-# The query is a scalar subquery so that it is built once, not once per memory.
-_SMALL_MATCH = "ts_match_vq(i.tsv, (SELECT nullif(q, '')::tsquery FROM tsq))"
-# A small user: every matching memory is scored, df counted among them.
-_SMALL_BM25 = [
-    _TSQ,
-    _KW_Q,
-    """kw_docs AS (
-            SELECT i.prefix, i.key, i.tsv
-            FROM langmem_items i
-            WHERE """ + _SMALL_MATCH + " AND " + _ELIGIBLE + """
-        )""",
-    _KW_TERMS,
-    "kw_df AS (SELECT lexeme, count(*)::float8 AS df FROM kw_terms GROUP BY lexeme)",
-    _KW_RANK,
-]
-# A user with an index of their own (see KW_DOC_BUDGET): df and N read from
-# langmem_terms, the memories of the rarest terms scored, from the user's own GIN index.
-_LARGE_BM25 = [
-    _KW_Q,
-    """kw_df AS (
-            SELECT q.lexeme, coalesce(sum(t.df), 0)::float8 AS df
-            FROM kw_q q LEFT JOIN langmem_terms t
-              ON t.user_id = %(user_id)s AND t.prefix = ANY(%(prefixes)s::text[])
-             -- the ANY() lets the planner probe the primary key per lexeme
-             AND t.lexeme = ANY(ARRAY(SELECT lexeme FROM kw_q)) AND t.lexeme = q.lexeme
-            GROUP BY q.lexeme
-        ),
-        kw_pick AS (
-            SELECT lexeme FROM (
-                SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) AS upto,
-                       row_number() OVER (ORDER BY df, lexeme) AS nth
-                FROM kw_df WHERE df > 0
-            ) r WHERE upto <= %(kw_budget)s OR nth = 1
-        ),
-        kw_docs AS (
-            -- planned per call (EXECUTE): a cached generic plan may AND the shared
-            -- full-text index with the user's whole scope instead of using theirs
-            SELECT m.prefix, m.key, m.tsv
-            FROM langmem_user_matches(
-                %(user_id)s,
-                (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM kw_pick),
-                %(prefixes)s::text[], %(statuses)s::text[], %(now)s, %(kw_budget)s) m
-        )""",
-    _KW_TERMS,
-    _KW_RANK,
-]
 
 
 def recall_candidates(
@@ -330,10 +245,10 @@ def recall_candidates(
         params["qt"] = cap_terms(query_text or "", max_terms)
         if keyword == "bm25":
             params.update(k1=BM25_K1, b=BM25_B, kw_budget=KW_DOC_BUDGET)
-            ctes.extend(_LARGE_BM25 if large else _SMALL_BM25)
+            ctes.extend(LARGE_BM25 if large else small_bm25(_ELIGIBLE))
         else:
             ctes.append(
-                _TSQ
+                TSQ
                 + """,
         kw AS (
             SELECT i.prefix, i.key,
@@ -341,7 +256,7 @@ def recall_candidates(
                        AS rnk
             FROM langmem_items i, tsq t
             WHERE """
-                + ("t.q <> '' AND i.tsv @@ t.q::tsquery" if large else _SMALL_MATCH)
+                + ("t.q <> '' AND i.tsv @@ t.q::tsquery" if large else SMALL_MATCH)
                 + " AND "
                 + _ELIGIBLE
                 + """
