@@ -108,8 +108,8 @@ def ingest_throughput(uri: str, texts: Sequence[str], users: int, embed: Embeddi
     with PostgresMemoryStore.from_conn_string(uri, index=index) as store:
         store.setup()
         with store.conn.cursor() as cur:
-            cur.execute("TRUNCATE langmem_items, langmem_embeddings, langmem_links, "
-                        "langmem_applied_ops, langmem_ingest_log, langmem_terms")
+            cur.execute("TRUNCATE langmem_items, langmem_embeddings, langmem_context_vectors, "
+                        "langmem_links, langmem_applied_ops, langmem_ingest_log, langmem_terms")
         layer = MemoryLayer(store, extraction="inline")
         written = 0
         t0 = time.perf_counter()

@@ -78,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             run = JOBS["lifecycle"].function
             for _ in range(args.repeat):
                 with psycopg.connect(uri, autocommit=True) as conn:
-                    conn.execute("TRUNCATE langmem_embeddings, langmem_items, langmem_terms")
+                    conn.execute("TRUNCATE langmem_embeddings, langmem_context_vectors, "
+                                 "langmem_items, langmem_terms")
                 for u in range(args.users):
                     ops = [PutOp(("memories", f"user{u}", "work"), k, r.to_value())
                            for k, r in data]

@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         store.setup()
         have = store.conn.execute("SELECT count(*) FROM langmem_items").fetchone()[0]
         if not (args.keep and have == args.total):
-            store.conn.execute("TRUNCATE langmem_items, langmem_embeddings, langmem_links, "
+            store.conn.execute("TRUNCATE langmem_items, langmem_embeddings, "
+                               "langmem_context_vectors, langmem_links, "
                                "langmem_embedding_cache, langmem_vector_indexes, langmem_terms")
             rates["langmem_layer"] = load(store, texts, args.big, args.small_size, args.chunk,
                                           "langmem_layer")

@@ -68,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         plain.setup()
         have = plain.conn.execute("SELECT count(*) FROM langmem_items").fetchone()[0]
         if have != args.total:
-            plain.conn.execute("TRUNCATE langmem_items, langmem_embeddings, langmem_links, "
+            plain.conn.execute("TRUNCATE langmem_items, langmem_embeddings, "
+                               "langmem_context_vectors, langmem_links, "
                                "langmem_embedding_cache, langmem_vector_indexes, langmem_terms")
             load(plain, texts, args.big, args.small_size, args.chunk, "langmem_layer")
         plain.index_large_users()

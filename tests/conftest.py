@@ -44,7 +44,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _citus_pending(items)
 
 TABLES = (
-    "langmem_links, langmem_embeddings, langmem_items, langmem_extraction_queue, "
+    "langmem_links, langmem_embeddings, langmem_context_vectors, langmem_items, "
+    "langmem_extraction_queue, "
     "langmem_applied_ops, langmem_ingest_log, langmem_embedding_cache, "
     "langmem_threads, langmem_messages, langmem_terms, langmem_reextract, langmem_job_runs, "
     "langmem_api_keys, langmem_decay, langmem_agent_trust"

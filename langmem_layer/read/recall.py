@@ -98,6 +98,7 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
         # The names the query gives are matched exactly (refs, keywords), not embedded.
         embed_text=(without_refs(info.text, info.refs)
                     if info.refs and not st.embed_query_refs else None),
+        context=st.context_candidates,
     )
 
 

@@ -223,10 +223,11 @@ class MemorySettings(BaseModel):
     )
     source_weights: dict[str, float] = Field(
         default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "ref": 1.0, "time": 1.0,
-                                 "link": 0.5},
+                                 "context": 1.0, "link": 0.5},
         description="Weight of each strategy in the fusion: w / (rrf_k + rank) for vector, "
-        "keyword, ref and time; for link, the share of a linked memory's fused score (above "
-        "the weakest candidate's) a memory inherits. A strategy left out weighs its default.",
+        "keyword, ref, time and context; for link, the share of a linked memory's fused "
+        "score (above the weakest candidate's) a memory inherits. A strategy left out "
+        "weighs its default.",
     )
     link_types: tuple[str, ...] = Field(
         default=("elaborates", "caused_by", "derived_from"),
@@ -241,6 +242,19 @@ class MemorySettings(BaseModel):
     )
     link_seeds: int = Field(
         default=10, ge=0, description="Best hits of each strategy the link walk starts from."
+    )
+    context_turns: int = Field(
+        default=2, ge=0, le=2,
+        description="A memory remembered into a thread (remember(..., thread_id=)) is also "
+        "embedded with this many of the memories before it in the thread: its context "
+        "vector, which recall's context strategy searches. 0: none. Chosen on LoCoMo by "
+        "leave-one-conversation-out (docs: retrieval).",
+    )
+    context_candidates: int = Field(
+        default=40, ge=0,
+        description="Candidates recall's context strategy takes: the memories whose "
+        "context vectors are most like the question. 0: the strategy is off. A user with "
+        "an ANN index of their own is searched without it.",
     )
     query_refs: bool = Field(
         default=True, description="Look up the references (entities) the query names."

@@ -470,4 +470,32 @@ FEATURES: list[str] = [
     END
     $fn$;
     """,
+    # 35: context vectors (store/ops/context.py): a memory remembered into a thread, embedded
+    # with the memories before it in the thread, searched by recall's "context" strategy.
+    # The memories whose words it holds are foreign keys, so deleting any of them deletes
+    # the vector (the words leave with the memory; nothing else has to remember that).
+    """
+    CREATE TABLE IF NOT EXISTS langmem_context_vectors (
+        user_id     text NOT NULL,
+        prefix      text NOT NULL,
+        key         text NOT NULL,
+        model_id    text NOT NULL,
+        dims        integer NOT NULL CHECK (dims > 0),
+        embedding   vector NOT NULL,
+        after_key   text NOT NULL,
+        before_that text,
+        created_at  timestamptz NOT NULL,
+        PRIMARY KEY (user_id, prefix, key, model_id),
+        FOREIGN KEY (user_id, prefix, key)
+            REFERENCES langmem_items (user_id, prefix, key) ON DELETE CASCADE,
+        FOREIGN KEY (user_id, prefix, after_key)
+            REFERENCES langmem_items (user_id, prefix, key) ON DELETE CASCADE,
+        FOREIGN KEY (user_id, prefix, before_that)
+            REFERENCES langmem_items (user_id, prefix, key) ON DELETE CASCADE
+    );
+    CREATE INDEX IF NOT EXISTS langmem_context_vectors_after_idx
+        ON langmem_context_vectors (user_id, prefix, after_key);
+    CREATE INDEX IF NOT EXISTS langmem_context_vectors_before_idx
+        ON langmem_context_vectors (user_id, prefix, before_that);
+    """ + enable_rls(("langmem_context_vectors",)),
 ]

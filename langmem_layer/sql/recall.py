@@ -95,6 +95,35 @@ def cap_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> str:
 REF_MIN_CAP = 10
 
 
+def _by_similarity(name: str, scored: str, limit: str) -> str:
+    """CTE ``name``: the rows of ``scored`` (``prefix, key, sim``, best first) ranked by
+    similarity, each probed for eligibility in that order until ``%(limit)s`` are.
+
+    Each candidate's eligibility is one probe of its row by key. The key alone is
+    fenced off (OFFSET 0 keeps the filters out of the subquery): without it, on tables
+    never analysed (a new database's first minute, before autovacuum), the planner may
+    take the partial index of the user's memories, which the filters match too, and
+    scan all of them for every candidate.
+    """
+    return f"""{name} AS (
+            SELECT s.prefix, s.key, row_number() OVER (ORDER BY s.sim DESC, s.key) - 1 AS rnk
+            FROM (
+                SELECT s.prefix, s.key, s.sim
+                FROM ({scored}) s
+                CROSS JOIN LATERAL (
+                    SELECT 1 FROM (
+                        SELECT * FROM langmem_items i
+                        WHERE i.user_id = %(user_id)s AND i.prefix = s.prefix
+                          AND i.key = s.key
+                        OFFSET 0) i
+                    WHERE {_ELIGIBLE}
+                    LIMIT 1) ok
+                ORDER BY s.sim DESC, s.key
+                LIMIT %({limit})s
+            ) s
+        )"""
+
+
 def recall_candidates(
     user_id: str,
     prefixes: Sequence[str],
@@ -121,6 +150,7 @@ def recall_candidates(
     max_terms: int = MAX_QUERY_TERMS,
     vector_type: str = "vector",
     owner_reads: bool = True,
+    context_limit: int = 0,
 ) -> Sql:
     """Candidates from every retrieval strategy in one round trip.
 
@@ -144,6 +174,9 @@ def recall_candidates(
     * ``tw``: memories whose ``occurred_at`` lies in ``window`` ([start, end)), ranked
       by similarity (then newest first); for a large user, among the window's newest
       ``KW_DOC_BUDGET``;
+    * ``cx``: the ``context_limit`` memories whose context vectors (the memory with
+      those before it in its thread; ``store/ops/context.py``) are most like the query,
+      for a user without an HNSW index of their own;
     * ``lk``: one hop over ``link_types`` links, in both directions, from the seeds —
       the top ``link_seeds`` of ``vec`` (only those with similarity of at least
       ``seed_min_similarity``), ``kw`` and ``rf`` — ranked by their best seed's rank;
@@ -212,34 +245,8 @@ def recall_candidates(
             WHERE n.prefix = ANY(%(prefixes)s::text[])
             GROUP BY n.prefix, n.key
         ),"""
-        # Each candidate's eligibility is one probe of its row by key. The key alone is
-        # fenced off (OFFSET 0 keeps the filters out of the subquery): without it, on
-        # tables never analysed (a new database's first minute, before autovacuum), the
-        # planner may take the partial index of the user's memories, which the filters
-        # match too, and scan all of them for every candidate.
-        ctes.append(
-            sims
-            + """
-        vec AS (
-            SELECT s.prefix, s.key, row_number() OVER (ORDER BY s.sim DESC, s.key) - 1 AS rnk
-            FROM (
-                SELECT s.prefix, s.key, s.sim
-                FROM (SELECT * FROM sims ORDER BY sim DESC, key) s
-                CROSS JOIN LATERAL (
-                    SELECT 1 FROM (
-                        SELECT * FROM langmem_items i
-                        WHERE i.user_id = %(user_id)s AND i.prefix = s.prefix
-                          AND i.key = s.key
-                        OFFSET 0) i
-                    WHERE """
-            + _ELIGIBLE
-            + """
-                    LIMIT 1) ok
-                ORDER BY s.sim DESC, s.key
-                LIMIT %(n)s
-            ) s
-        )"""
-        )
+        ctes.append(sims + "\n        " + _by_similarity(
+            "vec", "SELECT * FROM sims ORDER BY sim DESC, key", "n"))
         sources.append("vec")
     if has_kw:
         params["qt"] = cap_terms(query_text or "", max_terms)
@@ -337,6 +344,19 @@ def recall_candidates(
                   FROM {rows} {tw_join} WHERE {in_window}) w
             ORDER BY rnk LIMIT %(n)s)""")
         sources.append("tw")
+    if has_vec and context_limit > 0 and not large:
+        # Context vectors (store/ops/context.py), as vec's: ordered by similarity, each
+        # probed for eligibility in that order until enough. Exact only: a large user's
+        # would be a scan of all their vectors per turn, where theirs are walked by HNSW.
+        params["n_cx"] = context_limit
+        ctes.append(_by_similarity(
+            "cx", """SELECT v.prefix, v.key,
+                             1 - (v.embedding <=> (SELECT %(qv)s::vector)) AS sim
+                      FROM langmem_context_vectors v
+                      WHERE v.user_id = %(user_id)s AND v.model_id = %(model_id)s
+                        AND v.prefix = ANY(%(prefixes)s::text[])
+                      ORDER BY sim DESC, v.key""", "n_cx"))
+        sources.append("cx")
     seeded = [s for s in ("vec", "kw", "rf") if s in sources]
     if seeded and (link_types or open_questions > 0):
         params.update(seeds=link_seeds, seed_sim=-2.0 if seed_min_similarity is None

@@ -45,6 +45,10 @@ RECALL_SOURCES: tuple[RecallSource, ...] = (
     RecallSource("keyword", "kw", fused=True, lexical=True, default_weight=1.0),
     RecallSource("ref", "rf", fused=True, lexical=True, default_weight=1.0),
     RecallSource("time", "tw", fused=True, lexical=False, default_weight=1.0),
+    # A memory whose context vector (the memory with those before it in its thread) is
+    # like the question: its context is the evidence, so its own embedding need not
+    # clear the similarity floor.
+    RecallSource("context", "cx", fused=True, lexical=True, default_weight=1.0),
     RecallSource("link", "lk", fused=False, lexical=True, default_weight=0.5),
     RecallSource("open_question", "oq", fused=False, lexical=True, default_weight=None),
     # Open loops due soon or just past due, whatever the query (the lifecycle's follow-ups).

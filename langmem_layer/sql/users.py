@@ -24,6 +24,7 @@ __all__ = [
 USER_TABLES: tuple[str, ...] = (
     "langmem_links",
     "langmem_embeddings",
+    "langmem_context_vectors",
     "langmem_decay",
     "langmem_items",
     "langmem_terms",

@@ -30,8 +30,8 @@ from langmem_layer.types import (
 )
 
 __all__ = [
-    "check_content", "links_thread", "memory_ops", "new_record", "put_record", "remember",
-    "thread_link_ops",
+    "check_content", "context_vector", "links_thread", "memory_ops", "new_record",
+    "put_record", "remember", "thread_link_ops",
 ]
 
 #: Kinds written global to the user unless the extractor says otherwise.
@@ -183,4 +183,23 @@ def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: 
     record, ops = memory_ops(env, user_id, profile or env.settings.default_profile, key,
                              content, now=now, thread_id=thread_id, kind=kind, **fields)
     yield StoreCall([mops.AsOfOp(user_id, tuple(ops), now)])
+    if thread_id is not None and links_thread(env, thread_id) and env.settings.context_turns:
+        yield from context_vector(env, user_id, ops[0].namespace, key, record.content,
+                                  thread_id, now)
     return Recalled(key, ops[0].namespace, record)
+
+
+def context_vector(env: Env, user_id: str, namespace: tuple[str, ...], key: str,
+                   content: str, thread_id: str, now: datetime) -> Flow[bool]:
+    """Embed memory ``key`` (just written into ``thread_id``'s chain) with the memories
+    before it in the chain (``context_turns``), for recall's context strategy
+    (``langmem_layer.store.ops.context``). Read after the write, so the chain is the
+    one its link made. Whether a vector was kept (none for the thread's first memory,
+    or a store without vectors)."""
+    (before,) = yield StoreCall([mops.ContextBeforeOp(
+        user_id, namespace, key, thread_id, env.settings.context_turns)])
+    if not before:
+        return False
+    (kept,) = yield StoreCall([mops.PutContextVectorOp(
+        user_id, namespace, key, content, before, now)])
+    return bool(kept)

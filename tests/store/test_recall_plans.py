@@ -138,15 +138,17 @@ def test_every_strategy_is_declared_once_in_the_registry() -> None:
         "u1", ["memories.u1.work"], now=NOW, query_text="zanzibar status",
         query_vector=[0.5] * 8, model_id="m", refs=["zanzibar"], window=(NOW, NOW),
         link_types=["elaborates"], open_questions=3, due_window=(NOW, NOW), due_limit=3,
-        standing_limit=3)
+        standing_limit=3, context_limit=5)
     for source in RECALL_SOURCES:  # all on: each has its CTE and its rank column
         assert f"{source.column} AS (" in sql and f"c.{source.column}_rank" in sql
     assert len({s.name for s in RECALL_SOURCES}) == len({s.column for s in RECALL_SOURCES})
     fused, lexical, weights = (rank._FUSED_SOURCES, rank._LEXICAL_SOURCES,
                                rank.DEFAULT_SOURCE_WEIGHTS)
-    assert fused == ("vector", "keyword", "ref", "time")
-    assert lexical == {"keyword", "ref", "link", "open_question", "due", "standing"}
-    assert weights == {"vector": 1.0, "keyword": 1.0, "ref": 1.0, "time": 1.0, "link": 0.5}
+    assert fused == ("vector", "keyword", "ref", "time", "context")
+    assert lexical == {"keyword", "ref", "context", "link", "open_question", "due",
+                       "standing"}
+    assert weights == {"vector": 1.0, "keyword": 1.0, "ref": 1.0, "time": 1.0,
+                       "context": 1.0, "link": 0.5}
 
 
 

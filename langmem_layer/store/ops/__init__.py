@@ -5,6 +5,7 @@ ops, their SQL and their handlers, each op registered with its handler and trait
 (``from langmem_layer.store import ops as mops``)."""
 
 from langmem_layer.store.ops.api_keys import ApiKey, CreateKeyOp, DeleteKeyOp, FindKeyOp, ListKeysOp
+from langmem_layer.store.ops.context import ContextBeforeOp, PutContextVectorOp
 from langmem_layer.store.ops.erasure import DeleteUserOp, UserDeletion
 from langmem_layer.store.ops.housekeeping import (
     IndexUserOp,
@@ -90,6 +91,7 @@ __all__ = [
     "ClearMessagesOp",
     "CloseThreadOp",
     "CompleteEntryOp",
+    "ContextBeforeOp",
     "CreateKeyOp",
     "DeleteKeyOp",
     "DeleteMemoryOp",
@@ -131,6 +133,7 @@ __all__ = [
     "PurgeEmbeddingCacheOp",
     "PurgeExpiredMemoriesOp",
     "PurgeMessagesOp",
+    "PutContextVectorOp",
     "QueueEntry",
     "RecallOp",
     "RecentMessagesOp",

@@ -83,6 +83,7 @@ def _recall(ctx: Context, op: RecallOp) -> Handler:
         max_terms=op.max_terms,
         vector_type=ctx.vector_type,
         owner_reads=ctx.rls,
+        context_limit=op.context,
     )
     # On Citus, one call the cluster sends to the user's worker, which keeps its plan
     # (``citus.on_shard``); the transaction's search settings go with it.
@@ -174,6 +175,8 @@ class RecallOp(NamedTuple):
         max_terms: The full-text search ORs at most this many distinct words of
             ``query`` (its longest; see ``langmem_layer.sql.recall.cap_terms``).
         embed_text: The text embedded for the vector strategy (``None``: ``query``).
+        context: How many memories the context strategy takes, by their context
+            vectors (``store/ops/context.py``; 0: none).
     """
 
     user_id: str
@@ -195,6 +198,7 @@ class RecallOp(NamedTuple):
     max_terms: int = 128
     standing: int = 0
     embed_text: str | None = None
+    context: int = 0
 
 
 @dataclass(frozen=True, slots=True)
