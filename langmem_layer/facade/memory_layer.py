@@ -187,7 +187,9 @@ class MemoryLayer(AgentMethods, KnowledgeMethods):
 
         Identity-layer memories are stored global to the user; others in ``profile``.
         With ``thread_id`` the memory is part of that thread: it records it and is linked
-        to the thread's previous memory, as the write path does.
+        to the thread's previous memory, as the write path does, and is embedded a second
+        time with the memories before it (``context_turns``), which recall's context
+        strategy searches.
 
         Args:
             user_id: The user.

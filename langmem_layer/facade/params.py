@@ -56,7 +56,8 @@ class RememberArgs(TypedDict, total=False):
         due_at: When a task or reminder is due.
         subject: Whom the memory is about, or who said it (a name; default none): a
             question naming a subject favours its memories (``subject_focus``).
-        thread_id: The thread the memory belongs to (recorded and linked).
+        thread_id: The thread the memory belongs to (recorded, linked, and given a
+            context vector).
         now: Default: the layer's clock.
     """
 

@@ -174,7 +174,8 @@ def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: 
     Enriched as the write path's (``memory_ops``). Without a ``kind`` it is an
     episodic event: raw text kept as what was said, which does not fade like a fact.
     With ``thread_id`` the memory records its thread and is linked to the thread's
-    previous memory (``link_thread_memories``).
+    previous memory (``link_thread_memories``); it then gets a context vector
+    (``context_vector``), unless it is the thread's first.
     """
     user_id = require_user(user_id)
     if thread_id is not None:
@@ -185,12 +186,12 @@ def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: 
     yield StoreCall([mops.AsOfOp(user_id, tuple(ops), now)])
     if thread_id is not None and links_thread(env, thread_id) and env.settings.context_turns:
         yield from context_vector(env, user_id, ops[0].namespace, key, record.content,
-                                  thread_id, now)
+                                  thread_id=thread_id, now=now)
     return Recalled(key, ops[0].namespace, record)
 
 
 def context_vector(env: Env, user_id: str, namespace: tuple[str, ...], key: str,
-                   content: str, thread_id: str, now: datetime) -> Flow[bool]:
+                   content: str, *, thread_id: str, now: datetime) -> Flow[bool]:
     """Embed memory ``key`` (just written into ``thread_id``'s chain) with the memories
     before it in the chain (``context_turns``), for recall's context strategy
     (``langmem_layer.store.ops.context``). Read after the write, so the chain is the
