@@ -53,16 +53,18 @@ def context_before(user_id: str, prefix: str, key: str, thread_id: str, turns: i
     hop = """JOIN langmem_items {a} ON {a}.user_id = %(user_id)s AND {a}.prefix = %(prefix)s
             AND {a}.key = {link}.dst_key AND {a}.is_memory
             AND {a}.value -> 'source' ->> 'thread_id' = %(thread_id)s"""
-    first = f"""SELECT p.key, p.value ->> 'content' AS content
-        FROM langmem_links l1 {hop.format(a="p", link="l1")}
-        WHERE l1.user_id = %(user_id)s AND l1.src_key = %(key)s
-          AND l1.link_type = 'elaborates'
-        ORDER BY p.created_at DESC, p.key DESC LIMIT 1"""
-    sql = f"SELECT 1 AS back, f.key, f.content FROM ({first}) f"
+    # The nearest is read once (f); the one before it, from it.
+    sql = f"""WITH f AS (
+            SELECT p.key, p.value ->> 'content' AS content
+            FROM langmem_links l1 {hop.format(a="p", link="l1")}
+            WHERE l1.user_id = %(user_id)s AND l1.src_key = %(key)s
+              AND l1.link_type = 'elaborates'
+            ORDER BY p.created_at DESC, p.key DESC LIMIT 1)
+        SELECT 1 AS back, f.key, f.content FROM f"""
     if turns > 1:
         sql += f"""
         UNION ALL
-        SELECT 2, q.key, q.value ->> 'content' FROM ({first}) f
+        SELECT 2, q.key, q.value ->> 'content' FROM f
         JOIN LATERAL (
             SELECT q.key, q.value FROM langmem_links l2 {hop.format(a="q", link="l2")}
             WHERE l2.user_id = %(user_id)s AND l2.src_key = f.key
