@@ -62,7 +62,8 @@ FIXTURES: list[tuple[int, str, str]] = [
     (24, "a02e05f", "langmem_agent_trust"),
     (26, "3a2070d", "langmem_job_runs.failures"),
     (28, "1281a6e", "langmem_items.moved, moved_at"),
-    (29, "32b4bc2", "langmem_job_users (the last schema)"),
+    (29, "32b4bc2", "langmem_job_users"),
+    (36, "922f472", "langmem_context_vectors (the last schema)"),
 ]
 
 

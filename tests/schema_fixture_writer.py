@@ -141,6 +141,17 @@ def write(uri: str) -> dict[str, Any]:
                   {"note": "carol's plain item", "n": 3})
         layer.remember("carol", "My cat is called Miso.")
         done["carol"] = "put, remember"
+        # carol: turns remembered into a thread, with their context vectors, where the
+        # version kept them.
+        with psycopg.connect(uri) as conn:
+            has_context = conn.execute(
+                "SELECT to_regclass('langmem_context_vectors') IS NOT NULL").fetchone()
+        if has_context and has_context[0]:
+            for text in ("Do you still go to yoga on Tuesdays?",
+                         "I have been going for about three years now.",
+                         "Miso sleeps on the mat while I practise."):
+                layer.remember("carol", text, thread_id="carol-t1")
+            done["context"] = "remember(thread_id=)"
         # an item outside any tenant root (user_id '').
         store.put(("shared", "docs"), "faq-1", {"text": "Opening hours are 9 to 5."})
         done["shared"] = "put"
