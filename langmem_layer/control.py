@@ -28,7 +28,7 @@ from langmem_layer.types import (
     Status,
     memory_namespace,
 )
-from langmem_layer.write.new_memory import check_content
+from langmem_layer.write.new_memory import check_content, remake_context_vectors
 
 __all__ = [
     "browse", "correct", "decisions", "delete_user", "export", "forget", "get", "history",
@@ -91,7 +91,9 @@ def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: dateti
             ) -> Flow[Recalled]:
     """Change a memory's content in place; it is re-embedded in the same write.
 
-    The previous text stays in the memory's history (event ``"content"``).
+    The previous text stays in the memory's history (event ``"content"``). The context
+    vectors holding it (the memory's own, and those of the memories it is context for)
+    are deleted in the same write, then made again from the new text.
     """
     current = yield from get(user_id, memory_id)
     new_content = check_content(env, content)
@@ -105,10 +107,17 @@ def correct(env: Env, user_id: str, memory_id: str, content: str, *, now: dateti
     )
     record = MemoryRecord.model_validate(record.model_dump())
     # A write the user corrects counts against the agent that wrote it.
-    blame = trust_count(user_id, previous, confirmed=False, now=now) \
-        if new_content != previous.content else []
-    yield StoreCall([mops.AsOfOp(
-        user_id, (PutOp(current.namespace, memory_id, record.to_value()), *blame), now)])
+    changed = new_content != previous.content
+    blame = trust_count(user_id, previous, confirmed=False, now=now) if changed else []
+    # The context vectors holding the old text go in the same write (see the docstring).
+    _, *dropped = yield StoreCall([
+        mops.AsOfOp(user_id, (PutOp(current.namespace, memory_id, record.to_value()),
+                              *blame), now),
+        *([mops.DropContextVectorsOp(user_id, current.namespace, memory_id)]
+          if changed else [])])
+    if dropped:
+        yield from remake_context_vectors(env, user_id, current.namespace, dropped[0],
+                                          now=now)
     return Recalled(memory_id, current.namespace, record)
 
 

@@ -1,5 +1,5 @@
-"""Test doubles: a deterministic embedder, a movable clock and a scripted chat model.
-Never a fake database."""
+"""Test doubles: a deterministic embedder, a movable clock, a scripted chat model and a
+scripted extractor. Never a fake database."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
@@ -16,6 +17,10 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 from pydantic import Field
+
+if TYPE_CHECKING:
+    from langmem_layer.extract.extractor import MemoryOperation
+    from langmem_layer.types import Recalled
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset({
@@ -166,3 +171,24 @@ class ScriptedStructuredModel(BaseChatModel):
     def text(self, n: int = -1) -> str:
         """All the text of prompt ``n``."""
         return "\n".join(m.text for m in self.prompts[n])
+
+
+class ScriptedExtractor:
+    """Returns the operations it is given; can be told to fail."""
+
+    def __init__(self, ops: Sequence[MemoryOperation] = (), fail: int = 0) -> None:
+        self.ops = list(ops)
+        self.fail = fail
+        self.seen: list[list[Recalled]] = []
+
+    def extract(self, messages: Sequence[BaseMessage], *, existing: Sequence[Recalled] = (),
+                now: datetime) -> list[MemoryOperation]:
+        self.seen.append(list(existing))
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("model unavailable")
+        return [op.model_copy() for op in self.ops]
+
+    async def aextract(self, messages: Sequence[BaseMessage], *,
+                       existing: Sequence[Recalled] = (), now: datetime) -> list[MemoryOperation]:
+        return self.extract(messages, existing=existing, now=now)

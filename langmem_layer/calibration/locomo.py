@@ -81,6 +81,7 @@ ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "no_floor": ("no relevance floor", {"block_min_relevance": 0.0}),
     "no_links": ("no link walk (neighbours)", {"link_types": ()}),
     "no_context": ("no context strategy", {"context_candidates": 0}),
+    "no_context_floor": ("no context similarity floor", {"context_similarity_floor": -1.0}),
     "no_time": ("no time window", {"temporal_window": False}),
     "no_refs": ("no query references", {"query_refs": False}),
     "no_keyword": ("keyword strategy weight 0", {"source_weights": {"keyword": 0.0}}),

@@ -99,6 +99,7 @@ def recall_op(env: Env, user_id: str, query: str | None, *, profile: str | None,
         embed_text=(without_refs(info.text, info.refs)
                     if info.refs and not st.embed_query_refs else None),
         context=st.context_candidates,
+        context_floor=st.context_similarity_floor,
     )
 
 

@@ -245,16 +245,23 @@ class MemorySettings(BaseModel):
     )
     context_turns: int = Field(
         default=2, ge=0, le=2,
-        description="A memory remembered into a thread (remember(..., thread_id=)) is also "
-        "embedded with this many of the memories before it in the thread: its context "
-        "vector, which recall's context strategy searches. 0: none. Chosen on LoCoMo by "
-        "leave-one-conversation-out (docs: retrieval).",
+        description="A memory written into a thread (by extraction, or "
+        "remember(..., thread_id=)) is also embedded with this many of the memories "
+        "before it in the thread: its context vector, which recall's context strategy "
+        "searches. 0: none. Chosen on LoCoMo by leave-one-conversation-out (docs: "
+        "retrieval).",
     )
     context_candidates: int = Field(
         default=40, ge=0,
         description="Candidates recall's context strategy takes: the memories whose "
         "context vectors are most like the question. 0: the strategy is off. A user with "
         "an ANN index of their own is searched without it.",
+    )
+    context_similarity_floor: float = Field(
+        default=0.25, ge=-1, le=1,
+        description="The similarity to the question a context vector must reach for the "
+        "context strategy to take its memory: a question like none of them brings "
+        "none. Chosen on LoCoMo by leave-one-conversation-out (docs: retrieval).",
     )
     query_refs: bool = Field(
         default=True, description="Look up the references (entities) the query names."

@@ -151,6 +151,7 @@ def recall_candidates(
     vector_type: str = "vector",
     owner_reads: bool = True,
     context_limit: int = 0,
+    context_floor: float = -1.0,
 ) -> Sql:
     """Candidates from every retrieval strategy in one round trip.
 
@@ -176,7 +177,8 @@ def recall_candidates(
       ``KW_DOC_BUDGET``;
     * ``cx``: the ``context_limit`` memories whose context vectors (the memory with
       those before it in its thread; ``store/ops/context.py``) are most like the query,
-      for a user without an HNSW index of their own;
+      each at least ``context_floor`` like it, for a user without an HNSW index of
+      their own;
     * ``lk``: one hop over ``link_types`` links, in both directions, from the seeds —
       the top ``link_seeds`` of ``vec`` (only those with similarity of at least
       ``seed_min_similarity``), ``kw`` and ``rf`` — ranked by their best seed's rank;
@@ -348,14 +350,16 @@ def recall_candidates(
         # Context vectors (store/ops/context.py), as vec's: ordered by similarity, each
         # probed for eligibility in that order until enough. Exact only: a large user's
         # would be a scan of all their vectors per turn, where theirs are walked by HNSW.
-        params["n_cx"] = context_limit
+        params.update(n_cx=context_limit, cx_floor=context_floor)
         ctes.append(_by_similarity(
-            "cx", """SELECT v.prefix, v.key,
-                             1 - (v.embedding <=> (SELECT %(qv)s::vector)) AS sim
-                      FROM langmem_context_vectors v
-                      WHERE v.user_id = %(user_id)s AND v.model_id = %(model_id)s
-                        AND v.prefix = ANY(%(prefixes)s::text[])
-                      ORDER BY sim DESC, v.key""", "n_cx"))
+            "cx", """SELECT c.prefix, c.key, c.sim FROM (
+                          SELECT v.prefix, v.key,
+                                 1 - (v.embedding <=> (SELECT %(qv)s::vector)) AS sim
+                          FROM langmem_context_vectors v
+                          WHERE v.user_id = %(user_id)s AND v.model_id = %(model_id)s
+                            AND v.prefix = ANY(%(prefixes)s::text[])) c
+                      WHERE c.sim >= %(cx_floor)s
+                      ORDER BY c.sim DESC, c.key""", "n_cx"))
         sources.append("cx")
     seeded = [s for s in ("vec", "kw", "rf") if s in sources]
     if seeded and (link_types or open_questions > 0):

@@ -45,7 +45,13 @@ from langmem_layer.types import (
     Status,
     to_utc,
 )
-from langmem_layer.write.new_memory import links_thread, memory_ops
+from langmem_layer.write.new_memory import (
+    Written,
+    context_before_ops,
+    links_thread,
+    memory_ops,
+    put_context_vectors,
+)
 from langmem_layer.write.profile_record import apply_explicit, explicit_preference
 
 logger = logging.getLogger("langmem_layer.write")
@@ -186,6 +192,9 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
            targets: Sequence[Recalled] = ()) -> Flow[IngestResult]:
     """Extract, gate and apply one turn in one transaction.
 
+    The memories it writes into ``thread_id``'s chain then get their context vectors
+    (``put_context_vectors``), after the transaction as ``remember``'s do.
+
     ``now`` is the turn's time: relative dates resolve against it and it stamps what
     is written. With ``entry_id`` the queue entry is completed in the same transaction.
     With ``operations`` the extractor is not called: those are what is proposed (an
@@ -259,6 +268,10 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     log = mops.LogIngestOp(user_id, [_decision_dict(d) for d in decisions], now, thread_id,
                            agent_id, complete=entry_id, now=now)
     rest = [log, *fallback_ops(user_id, profile, thread_id, agent_id, messages, now, extracted)]
+    # The new memories' chains are read last in the batch, after their links.
+    made = [m for plan in planned for m in plan.made]
+    context_reads = context_before_ops(env, user_id, made, thread_id=thread_id)
+    rest += context_reads
     # One writer per user at a time: the lock is taken first in the transaction (by the
     # first operation's exactly-once record) and its adds re-check, under it, what a
     # concurrent worker committed (AddMemoryOp). The thread's lock too, in the same
@@ -267,12 +280,13 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     try:
         # A turn is replayed only after a crash: record each operation and apply it in
         # the same round trip, and fall back to checking first if one was applied.
-        outcomes = yield from _apply_optimistic(user_id, planned, rest, lock, now)
+        outcomes, done_rest = yield from _apply_optimistic(user_id, planned, rest, lock, now)
     except OperationAppliedError:
-        outcomes = yield StoreCall([
+        everything = yield StoreCall([
             *(mops.ApplyOnceOp(user_id, p.op_id, tuple(p.ops), now,
                                lock if i == 0 else None) for i, p in enumerate(planned)),
             *rest])
+        outcomes, done_rest = everything[:len(planned)], everything[len(planned):]
     for plan, outcome in zip(planned, outcomes, strict=False):
         if outcome is None:
             result.replayed.append(plan.op_id)
@@ -284,6 +298,10 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
                 plan.changed.append(done.key)
         result.written.extend(plan.written)
         result.changed.extend(plan.changed)
+    # Their context vectors, after the transaction (the model is not called in one); a
+    # memory that was not written read an empty chain and gets none.
+    yield from put_context_vectors(user_id, made, done_rest[len(done_rest) - len(context_reads):],
+                                   now=now)
     # An explicit preference ("keep answers short") updates the procedural
     # profile now, not at the weekly inference.
     change = explicit_preference(text)
@@ -293,9 +311,10 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
 
 
 def _apply_optimistic(user_id: str, planned: Sequence[_Planned], rest: Sequence[Any],
-                      lock: mops.LockUserWritesOp, now: datetime) -> Flow[list[Any]]:
+                      lock: mops.LockUserWritesOp, now: datetime
+                      ) -> Flow[tuple[list[Any], list[Any]]]:
     """Apply ``planned`` and ``rest`` in one batch, each plan's ops after a record of its
-    id (``MarkAppliedOp``); each plan's results, in order.
+    id (``MarkAppliedOp``); each plan's results, in order, and ``rest``'s.
 
     Raises:
         OperationAppliedError: A plan was applied before; nothing was written.
@@ -307,7 +326,7 @@ def _apply_optimistic(user_id: str, planned: Sequence[_Planned], rest: Sequence[
         spans.append((len(batch), len(batch) + len(plan.ops)))
         batch.extend(plan.ops)
     results = yield StoreCall([*batch, *rest])
-    return [results[a:b] for a, b in spans]
+    return [results[a:b] for a, b in spans], results[len(batch):]
 
 
 def _spoken_by(ops: list[MemoryOperation], messages: Sequence[BaseMessage]
@@ -357,6 +376,8 @@ class _Planned:
     ops: list[Any] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
+    #: What its memories' context vectors are made of (``put_context_vectors``).
+    made: list[Written] = field(default_factory=list)
 
 
 def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, op_id: str,
@@ -386,7 +407,7 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
         review = contested and policy == "review"
         key = str(uuid.uuid5(_KEY_NAMESPACE, f"{user_id}:{plan.op_id}"))
         # The apply batch takes the thread's lock with the user's (see ingest).
-        _, written = memory_ops(
+        record, written = memory_ops(
             env, user_id, profile, key, op.content, now=now, thread_id=thread_id,
             thread_locked=True,
             kind=op.kind, layer=op.layer, policy=op.policy, confidence=op.confidence,
@@ -398,6 +419,7 @@ def _plan_operation(env: Env, user_id: str, profile: str, op: MemoryOperation, o
         )
         put, *then = written
         plan.written.append(key)
+        plan.made.append((put.namespace, key, record.content))
         if old is not None and review:  # both stay; a human decides
             then.append(mops.LinkOp(user_id, key, LinkType.CONTRADICTS, old.key, now))
         elif old is not None:  # latest write (or the more trusted agent) wins

@@ -30,8 +30,9 @@ from langmem_layer.types import (
 )
 
 __all__ = [
-    "check_content", "context_vector", "links_thread", "memory_ops", "new_record",
-    "put_record", "remember", "thread_link_ops",
+    "Written", "check_content", "context_before_ops", "links_thread", "memory_ops",
+    "new_record", "put_context_vectors", "put_record", "remake_context_vectors", "remember",
+    "thread_link_ops",
 ]
 
 #: Kinds written global to the user unless the extractor says otherwise.
@@ -175,7 +176,7 @@ def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: 
     episodic event: raw text kept as what was said, which does not fade like a fact.
     With ``thread_id`` the memory records its thread and is linked to the thread's
     previous memory (``link_thread_memories``); it then gets a context vector
-    (``context_vector``), unless it is the thread's first.
+    (``context_before_ops``, ``put_context_vectors``), unless it is the thread's first.
     """
     user_id = require_user(user_id)
     if thread_id is not None:
@@ -183,24 +184,61 @@ def remember(env: Env, user_id: str, content: str, *, profile: str | None, now: 
     key = str(uuid.uuid4())
     record, ops = memory_ops(env, user_id, profile or env.settings.default_profile, key,
                              content, now=now, thread_id=thread_id, kind=kind, **fields)
-    yield StoreCall([mops.AsOfOp(user_id, tuple(ops), now)])
-    if thread_id is not None and links_thread(env, thread_id) and env.settings.context_turns:
-        yield from context_vector(env, user_id, ops[0].namespace, key, record.content,
-                                  thread_id=thread_id, now=now)
+    made = [(ops[0].namespace, key, record.content)]
+    # The context read joins the write's transaction, after the link it reads.
+    _, *befores = yield StoreCall([mops.AsOfOp(user_id, tuple(ops), now),
+                                   *context_before_ops(env, user_id, made, thread_id=thread_id)])
+    yield from put_context_vectors(user_id, made, befores, now=now)
     return Recalled(key, ops[0].namespace, record)
 
 
-def context_vector(env: Env, user_id: str, namespace: tuple[str, ...], key: str,
-                   content: str, *, thread_id: str, now: datetime) -> Flow[bool]:
-    """Embed memory ``key`` (just written into ``thread_id``'s chain) with the memories
-    before it in the chain (``context_turns``), for recall's context strategy
-    (``langmem_layer.store.ops.context``). Read after the write, so the chain is the
-    one its link made. Whether a vector was kept (none for the thread's first memory,
-    or a store without vectors)."""
-    (before,) = yield StoreCall([mops.ContextBeforeOp(
-        user_id, namespace, key, thread_id, env.settings.context_turns)])
-    if not before:
-        return False
-    (kept,) = yield StoreCall([mops.PutContextVectorOp(
-        user_id, namespace, key, content, before, now)])
-    return bool(kept)
+#: What a context vector is made of, per memory just written: namespace, key, content.
+Written = tuple[tuple[str, ...], str, str]
+
+
+def context_before_ops(env: Env, user_id: str, written: Sequence[Written], *,
+                       thread_id: str | None) -> list[mops.ContextBeforeOp]:
+    """Reads of the memories before each of ``written`` in ``thread_id``'s chain
+    (``context_turns``), for their context vectors (``langmem_layer.store.ops.context``).
+
+    Run them in the batch that writes the memories, after its ops: each then reads the
+    chain its memory's link made, in the same transaction. None for an unlinked thread
+    or ``context_turns=0``; a memory not written (an identical one was reinforced) reads
+    an empty chain.
+    """
+    if (not written or not thread_id or not links_thread(env, thread_id)
+            or not env.settings.context_turns):
+        return []
+    return [mops.ContextBeforeOp(user_id, ns, key, thread_id, env.settings.context_turns)
+            for ns, key, _ in written]
+
+
+def put_context_vectors(user_id: str, written: Sequence[Written],
+                        befores: Sequence[tuple[tuple[str, str], ...]], *,
+                        now: datetime) -> Flow[int]:
+    """Embed each of ``written`` with the memories ``befores`` read for it
+    (``context_before_ops``' results, in order; fewer: none for the rest) and keep the
+    vectors, in one batch (one model call). How many were kept: none for a thread's
+    first memory or a store without vectors."""
+    puts = [mops.PutContextVectorOp(user_id, ns, key, content, before, now)
+            for (ns, key, content), before in zip(written, befores, strict=False) if before]
+    if not puts:
+        return 0
+    kept = yield StoreCall(puts)
+    return sum(1 for k in kept if k)
+
+
+def remake_context_vectors(env: Env, user_id: str, namespace: tuple[str, ...],
+                           dropped: Sequence[tuple[str, str, str]], *,
+                           now: datetime) -> Flow[int]:
+    """Make again the context vectors a change of content deleted (``dropped``: the
+    result of ``DropContextVectorsOp``, each memory's key, content and thread), from
+    the memories as they are now. How many were made."""
+    if not dropped or not env.settings.context_turns:
+        return 0
+    befores = yield StoreCall([
+        mops.ContextBeforeOp(user_id, namespace, key, thread, env.settings.context_turns)
+        for key, _, thread in dropped])
+    return (yield from put_context_vectors(
+        user_id, [(namespace, key, content) for key, content, _ in dropped], befores,
+        now=now))

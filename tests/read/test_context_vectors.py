@@ -8,13 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+from langchain_core.messages import HumanMessage
 
 from langmem_layer import MemoryLayer, MemorySettings
+from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.sql.recall import recall_candidates
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.context import context_text
 from langmem_layer.store.sync import PostgresMemoryStore
-from tests.fakes import BagOfWordsEmbeddings
+from tests.fakes import BagOfWordsEmbeddings, ScriptedExtractor
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 TURNS = (
@@ -103,6 +105,35 @@ def test_deleting_a_memory_deletes_the_vectors_holding_its_words(store: Postgres
     assert _vectors(pg_uri) == {}
 
 
+def _embedding(pg_uri: str, key: str) -> list[float]:
+    with psycopg.connect(pg_uri) as conn:
+        (stored,) = conn.execute(
+            "SELECT embedding::text FROM langmem_context_vectors WHERE user_id = 'u1' "
+            "AND key = %s", [key]).fetchone()  # type: ignore[misc]
+    return [float(x) for x in stored.strip("[]").split(",")]
+
+
+def test_a_correction_makes_the_vectors_holding_its_words_again(
+        store: PostgresMemoryStore, pg_uri: str, embedder: BagOfWordsEmbeddings) -> None:
+    layer = MemoryLayer(store)
+    keys = _thread(layer)
+    chains = _vectors(pg_uri)
+    new = "I have been going for about four years, on Mondays."
+    layer.correct("u1", keys[1], new)
+    # The same chains, each vector made from the corrected text: its own, and those of
+    # the two memories it is context for.
+    assert _vectors(pg_uri) == chains
+    for key, text, before in ((keys[1], new, (TURNS[0],)),
+                              (keys[2], TURNS[2], (new, TURNS[0])),
+                              (keys[3], TURNS[3], (TURNS[2], new))):
+        expected = embedder.embed_documents([context_text(text, before)])[0]
+        assert _embedding(pg_uri, key) == pytest.approx(expected, abs=1e-6)
+    # With context_turns=0 the vectors holding the old text just go.
+    MemoryLayer(store, settings=MemorySettings(context_turns=0)).correct(
+        "u1", keys[0], "Do you still go to pilates?")
+    assert _vectors(pg_uri) == {keys[3]: (keys[2], keys[1])}
+
+
 def test_recall_finds_a_memory_by_its_context(store: PostgresMemoryStore) -> None:
     layer = MemoryLayer(store)
     keys = _thread(layer)
@@ -112,6 +143,49 @@ def test_recall_finds_a_memory_by_its_context(store: PostgresMemoryStore) -> Non
     off = MemoryLayer(store, settings=MemorySettings(context_candidates=0))
     assert all("context" not in r.sources
                for r in off.recall("u1", "yoga", now=NOW + timedelta(days=1)))
+
+
+def test_a_question_like_no_context_vector_brings_none(store: PostgresMemoryStore) -> None:
+    _thread(MemoryLayer(store))
+
+    def by_context(query: str, floor: float) -> set[str]:
+        (cands,) = store.batch([mops.RecallOp("u1", ("work",), query=query, now=NOW,
+                                              context=40, context_floor=floor)])
+        return {c.key for c in cands if "context" in c.ranks}
+
+    # Unlike every context vector: below the floor, the strategy takes none of them.
+    floor = MemorySettings().context_similarity_floor
+    assert by_context("weather forecast", floor) == set()
+    assert by_context("yoga", floor) != set()
+    assert len(by_context("weather forecast", -1.0)) == len(TURNS) - 1
+
+
+def _ingest(store: PostgresMemoryStore, user: str, thread: str | None, minute: int,
+            *contents: str) -> list[str]:
+    layer = MemoryLayer(store, extraction="inline", extractor=ScriptedExtractor(
+        [MemoryOperation(op=OpType.ADD, content=c) for c in contents]))
+    done = layer.ingest(user, [HumanMessage(" ".join(contents))], thread_id=thread,
+                        now=NOW + timedelta(minutes=minute))
+    return list(done.written)
+
+
+def test_the_write_path_gives_the_memories_it_extracts_context_vectors(
+        store: PostgresMemoryStore, pg_uri: str) -> None:
+    # One turn's memories join the chain in order, so the second has the first as context.
+    a = _ingest(store, "u1", "t1", 0, "Still goes to yoga classes on Tuesdays.",
+                "Likes the teacher there.")
+    b = _ingest(store, "u1", "t1", 1, "Has been going for about three years now.")
+    assert len(a) == 2 and len(b) == 1
+    assert _vectors(pg_uri) == {a[1]: (a[0], None), b[0]: (a[1], a[0])}
+    # A memory the turn repeats is reinforced, not written: no new vector.
+    assert _ingest(store, "u1", "t1", 2, "Likes the teacher there.") == []
+    assert len(_vectors(pg_uri)) == 2
+    found = {r.key: r for r in MemoryLayer(store).recall(
+        "u1", "yoga classes", now=NOW + timedelta(days=1))}
+    assert b[0] in found and "context" in found[b[0]].sources
+    # Without a thread, none.
+    _ingest(store, "u2", None, 0, "Plays chess.", "Plays the cello.")
+    assert _vectors(pg_uri, "u2") == {}
 
 
 def test_the_context_strategy_binds_the_user_and_skips_large_users() -> None:

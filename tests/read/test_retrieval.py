@@ -492,7 +492,7 @@ async def test_async_recall_uses_the_same_strategies(astore: AsyncPostgresMemory
 def test_a_remembered_memory_gets_the_write_paths_refs_and_a_reference_finds_it(
         store: PostgresMemoryStore, clock: Clock) -> None:
     from langmem_layer.extract.extractor import MemoryOperation, OpType
-    from tests.write.test_write_path import ScriptedExtractor
+    from tests.fakes import ScriptedExtractor
 
     text = "Went hiking with Dana near Lake Tahoe."
     written = MemoryLayer(store, extraction="inline", clock=clock, extractor=ScriptedExtractor(
@@ -515,7 +515,7 @@ def test_a_remembered_memory_gets_the_write_paths_refs_and_a_reference_finds_it(
 def test_the_write_path_recalls_existing_memories_as_the_read_path_does(
         store: PostgresMemoryStore, clock: Clock) -> None:
     from langmem_layer.read.recall import recall_op
-    from tests.write.test_write_path import ScriptedExtractor
+    from tests.fakes import ScriptedExtractor
 
     extractor = ScriptedExtractor()
     layer = MemoryLayer(store, extraction="inline", clock=clock, extractor=extractor)

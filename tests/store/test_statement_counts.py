@@ -9,7 +9,10 @@ read: the user binding, the vector-index lookup, the candidates (with the links 
 them, which took a second transaction of two statements before), learned trust with
 the summary candidates (one statement), and the thread's activity stamp with the
 recent history (one statement). A turn's end (queue, message log, reinforcement) is
-one statement.
+one statement. The extraction's new memories' context vectors add three: their chains
+read in the transaction that writes them, and a transaction of their own keeping the
+vectors (its binding and one insert), since the model that embeds them is not called
+inside a transaction.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from tests.fakes import Clock
 
 #: A turn through the agent graph: load_memory, assemble_context, the model,
 #: extract_after_turn, and the extraction that turn queues (inline here).
-TURN_STATEMENTS = 25
+TURN_STATEMENTS = 28
 #: The read ``load_memory`` makes.
 READ_STATEMENTS = 5
 

@@ -3,40 +3,18 @@ worker crashes, conflict policies between agents, identity vs profile scoping.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 
 from langmem_layer import Kind, Layer, MemoryLayer, MemorySettings, Status
 from langmem_layer.extract.extractor import MemoryOperation, OpType
 from langmem_layer.store import driver
 from langmem_layer.store.ops import ClaimOp, LinksOp, PendingOp
-from langmem_layer.types import IDENTITY_SCOPE, Recalled
-from tests.fakes import Clock
-
-
-class ScriptedExtractor:
-    """Returns the operations it is given; can be told to fail."""
-
-    def __init__(self, ops: Sequence[MemoryOperation] = (), fail: int = 0) -> None:
-        self.ops = list(ops)
-        self.fail = fail
-        self.seen: list[list[Recalled]] = []
-
-    def extract(self, messages: Sequence[BaseMessage], *, existing: Sequence[Recalled] = (),
-                now: datetime) -> list[MemoryOperation]:
-        self.seen.append(list(existing))
-        if self.fail:
-            self.fail -= 1
-            raise RuntimeError("model unavailable")
-        return [op.model_copy() for op in self.ops]
-
-    async def aextract(self, messages: Sequence[BaseMessage], *,
-                       existing: Sequence[Recalled] = (), now: datetime) -> list[MemoryOperation]:
-        return self.extract(messages, existing=existing, now=now)
+from langmem_layer.types import IDENTITY_SCOPE
+from tests.fakes import Clock, ScriptedExtractor
 
 
 def add(content: str, **kw) -> MemoryOperation:

@@ -5,7 +5,11 @@ ops, their SQL and their handlers, each op registered with its handler and trait
 (``from langmem_layer.store import ops as mops``)."""
 
 from langmem_layer.store.ops.api_keys import ApiKey, CreateKeyOp, DeleteKeyOp, FindKeyOp, ListKeysOp
-from langmem_layer.store.ops.context import ContextBeforeOp, PutContextVectorOp
+from langmem_layer.store.ops.context import (
+    ContextBeforeOp,
+    DropContextVectorsOp,
+    PutContextVectorOp,
+)
 from langmem_layer.store.ops.erasure import DeleteUserOp, UserDeletion
 from langmem_layer.store.ops.housekeeping import (
     IndexUserOp,
@@ -96,6 +100,7 @@ __all__ = [
     "DeleteKeyOp",
     "DeleteMemoryOp",
     "DeleteUserOp",
+    "DropContextVectorsOp",
     "EnqueueOp",
     "ExportOp",
     "ExportedItem",

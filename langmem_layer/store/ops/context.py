@@ -1,6 +1,6 @@
 """Context vectors, in one place: the ops, their SQL and their handlers.
 
-A memory remembered into a thread is embedded a second time with the memories before it
+A memory written into a thread is embedded a second time with the memories before it
 in the thread (``MemorySettings.context_turns``, at most two): "I've been doing them for
 about three years now" says nothing of yoga, but said right after "Do you still go to
 yoga?" its context vector does. Recall's ``context`` strategy searches these vectors
@@ -8,9 +8,11 @@ yoga?" its context vector does. Recall's ``context`` strategy searches these vec
 
 A context vector holds the words of the memories it was made from, so those memories
 are its foreign keys (``langmem_context_vectors``, migration 35): deleting any of them
-deletes it, on every path that deletes a memory. A vector is made once, after its
-memory is written (``langmem_layer.write.new_memory.remember``); it is not cached in
-the embedding cache, where it would outlive a deleted memory's words.
+deletes it, on every path that deletes a memory. Its chain is read in the
+transaction that writes the memory, after the memory's link; the vector is made after
+that transaction (``langmem_layer.write.new_memory.context_before_ops`` and
+``put_context_vectors``, which ``remember`` and the write path's ``ingest`` run); it
+is not cached in the embedding cache, where it would outlive a deleted memory's words.
 
 Builders return ``(sql, params)`` with named parameters and do no I/O; each binds
 ``user_id``.
@@ -30,9 +32,11 @@ from langmem_layer.store.tenancy import ns_text
 __all__ = [
     "CONTEXT_TURNS_MAX",
     "ContextBeforeOp",
+    "DropContextVectorsOp",
     "PutContextVectorOp",
     "context_before",
     "context_text",
+    "drop_context_vectors",
     "insert_context_vector",
 ]
 
@@ -104,6 +108,26 @@ def insert_context_vector(user_id: str, prefix: str, key: str, before: tuple[str
     )
 
 
+def drop_context_vectors(user_id: str, prefix: str, key: str) -> Sql:
+    """Delete every context vector holding ``key``'s words (its own, and those of the
+    memories it is context for): rows of ``key``, ``content`` and ``thread_id`` of the
+    memories whose vectors went, as they are now."""
+    return (
+        """WITH gone AS (
+            DELETE FROM langmem_context_vectors v
+            WHERE v.user_id = %(user_id)s AND v.prefix = %(prefix)s
+              AND (v.key = %(key)s OR v.after_key = %(key)s OR v.before_that = %(key)s)
+            RETURNING v.prefix, v.key)
+        SELECT DISTINCT g.key, i.value ->> 'content' AS content,
+               i.value -> 'source' ->> 'thread_id' AS thread_id
+        FROM gone g
+        JOIN langmem_items i ON i.user_id = %(user_id)s AND i.prefix = g.prefix
+                            AND i.key = g.key
+        ORDER BY g.key""",
+        {"user_id": user_id, "prefix": prefix, "key": key},
+    )
+
+
 def context_text(content: str, before: tuple[str, ...]) -> str:
     """What a context vector embeds: the earlier memories' texts (``before``, nearest
     first; each its last ``BEFORE_CHARS`` characters) in order, then the memory's."""
@@ -120,6 +144,13 @@ def _context_before(ctx: Context, op: ContextBeforeOp) -> Handler:
     rows = yield Query(*context_before(op.user_id, ns_text(op.namespace), op.key,
                                        op.thread_id, turns), last=True)
     return tuple((r["key"], r["content"] or "") for r in rows)
+
+
+def _drop_context_vectors(ctx: Context, op: DropContextVectorsOp) -> Handler:
+    rows = yield Query(*drop_context_vectors(op.user_id, ns_text(op.namespace), op.key),
+                       last=True)
+    return tuple((r["key"], r["content"] or "", r["thread_id"]) for r in rows
+                 if r["thread_id"])
 
 
 def _put_context_vector(ctx: Context, op: PutContextVectorOp) -> Handler:
@@ -162,3 +193,14 @@ class PutContextVectorOp(NamedTuple):
     content: str
     before: tuple[tuple[str, str], ...]
     now: datetime | None = None
+
+
+@operation(_drop_context_vectors)
+class DropContextVectorsOp(NamedTuple):
+    """Delete the context vectors holding memory ``key``'s words, when its content
+    changes (result: ``tuple[(key, content, thread_id), ...]`` of the memories whose
+    vectors went, to be made again from what they are now)."""
+
+    user_id: str
+    namespace: tuple[str, ...]
+    key: str

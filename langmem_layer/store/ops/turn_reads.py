@@ -84,6 +84,7 @@ def _recall(ctx: Context, op: RecallOp) -> Handler:
         vector_type=ctx.vector_type,
         owner_reads=ctx.rls,
         context_limit=op.context,
+        context_floor=op.context_floor,
     )
     # On Citus, one call the cluster sends to the user's worker, which keeps its plan
     # (``citus.on_shard``); the transaction's search settings go with it.
@@ -177,6 +178,7 @@ class RecallOp(NamedTuple):
         embed_text: The text embedded for the vector strategy (``None``: ``query``).
         context: How many memories the context strategy takes, by their context
             vectors (``store/ops/context.py``; 0: none).
+        context_floor: The similarity to the query a context vector must reach.
     """
 
     user_id: str
@@ -199,6 +201,7 @@ class RecallOp(NamedTuple):
     standing: int = 0
     embed_text: str | None = None
     context: int = 0
+    context_floor: float = -1.0
 
 
 @dataclass(frozen=True, slots=True)
