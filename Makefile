@@ -91,7 +91,7 @@ citus-stop:
 # The tests that run on Citus (tests/store/test_citus.py lists those that cannot yet, and why),
 # on a database of their own on the cluster, distributed by setup(distributed=True).
 CITUS_TESTS := tests/store/test_citus.py tests/store/test_store_conformance.py tests/read/test_retrieval.py \
-    tests/read/test_context_vectors.py \
+    tests/read/test_context_vectors.py tests/jobs/test_context_vectors_job.py \
     tests/write/test_record_turn.py tests/store/test_recall_plans.py tests/store/test_on_shard.py tests/jobs/test_lifecycle_decay_table.py \
     tests/store/test_large_user.py tests/store/test_store_errors.py \
     tests/write/test_history.py tests/facade/test_open_loops.py tests/jobs/test_jobs.py tests/jobs/test_jobs_runner.py \

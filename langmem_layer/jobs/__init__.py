@@ -19,6 +19,7 @@ or from the command line: ``langmem-layer jobs list`` / ``jobs run NAME`` /
 # Imported for their side effect: each module registers its jobs.
 from langmem_layer.jobs import (  # noqa: F401
     consolidate,
+    context_vectors,
     flows,
     lifecycle_jobs,
     procedural_profile,

@@ -73,7 +73,7 @@ def test_jobs_list_needs_no_database(capsys, monkeypatch) -> None:
     assert main(["jobs", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:2] for line in lines] == [
-        ["consolidate", "daily"],
+        ["consolidate", "daily"], ["context-vectors", "daily"],
         ["extract", "on"], ["index-large-users", "daily"], ["lifecycle", "daily"],
         ["procedural-profile", "weekly"],
         ["purge-embedding-cache", "weekly"], ["purge-expired", "monthly"], ["reextract", "on"],

@@ -31,10 +31,12 @@ def test_registry_holds_every_job_with_its_schedule() -> None:
         "reflect": "weekly",
         "summarize": "daily",
         "procedural-profile": "weekly",
+        "context-vectors": "daily",
     }
     assert all(name == job.name and job.summary for name, job in JOBS.items())
     assert {n for n, j in JOBS.items() if j.needs_embeddings} == {
-        "index-large-users", "extract", "reextract", "consolidate", "reflect", "summarize"}
+        "index-large-users", "extract", "reextract", "consolidate", "reflect", "summarize",
+        "context-vectors"}
     with pytest.raises(dataclasses.FrozenInstanceError):
         JOBS["sweep-ttl"].schedule = "hourly"  # type: ignore[misc]
 

@@ -38,6 +38,7 @@ __all__ = [
     "context_text",
     "drop_context_vectors",
     "insert_context_vector",
+    "missing_context_vectors",
 ]
 
 #: A context vector names the memories it was made from in two columns.
@@ -125,6 +126,35 @@ def drop_context_vectors(user_id: str, prefix: str, key: str) -> Sql:
                             AND i.key = g.key
         ORDER BY g.key""",
         {"user_id": user_id, "prefix": prefix, "key": key},
+    )
+
+
+def missing_context_vectors(user_id: str, model_id: str, limit: int) -> Sql:
+    """The memories of ``user_id`` written into a thread after its first that have no
+    context vector of ``model_id`` (written before context vectors, or whose vector was
+    not kept: the model failed after the write), oldest first, at most ``limit``: rows
+    of ``prefix``, ``key``, ``content`` and ``thread_id``."""
+    return (
+        """SELECT i.prefix, i.key, i.value ->> 'content' AS content,
+               i.value -> 'source' ->> 'thread_id' AS thread_id
+        FROM langmem_items i
+        WHERE i.user_id = %(user_id)s AND i.is_memory
+          AND i.value -> 'source' ->> 'thread_id' IS NOT NULL
+          AND EXISTS (
+            SELECT 1 FROM langmem_links l
+            JOIN langmem_items p ON p.user_id = %(user_id)s AND p.prefix = i.prefix
+                                AND p.key = l.dst_key AND p.is_memory
+                                AND p.value -> 'source' ->> 'thread_id'
+                                    = i.value -> 'source' ->> 'thread_id'
+            WHERE l.user_id = %(user_id)s AND l.src_key = i.key
+              AND l.link_type = 'elaborates')
+          AND NOT EXISTS (
+            SELECT 1 FROM langmem_context_vectors v
+            WHERE v.user_id = %(user_id)s AND v.prefix = i.prefix AND v.key = i.key
+              AND v.model_id = %(model_id)s)
+        ORDER BY i.created_at, i.key
+        LIMIT %(limit)s""",
+        {"user_id": user_id, "model_id": model_id, "limit": limit},
     )
 
 
