@@ -6,7 +6,7 @@ A memory written into a thread gets its context vector after its write's transac
 context vectors existed (migration 35) have none, nor has one whose vector was not kept
 because the model failed or the process stopped between the two. This job finds them
 (``missing_context_vectors``), reads each one's chain as the write path does
-(``context_before``) and keeps the vectors in one store batch, which the runner embeds
+(``ContextBeforeOp``) and keeps the vectors in one store batch, which the runner embeds
 with other users' (``defers_writes``, ``langmem_layer.jobs.batching``). A user whose
 memories did not change since the job last ran for them is passed over.
 """
@@ -21,7 +21,7 @@ from langmem_layer.jobs.evidence import namespace
 from langmem_layer.jobs.registry import JobContext, JobOption, register
 from langmem_layer.jobs.turns import run_settings
 from langmem_layer.store import ops as mops
-from langmem_layer.store.ops.context import context_before, missing_context_vectors
+from langmem_layer.store.ops.context import missing_context_vectors
 from langmem_layer.types import to_utc
 
 __all__ = ["context_vectors"]
@@ -60,13 +60,14 @@ def context_vectors(ctx: JobContext, user_id: str, *, now: datetime, dry_run: bo
     missing = ctx.execute(missing_context_vectors(user_id, model_id, limit))
     if dry_run:
         return {"missing": len(missing), "made": 0}
-    ops: list[Any] = []
-    for row in missing:
-        before = tuple((r["key"], r["content"] or "") for r in ctx.execute(context_before(
-            user_id, row["prefix"], row["key"], row["thread_id"], turns)))
-        if before:
-            ops.append(mops.PutContextVectorOp(user_id, namespace(row["prefix"]), row["key"],
-                                               row["content"] or "", before, now))
+    # The write path's reads of each chain, in one round trip (they share it).
+    reads: list[Any] = [mops.ContextBeforeOp(user_id, namespace(row["prefix"]), row["key"],
+                                             row["thread_id"], turns) for row in missing]
+    befores: list[Any] = ctx.store.batch(reads) if reads else []
+    ops: list[Any] = [
+        mops.PutContextVectorOp(user_id, namespace(row["prefix"]), row["key"],
+                                row["content"] or "", before, now)
+        for row, before in zip(missing, befores, strict=True) if before]
     if ops and ctx.deferred is not None:
         ctx.deferred.extend(ops)  # the runner embeds them with other users' texts
     elif ops:

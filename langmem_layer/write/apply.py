@@ -270,8 +270,8 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
     rest = [log, *fallback_ops(user_id, profile, thread_id, agent_id, messages, now, extracted)]
     # The new memories' chains are read last in the batch, after their links.
     made = [m for plan in planned for m in plan.made]
-    context_reads = context_before_ops(env, user_id, made, thread_id=thread_id)
-    rest += context_reads
+    after = len(rest)
+    rest += context_before_ops(env, user_id, made, thread_id=thread_id)
     # One writer per user at a time: the lock is taken first in the transaction (by the
     # first operation's exactly-once record) and its adds re-check, under it, what a
     # concurrent worker committed (AddMemoryOp). The thread's lock too, in the same
@@ -300,8 +300,7 @@ def ingest(env: Env, user_id: str, messages: Sequence[BaseMessage], *, profile: 
         result.changed.extend(plan.changed)
     # Their context vectors, after the transaction (the model is not called in one); a
     # memory that was not written read an empty chain and gets none.
-    yield from put_context_vectors(user_id, made, done_rest[len(done_rest) - len(context_reads):],
-                                   now=now)
+    yield from put_context_vectors(user_id, made, done_rest[after:], now=now)
     # An explicit preference ("keep answers short") updates the procedural
     # profile now, not at the weekly inference.
     change = explicit_preference(text)
