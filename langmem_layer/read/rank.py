@@ -5,8 +5,8 @@ window, one-hop link walk, open questions, pinned) with their per-strategy ranks
 Here they are:
 
 1. filtered by the relevance floor: a candidate whose only evidence is its
-   embedding (found by the vector and/or time strategies alone) must reach the
-   similarity floor; a keyword, reference or link hit stands on its own;
+   embedding (found by the vector strategy alone) must reach the similarity floor; a
+   keyword, reference, time-window, context or link hit stands on its own;
 2. fused with weighted Reciprocal Rank Fusion over the union:
    ``fused = Σ_s w_s / (rrf_k + rank_s + 1)`` over vector, keyword, ref and time;
 3. spread one hop over links: a memory linked to candidates inherits

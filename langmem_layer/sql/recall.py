@@ -173,7 +173,8 @@ def recall_candidates(
       reference carried by more than ``ref_max_share`` of the user's memories (and
       by more than ``REF_MIN_CAP`` of them) is ignored;
     * ``tw``: memories whose ``occurred_at`` lies in ``window`` ([start, end)), ranked
-      by similarity (then newest first); for a large user, among the window's newest
+      by similarity (then newest first) and, in turn, the most similar of those dating
+      something (``sql.dating``); for a large user, among the window's newest
       ``KW_DOC_BUDGET``;
     * ``cx``: the ``context_limit`` memories whose context vectors (the memory with
       those before it in its thread; ``store/ops/context.py``) are most like the query,

@@ -44,7 +44,11 @@ RECALL_SOURCES: tuple[RecallSource, ...] = (
     RecallSource("vector", "vec", fused=True, lexical=False, default_weight=1.0),
     RecallSource("keyword", "kw", fused=True, lexical=True, default_weight=1.0),
     RecallSource("ref", "rf", fused=True, lexical=True, default_weight=1.0),
-    RecallSource("time", "tw", fused=True, lexical=False, default_weight=1.0),
+    # A memory of the period the question names: the period is the evidence (the
+    # strategy takes those dating something beside the most similar, and "Yesterday I
+    # met artists in Boston" resembles "Which city was he in on October 3?" hardly at
+    # all), so its own embedding need not clear the similarity floor.
+    RecallSource("time", "tw", fused=True, lexical=True, default_weight=1.0),
     # A memory whose context vector (the memory with those before it in its thread) is
     # like the question: its context is the evidence, so its own embedding need not
     # clear the similarity floor.

@@ -393,9 +393,9 @@ def test_the_time_strategy_keeps_a_memory_dating_an_event_in_the_period_beside_s
     """Said on the 4th, "yesterday" is the 3rd: the time strategy ranks the period's
     memories that date something beside the most similar, so such a memory is found even
     when more similar ones fill the strategy's share of candidates."""
-    # No similarity floor: a memory found by its period alone must still resemble the
-    # question a little, which the test's toy embeddings cannot show.
-    layer = make_layer(store, clock, candidates_per_source=2, episodic_similarity_floor=0.0)
+    # The profile's similarity floor stays: a memory of the period stands on the period,
+    # however little it resembles the question.
+    layer = make_layer(store, clock, candidates_per_source=2)
     for day, text in ((2, "The city lights were lovely from the bridge."),
                       (5, "We walked across the old city at dusk."),
                       (6, "A city market sold fresh bread and cheese.")):

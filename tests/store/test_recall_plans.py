@@ -145,7 +145,7 @@ def test_every_strategy_is_declared_once_in_the_registry() -> None:
     fused, lexical, weights = (rank._FUSED_SOURCES, rank._LEXICAL_SOURCES,
                                rank.DEFAULT_SOURCE_WEIGHTS)
     assert fused == ("vector", "keyword", "ref", "time", "context")
-    assert lexical == {"keyword", "ref", "context", "link", "open_question", "due",
+    assert lexical == {"keyword", "ref", "time", "context", "link", "open_question", "due",
                        "standing"}
     assert weights == {"vector": 1.0, "keyword": 1.0, "ref": 1.0, "time": 1.0,
                        "context": 1.0, "link": 0.5}
