@@ -23,6 +23,7 @@ from langmem_layer.jobs.turns import run_settings
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.context import missing_context_vectors
 from langmem_layer.types import to_utc
+from langmem_layer.write.new_memory import context_vector_ops
 
 __all__ = ["context_vectors"]
 
@@ -64,10 +65,9 @@ def context_vectors(ctx: JobContext, user_id: str, *, now: datetime, dry_run: bo
     reads: list[Any] = [mops.ContextBeforeOp(user_id, namespace(row["prefix"]), row["key"],
                                              row["thread_id"], turns) for row in missing]
     befores: list[Any] = ctx.store.batch(reads) if reads else []
-    ops: list[Any] = [
-        mops.PutContextVectorOp(user_id, namespace(row["prefix"]), row["key"],
-                                row["content"] or "", before, now)
-        for row, before in zip(missing, befores, strict=True) if before]
+    ops: list[Any] = context_vector_ops(
+        user_id, [(namespace(row["prefix"]), row["key"], row["content"] or "")
+                  for row in missing], befores, now=now)
     if ops and ctx.deferred is not None:
         ctx.deferred.extend(ops)  # the runner embeds them with other users' texts
     elif ops:

@@ -30,9 +30,9 @@ from langmem_layer.types import (
 )
 
 __all__ = [
-    "Written", "check_content", "context_before_ops", "links_thread", "memory_ops",
-    "new_record", "put_context_vectors", "put_record", "remake_context_vectors", "remember",
-    "thread_link_ops",
+    "Written", "check_content", "context_before_ops", "context_vector_ops", "links_thread",
+    "memory_ops", "new_record", "put_context_vectors", "put_record", "remake_context_vectors",
+    "remember", "thread_link_ops",
 ]
 
 #: Kinds written global to the user unless the extractor says otherwise.
@@ -213,6 +213,16 @@ def context_before_ops(env: Env, user_id: str, written: Sequence[Written], *,
             for ns, key, _ in written]
 
 
+def context_vector_ops(user_id: str, written: Sequence[Written],
+                       befores: Sequence[tuple[tuple[str, str], ...]], *,
+                       now: datetime) -> list[mops.PutContextVectorOp]:
+    """The ops that keep the context vectors of ``written``, each embedded with the
+    memories ``befores`` read for it (in order; fewer: none for the rest). None for a
+    memory whose chain is empty (a thread's first)."""
+    return [mops.PutContextVectorOp(user_id, ns, key, content, before, now)
+            for (ns, key, content), before in zip(written, befores, strict=False) if before]
+
+
 def put_context_vectors(user_id: str, written: Sequence[Written],
                         befores: Sequence[tuple[tuple[str, str], ...]], *,
                         now: datetime) -> Flow[int]:
@@ -220,8 +230,7 @@ def put_context_vectors(user_id: str, written: Sequence[Written],
     (``context_before_ops``' results, in order; fewer: none for the rest) and keep the
     vectors, in one batch (one model call). How many were kept: none for a thread's
     first memory or a store without vectors."""
-    puts = [mops.PutContextVectorOp(user_id, ns, key, content, before, now)
-            for (ns, key, content), before in zip(written, befores, strict=False) if before]
+    puts = context_vector_ops(user_id, written, befores, now=now)
     if not puts:
         return 0
     kept = yield StoreCall(puts)
