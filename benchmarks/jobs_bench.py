@@ -63,7 +63,7 @@ from langmem_layer.jobs import JOBS, JobContext, register
 from langmem_layer.jobs import lifecycle_jobs as lifecycle_job
 from langmem_layer.jobs.runs import PAGE, Shard, run, run_users
 from langmem_layer.sql import jobs as sql
-from langmem_layer.sql import lifecycle as lsql
+from langmem_layer.sql import transitions as lsql
 from langmem_layer.sql.migrations import MIGRATIONS
 from langmem_layer.store.embedded import embedded_uri
 

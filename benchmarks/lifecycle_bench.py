@@ -26,7 +26,7 @@ from langgraph.store.base import PutOp
 
 from langmem_layer import MemorySettings, PostgresMemoryStore
 from langmem_layer.jobs import JOBS, JobContext
-from langmem_layer.sql import recall as rsql
+from langmem_layer.sql import candidates as rsql
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord
 
 NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)

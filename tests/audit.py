@@ -130,23 +130,23 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "scores, each row copied under its own user_id",
     ),
     Allowed(
-        "items.expired_users",
+        "generic_items.expired_users",
         r"^select distinct user_id from langmem_items where expires_at is not null "
         r"and expires_at <= ",
-        "the TTL sweep's user list (sql/items.expired_users): user ids only; "
+        "the TTL sweep's user list (sql/generic_items.expired_users): user ids only; "
         "sweep_expired then deletes per user",
     ),
     Allowed(
-        "queue.claimable_users",
+        "queue_statements.claimable_users",
         r"^select distinct q\.user_id from langmem_extraction_queue q where ",
-        "the worker's user list (sql/queue.claimable_users): user ids only; "
+        "the worker's user list (sql/queue_statements.claimable_users): user ids only; "
         "claim then leases one user's entries",
     ),
     Allowed(
-        "queue.backlog",
+        "queue_statements.backlog",
         r"^select count\(\*\) filter \(where done_at is null and parked_at is null\) as "
         r"waiting, ",
-        "the operator's metrics (sql/queue.backlog): counts and the oldest age of the "
+        "the operator's metrics (sql/queue_statements.backlog): counts and the oldest age of the "
         "extraction queue across users, no user id and no content",
     ),
     Allowed(
@@ -156,9 +156,9 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "the purge then runs per user",
     ),
     Allowed(
-        "items.list_prefixes",
+        "generic_items.list_prefixes",
         r"^select distinct i\.prefix from langmem_items i where ",
-        "list_namespaces without a user prefix (sql/items.list_prefixes with user_id "
+        "list_namespaces without a user prefix (sql/generic_items.list_prefixes with user_id "
         "None) lists namespace names across tenants, never values, for store browsers "
         "(docs/isolation.md); with a user it binds i.user_id",
     ),
@@ -202,17 +202,17 @@ ALLOWLIST: tuple[Allowed, ...] = (
         "own user",
     ),
     Allowed(
-        "items.delete_embeddings",
+        "generic_items.delete_embeddings",
         r"^delete from langmem_embeddings e using unnest\(.*\) as t\(user_id, prefix, "
         r"key\) where e\.user_id = t\.user_id",
         "a BaseStore batch may rewrite items of several users: each vector row is "
         "matched on its own (user_id, prefix, key) triple",
     ),
     Allowed(
-        "items.replace_embeddings",
+        "generic_items.replace_embeddings",
         r"^with gone as \( ?delete from langmem_embeddings e using unnest\(.*\) as "
         r"t\(user_id, prefix, key\) where e\.user_id = t\.user_id",
-        "items.delete_embeddings and the insert of the new vectors in one statement: each "
+        "generic_items.delete_embeddings and the insert of the new vectors in one statement: each "
         "vector row is matched on its own (user_id, prefix, key) triple, and each inserted "
         "row carries its user",
     ),

@@ -21,7 +21,7 @@ the memories whose ``expires_at`` has passed, with their embeddings, links and c
 embeddings, in one transaction.
 
 Each job works on one user in one transaction, with set-based SQL
-(``langmem_layer.sql.lifecycle``), and running it again for the same ``now``
+(``langmem_layer.sql.transitions``), and running it again for the same ``now``
 changes nothing. ``langmem-layer jobs run lifecycle`` (the runner,
 ``langmem_layer.jobs.runs``) runs them user by user, recorded, resumable, sharded.
 """

@@ -40,8 +40,8 @@ from langmem_layer.read.rerank import (
     probability,
 )
 from langmem_layer.settings import MemorySettings
-from langmem_layer.sql.lifecycle import HALF_LIFE_KINDS, MAX_DECAY_EXPONENT, MAX_HALVINGS
 from langmem_layer.sql.sources import RECALL_SOURCES
+from langmem_layer.sql.transitions import HALF_LIFE_KINDS, MAX_DECAY_EXPONENT, MAX_HALVINGS
 from langmem_layer.store.ops import Candidate
 from langmem_layer.types import (
     Kind,
@@ -164,7 +164,7 @@ def decay_score(record: Rankable, now: datetime, *, half_life_days: float = 180.
     """The decay score (1.0 means no decay).
 
     The lifecycle job stores the same score, computed in SQL
-    (``langmem_layer.sql.lifecycle.decay_expression``); tests hold the two equal.
+    (``langmem_layer.sql.transitions.decay_expression``); tests hold the two equal.
 
     Semantic, procedural and identity memories: ``confidence × e^(−t/S)`` with ``t``
     days since last access and ``S = 1 + 0.5 × access_count``. Summaries and

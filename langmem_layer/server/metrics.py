@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from langmem_layer.sql import jobs as jsql
-from langmem_layer.sql import queue as qsql
+from langmem_layer.sql import queue_statements as qsql
 from langmem_layer.sql.rls import bind
 
 __all__ = ["READY_TIMEOUT", "Metrics", "collect", "collect_sync", "rows"]

@@ -1,6 +1,6 @@
 """SQL of recall's keyword strategy: Okapi BM25 over a user's memories, as CTEs.
 
-Pieces of ``langmem_layer.sql.recall``'s one statement (its ``kw`` CTE and what it
+Pieces of ``langmem_layer.sql.candidates``'s one statement (its ``kw`` CTE and what it
 reads), kept apart so that the statement's builder reads as the list of strategies.
 Each piece binds ``user_id`` through the eligibility condition the builder passes, or
 through ``langmem_terms``' user and the owner's function for a large user.

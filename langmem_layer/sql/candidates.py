@@ -15,7 +15,7 @@ from typing import Any
 from langmem_layer.sql import Sql
 from langmem_layer.sql.bm25 import LARGE_BM25, SMALL_MATCH, TSQ, small_bm25
 from langmem_layer.sql.dating import DATED_PARAMS, dated_sql
-from langmem_layer.sql.items import VALUE
+from langmem_layer.sql.generic_items import VALUE
 from langmem_layer.sql.moved import STATUS, UPDATED, open_loop
 from langmem_layer.sql.sources import RECALL_SOURCES
 from langmem_layer.sql.vector import user_walk, vector_literal

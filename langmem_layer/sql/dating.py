@@ -2,7 +2,7 @@
 
 One pattern in one place: ``DATING`` for Python's ``re`` (``dates_something``, which the
 reranker calls) and ``DATING_SQL``, the same for PostgreSQL's ``~*``
-(``langmem_layer.sql.recall``). Both engines pay ~20-25 us a text for it, the larger part
+(``langmem_layer.sql.candidates``). Both engines pay ~20-25 us a text for it, the larger part
 of a long period's time strategy, so each first asks for ``CUES``: a digit or one of a
 few words, which every text the pattern matches holds (six in seven texts hold none).
 """

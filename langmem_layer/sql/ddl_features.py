@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from langmem_layer.sql.job_users import TABLE as JOB_USERS_TABLE
 from langmem_layer.sql.rls import enable_rls
-from langmem_layer.sql.trust import TRUST_TABLE
+from langmem_layer.sql.trust_counts import TRUST_TABLE
 
 __all__ = ["FEATURES"]
 
@@ -49,7 +49,7 @@ def _bound_nearest(name: str, vector_type: str) -> str:
 FEATURES: list[str] = [
     # the lifecycle: each memory's decay score, recomputed nightly into an
     # unindexed column (an in-place HOT update, like `access`), and the open loops with
-    # a due date by due date, for the "due" strategy of recall (sql/recall.py).
+    # a due date by due date, for the "due" strategy of recall (sql/candidates.py).
     """
     ALTER TABLE langmem_items ADD COLUMN IF NOT EXISTS decay double precision;
     CREATE INDEX IF NOT EXISTS langmem_items_due_idx
@@ -227,7 +227,7 @@ FEATURES: list[str] = [
     ALTER TABLE langmem_job_runs ADD COLUMN IF NOT EXISTS failures jsonb NOT NULL
         DEFAULT '{}'::jsonb;
     """,
-    # Recall's "standing" strategy (sql/recall.py): a user's preferences on how to
+    # Recall's "standing" strategy (sql/candidates.py): a user's preferences on how to
     # answer join every turn; this keeps a large user's turn from scanning all of their
     # memories for them.
     """

@@ -383,7 +383,7 @@ SCHEMA: list[str] = [
     $do$;
     """,
     # 13: reinforcement writes a memory's access_count and last_accessed_at to
-    # their own unindexed column, which readers lay over the value (sql/items.VALUE).
+    # their own unindexed column, which readers lay over the value (sql/generic_items.VALUE).
     # Rewriting the indexed value made every recall's UPDATE insert new entries into
     # every index of the row (its full-text ones included); changing only this column
     # lets PostgreSQL update in place (HOT), given free room on the page: fillfactor.

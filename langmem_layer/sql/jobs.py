@@ -2,7 +2,7 @@
 
 Builders return ``(sql, params)`` and do no I/O. ``users`` and ``count_users``
 read only user ids, across users, to know whom to serve (like
-``langmem_layer.sql.queue.claimable_users``); the per-user work itself binds one
+``langmem_layer.sql.queue_statements.claimable_users``); the per-user work itself binds one
 user per statement. ``langmem_job_runs`` is the runner's own table, not a per-user
 one: one row per (job, period, shard).
 

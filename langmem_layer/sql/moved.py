@@ -1,6 +1,6 @@
 """A memory's lifecycle state as readers see it: the value with the last moves laid over.
 
-A lifecycle move (``langmem_layer.sql.lifecycle``: a status change, an open loop
+A lifecycle move (``langmem_layer.sql.transitions``: a status change, an open loop
 closed, the ``needs_revalidation`` flag set or cleared) writes the keys it changes
 (``MOVED_KEYS``) to the unindexed ``moved`` column and the time of a status move to
 the unindexed ``moved_at`` column (migration 27), never ``value`` nor ``updated_at``:

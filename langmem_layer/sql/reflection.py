@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from langmem_layer.sql import Sql
-from langmem_layer.sql.items import VALUE
+from langmem_layer.sql.generic_items import VALUE
 from langmem_layer.sql.moved import STATUS, moved
 from langmem_layer.types import utc_iso
 

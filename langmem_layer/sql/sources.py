@@ -1,6 +1,6 @@
 """The retrieval strategies of recall, each declared once.
 
-Recall's SQL (``langmem_layer.sql.recall``) gives every candidate its rank in each
+Recall's SQL (``langmem_layer.sql.candidates``) gives every candidate its rank in each
 strategy's list as a column ``<column>_rank``; the store hands them on by ``name``
 (``Candidate.ranks``); ranking (``langmem_layer.read.rank``) reads from here which of
 them it fuses, which count as evidence beyond the embedding, and their default

@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from langmem_layer.sql import Sql, merge
-from langmem_layer.sql import trust as tsql
-from langmem_layer.sql.items import VALUE, prefix_args
+from langmem_layer.sql import trust_counts as tsql
+from langmem_layer.sql.generic_items import VALUE, prefix_args
 from langmem_layer.sql.moved import STATUS, UPDATED, moved
 
 __all__ = ["WITH_TRUST_ROW", "candidates", "messages", "thread_stats", "with_trust"]

@@ -71,7 +71,7 @@ def _field(name: str) -> str:
     """``name`` of the value as every reader sees it (the lifecycle's moves and
     reinforcement's ``access`` laid over it), as text.
 
-    ``VALUE ->> name`` (``langmem_layer.sql.items.VALUE``) without building the
+    ``VALUE ->> name`` (``langmem_layer.sql.generic_items.VALUE``) without building the
     merged document: the lifecycle reads a few fields of every memory.
     """
     if name in MOVED_KEYS:

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from langmem_layer.errors import InvalidMemoryError
 from langmem_layer.sql import Sql
-from langmem_layer.sql import items as isql
+from langmem_layer.sql import generic_items as isql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.sql.filters import compile_filter
 from langmem_layer.store.ops.dispatch import Registry, handles

@@ -24,7 +24,7 @@ from langmem_layer.errors import (
     PoolTimeoutError,
     SchemaNotReadyError,
 )
-from langmem_layer.sql.queue import APPLIED_KEY
+from langmem_layer.sql.queue_statements import APPLIED_KEY
 
 __all__ = [
     "TRANSACTION_ATTEMPTS",

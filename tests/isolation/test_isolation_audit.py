@@ -18,7 +18,15 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_layer import MemoryLayer, PostgresMemoryStore
 from langmem_layer.extract.rules import RuleExtractor
-from langmem_layer.sql import backfills, cache, items, jobs, migrations, queue, vector
+from langmem_layer.sql import (
+    backfills,
+    cache,
+    generic_items,
+    jobs,
+    migrations,
+    queue_statements,
+    vector,
+)
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops import reextraction, working
 from tests import audit
@@ -107,15 +115,15 @@ ALLOWED_BUILDERS = {
     "backfills.terms": backfills.backfill(10).batch(["alice", "bob"])[1],  # type: ignore[union-attr]
     "migrations.terms_backfill.batch": backfills.backfill(10).batch(["alice", "bob"])[2],  # type: ignore[union-attr]
     "backfills.decay": backfills.backfill(21).batch(["alice", "bob"])[0],  # type: ignore[union-attr]
-    "items.expired_users": items.expired_users(NOW),
-    "queue.claimable_users": queue.claimable_users(NOW, 10),
-    "queue.backlog": queue.backlog(NOW),
+    "generic_items.expired_users": generic_items.expired_users(NOW),
+    "queue_statements.claimable_users": queue_statements.claimable_users(NOW, 10),
+    "queue_statements.backlog": queue_statements.backlog(NOW),
     "cache.stale_cache_users": cache.stale_cache_users(NOW),
-    "items.list_prefixes": items.list_prefixes(None, "memories", NOW),
+    "generic_items.list_prefixes": generic_items.list_prefixes(None, "memories", NOW),
     "reextraction.fallback_turns": reextraction.fallback_turns(None, 10),
     "cache.lookup_cached": cache.lookup_cached("m", [("alice", "h")], NOW),
-    "items.delete_embeddings": items.delete_embeddings([("alice", "p", "k")], "m"),
-    "items.replace_embeddings": items.replace_embeddings(
+    "generic_items.delete_embeddings": generic_items.delete_embeddings([("alice", "p", "k")], "m"),
+    "generic_items.replace_embeddings": generic_items.replace_embeddings(
         [("alice", "p", "k")], [("alice", "p", "k", "$", [0.5])], model_id="m", dims=1, now=NOW),
     "vector.large_users": vector.large_users("m", 1000),
     "working.idle_threads": working.idle_threads(NOW, 10),
@@ -139,11 +147,11 @@ def test_every_allowlist_entry_is_met() -> None:
 
 
 def test_the_user_bound_forms_of_allowed_builders_bind() -> None:
-    assert audit.check(items.list_prefixes("alice", "memories", NOW)[0]) == []
+    assert audit.check(generic_items.list_prefixes("alice", "memories", NOW)[0]) == []
     assert audit.check(reextraction.fallback_turns("alice", 10)[0]) == []
     # A multi-user batch's cache rows: each inserted under its own user_id.
     assert audit.check(cache.upsert_cached("m", [("alice", "h", [0.5])], NOW)[0]) == []
-    assert audit.allowed(items.list_prefixes("alice", "memories", NOW)[0]) is not None
+    assert audit.allowed(generic_items.list_prefixes("alice", "memories", NOW)[0]) is not None
     # ... which the allowlist would also cover: it is only consulted after a refusal.
 
 

@@ -16,8 +16,8 @@ import pytest
 from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.jobs import JOBS, JobContext
 from langmem_layer.jobs.lifecycle_jobs import lifecycle_thresholds
-from langmem_layer.sql import lifecycle as lsql
 from langmem_layer.sql import migrations as migsql
+from langmem_layer.sql import transitions as lsql
 from langmem_layer.store import ops as mops
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Kind, Layer, LoopStatus, MemoryRecord, Status

@@ -1,4 +1,4 @@
-"""The nightly job's one statement (``sql.lifecycle.lifecycle_pass``) leaves a user's
+"""The nightly job's one statement (``sql.transitions.lifecycle_pass``) leaves a user's
 memories and scores exactly as the rescore followed by one ``UPDATE`` per rule does,
 chained moves included, and a second pass at the same time changes nothing."""
 
@@ -11,8 +11,8 @@ import psycopg
 
 from langmem_layer import MemorySettings
 from langmem_layer.jobs.lifecycle_jobs import lifecycle_thresholds
-from langmem_layer.sql import lifecycle as lsql
-from langmem_layer.sql.items import VALUE
+from langmem_layer.sql import transitions as lsql
+from langmem_layer.sql.generic_items import VALUE
 from langmem_layer.sql.moved import UPDATED
 from langmem_layer.store.ops import LifecycleOp
 from langmem_layer.store.sync import PostgresMemoryStore

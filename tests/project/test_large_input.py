@@ -28,7 +28,7 @@ from langmem_layer.offline_chat import OfflineChatModel
 from langmem_layer.read import query as query_module
 from langmem_layer.read.query import MAX_QUERY_CHARS, bounded
 from langmem_layer.refs import _sentence_initial, extract_refs
-from langmem_layer.sql.recall import cap_terms
+from langmem_layer.sql.candidates import cap_terms
 from langmem_layer.store.db_errors import translate
 from tests.fakes import Clock
 

@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage
 
 from langmem_layer import MemoryLayer, MemorySettings
 from langmem_layer.extract.extractor import MemoryOperation, OpType
-from langmem_layer.sql.recall import recall_candidates
+from langmem_layer.sql.candidates import recall_candidates
 from langmem_layer.store import ops as mops
 from langmem_layer.store.ops.context import context_text
 from langmem_layer.store.sync import PostgresMemoryStore

@@ -48,7 +48,7 @@ def test_the_cues_rule_out_only_texts_the_pattern_does_not_match() -> None:
 
 
 def test_postgresql_reads_the_cues_and_the_pattern_as_python_does(pg_uri: str) -> None:
-    # The condition recall's time strategy computes (langmem_layer.sql.recall, ``tw``).
+    # The condition recall's time strategy computes (langmem_layer.sql.candidates, ``tw``).
     texts = [t for t in _texts() if "ſ" not in t]  # PostgreSQL's ~* does not fold "ſ"
     with psycopg.connect(pg_uri) as conn:
         rows = conn.execute(

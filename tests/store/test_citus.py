@@ -49,7 +49,7 @@ CITUS_PENDING: dict[str, str] = {
     "tests/jobs/test_lifecycle_hot.py::test_a_nights_moves_are_hot": _NODE_STATISTICS,
     "tests/jobs/test_lifecycle_pass.py::test_one_pass_equals_the_rules_one_by_one": (
         "a deliberate difference (docs/scaling.md): the test runs the one-server form of "
-        "the nightly pass (sql/lifecycle.lifecycle_pass, one statement) against its "
+        "the nightly pass (sql/transitions.lifecycle_pass, one statement) against its "
         "rule-by-rule reference; on Citus the store runs the pass as steps on the user's "
         "shard group instead, which tests/jobs/test_lifecycle_decay_table.py and "
         "tests/jobs/test_jobs.py check there"),

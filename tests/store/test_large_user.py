@@ -15,7 +15,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.store.base import PutOp
 
 from langmem_layer import Kind, Layer, MemoryLayer, MemoryRecord, MemorySettings
-from langmem_layer.sql import recall as rsql
+from langmem_layer.sql import candidates as rsql
 from langmem_layer.store.ops import LinksOp, RecallOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.fakes import Clock

@@ -17,8 +17,8 @@ import pytest
 from langgraph.store.base import PutOp
 
 from langmem_layer import Kind, Layer, MemoryRecord
+from langmem_layer.sql import candidates as rsql
 from langmem_layer.sql import citus
-from langmem_layer.sql import recall as rsql
 from langmem_layer.store.ops import (
     LogMessagesOp,
     RecentMessagesOp,

@@ -13,8 +13,8 @@ from langgraph.store.base import PutOp
 from psycopg.rows import dict_row
 
 from langmem_layer import Kind, Layer, MemoryRecord
+from langmem_layer.sql import candidates as rsql
 from langmem_layer.sql import citus
-from langmem_layer.sql import recall as rsql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.store.sync import PostgresMemoryStore
 from tests.conftest import on_citus

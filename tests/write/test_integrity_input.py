@@ -18,7 +18,7 @@ from langmem_layer import (
     MemoryState,
 )
 from langmem_layer.extract.extractor import MemoryOperation, OpType
-from langmem_layer.sql.recall import cap_terms
+from langmem_layer.sql.candidates import cap_terms
 from langmem_layer.store.ops import ParkedEntriesOp, PendingOp
 from langmem_layer.store.sync import PostgresMemoryStore
 from langmem_layer.types import Recalled

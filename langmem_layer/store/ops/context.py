@@ -4,7 +4,7 @@ A memory written into a thread is embedded a second time with the memories befor
 in the thread (``MemorySettings.context_turns``, at most two): "I've been doing them for
 about three years now" says nothing of yoga, but said right after "Do you still go to
 yoga?" its context vector does. Recall's ``context`` strategy searches these vectors
-(``langmem_layer.sql.recall``, the ``cx`` CTE) beside the memories' own.
+(``langmem_layer.sql.candidates``, the ``cx`` CTE) beside the memories' own.
 
 A context vector holds the words of the memories it was made from, so those memories
 are its foreign keys (``langmem_context_vectors``, migration 35): deleting any of them

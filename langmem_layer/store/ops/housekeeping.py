@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from langmem_layer.errors import ConfigurationError
 from langmem_layer.sql import cache as csql
-from langmem_layer.sql import items as isql
+from langmem_layer.sql import generic_items as isql
 from langmem_layer.sql import vector as vsql
 from langmem_layer.store.embedding.work import CACHE_TTL
 from langmem_layer.store.ops.dispatch import Context, operation

@@ -2,7 +2,7 @@
 purge, history and habit outcomes.
 
 Re-exported by ``langmem_layer.store.ops``, where callers import them. Their SQL stays
-in ``langmem_layer.sql.lifecycle``: its decay constants are shared with the ranking
+in ``langmem_layer.sql.transitions``: its decay constants are shared with the ranking
 (``read/rank.py``, which a test holds equal to the SQL's decay), and its builders with
 these ops and handlers would pass the 600 lines a module may hold.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langmem_layer.sql import lifecycle as lsql
+from langmem_layer.sql import transitions as lsql
 from langmem_layer.store.ops.dispatch import Context, operation
 from langmem_layer.store.plan import Handler, Query
 from langmem_layer.types import HistoryEntry
@@ -32,7 +32,7 @@ def _lifecycle(ctx: Context, op: LifecycleOp) -> Handler:
     rules = lsql.transitions(**op.thresholds)
     if not op.dry_run:
         # One statement: the scores and every rule in order, each memory moved
-        # written once (sql/lifecycle.lifecycle_pass), planned for its user
+        # written once (sql/transitions.lifecycle_pass), planned for its user
         # (``lsql.CUSTOM_PLANS``, in the same round trip).
         _, (row,) = yield Query(*lsql.lifecycle_pass(
             op.user_id, op.now, half_life_days=op.half_life_days,
@@ -76,7 +76,7 @@ def _record_outcome(ctx: Context, op: RecordOutcomeOp) -> Handler:
 @operation(_lifecycle)
 class LifecycleOp(NamedTuple):
     """Run the lifecycle over one user's memories: decay, then every transition of
-    ``langmem_layer.sql.lifecycle.transitions`` (result: ``dict[str, int]``, the
+    ``langmem_layer.sql.transitions.transitions`` (result: ``dict[str, int]``, the
     number of memories per outcome).
 
     Attributes:

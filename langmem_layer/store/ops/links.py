@@ -3,7 +3,7 @@
 Builders return ``(sql, params)`` with named parameters and do no I/O; each binds
 ``user_id``. A deleted or swept memory's links go with it (``delete_memory`` of
 ``store/ops/memory.py``, ``delete_links_of`` here); the lifecycle's purge deletes
-them in its own statement (``sql/lifecycle.py``).
+them in its own statement (``sql/transitions.py``).
 """
 
 from __future__ import annotations

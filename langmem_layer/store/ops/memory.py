@@ -6,7 +6,7 @@ Builders return ``(sql, params)`` with named parameters and do no I/O. Each
 statement binds ``user_id``. The other families of memory ops have modules of their
 own: ``turn_reads`` (recall), ``links``, ``portability`` (export, import),
 ``lifecycle``, ``housekeeping``. ``MatchOp`` is the memory panel's search; its SQL
-(``sql/items.py`` ``match_items``) shares the filters and the vector walk of
+(``sql/generic_items.py`` ``match_items``) shares the filters and the vector walk of
 LangGraph's search.
 """
 
@@ -22,10 +22,10 @@ from langgraph.store.base import PutOp, SearchItem
 
 from langmem_layer.errors import InvalidNamespaceError
 from langmem_layer.sql import Sql
-from langmem_layer.sql import items as isql
+from langmem_layer.sql import generic_items as isql
 from langmem_layer.sql import users as usql
 from langmem_layer.sql.filters import compile_filter
-from langmem_layer.sql.items import VALUE
+from langmem_layer.sql.generic_items import VALUE
 from langmem_layer.sql.moved import CLEAR, STATUS, UPDATED, folded
 from langmem_layer.store.ops.dispatch import Context, operation
 from langmem_layer.store.ops.items import row_to_item

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from langmem_layer.errors import InvalidNamespaceError
 from langmem_layer.sql import Sql
-from langmem_layer.sql.items import VALUE
+from langmem_layer.sql.generic_items import VALUE
 from langmem_layer.sql.moved import UPDATED
 from langmem_layer.store.ops.dispatch import Context, operation
 from langmem_layer.store.ops.items import Write

@@ -2,7 +2,7 @@
 exactly-once apply and the ingest log.
 
 Re-exported by ``langmem_layer.store.ops``, where callers import them. Their SQL stays
-in ``langmem_layer.sql.queue``: the server's metrics (``backlog``) and the store's
+in ``langmem_layer.sql.queue_statements``: the server's metrics (``backlog``) and the store's
 error translation (``APPLIED_KEY``) use it too, and the builders with these ops and
 handlers would pass the 600 lines a module may hold.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from langmem_layer.sql import queue as qsql
+from langmem_layer.sql import queue_statements as qsql
 from langmem_layer.store.ops.dispatch import Context, operation, own_parts
 from langmem_layer.store.ops.memory import LockUserWritesOp, TouchOp, lock_user_writes, touch
 from langmem_layer.store.ops.working import LogMessagesOp, log_messages

@@ -4,7 +4,7 @@ An agent's checkable writes are counted per user, agent and kind (``TrustCountOp
 a user's learned trust is read from the counts (``TrustOp``). Every statement binds
 the user with an equality predicate.
 
-Two pieces stay in ``langmem_layer.sql.trust``, because the ``sql`` room above the
+Two pieces stay in ``langmem_layer.sql.trust_counts``, because the ``sql`` room above the
 store uses them and may not import from here: the table's migration
 (``TRUST_TABLE``, in ``sql/ddl_features.py``) and the read of a user's counts
 (``counts``), which ``sql/summaries.py`` joins into a turn's reads.
@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from langmem_layer.sql import Sql
-from langmem_layer.sql.trust import counts
+from langmem_layer.sql.trust_counts import counts
 from langmem_layer.store.ops.dispatch import Context, operation
 from langmem_layer.store.plan import Handler, Query
 

@@ -1,11 +1,11 @@
 """The reads of a turn, in one place: recall's candidates, the narrative arc's
 summaries and the learned trust read with them; the ops and their handlers.
 
-Their SQL stays in the ``sql`` room: recall's candidates (``sql/recall.py``) alone
+Their SQL stays in the ``sql`` room: recall's candidates (``sql/candidates.py``) alone
 are about as long as a module may be (600 lines), and build on the sources and
 vector walk the ranking and the other searches share (``sql/sources.py``,
 ``sql/vector.py``); the summaries' statement (``sql/summaries.py``) is also the
-summary jobs', and joins the trust counts of ``sql/trust.py``.
+summary jobs', and joins the trust counts of ``sql/trust_counts.py``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from langmem_layer.errors import InvalidNamespaceError
 from langmem_layer.sanitize import clean
+from langmem_layer.sql import candidates as rsql
 from langmem_layer.sql import citus
-from langmem_layer.sql import recall as rsql
 from langmem_layer.sql import summaries as ssql
 from langmem_layer.sql.vector import search_settings
 from langmem_layer.store.ops.dispatch import Context, operation
@@ -174,7 +174,7 @@ class RecallOp(NamedTuple):
         standing: How many preferences on how to answer (policy ``adapt``) join the
             candidates whatever the query (strategy ``"standing"``; 0: none).
         max_terms: The full-text search ORs at most this many distinct words of
-            ``query`` (its longest; see ``langmem_layer.sql.recall.cap_terms``).
+            ``query`` (its longest; see ``langmem_layer.sql.candidates.cap_terms``).
         embed_text: The text embedded for the vector strategy (``None``: ``query``).
         context: How many memories the context strategy takes, by their context
             vectors (``store/ops/context.py``; 0: none).
